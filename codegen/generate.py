@@ -1,0 +1,112 @@
+"""Drive the emitter over a schema directory and write (or check) the generated package."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from .emit import BANNER, ModuleEmitter, module_name
+from .spec import MessageSpec, load_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: (schema directory, output package) pairs, relative to the repository root.
+TARGETS = [("schemas", "broker/protocol/generated")]
+
+
+def render_package(schema_dir: Path, rel_schema_dir: str) -> dict[str, str]:
+    """File name -> source text for every module of one generated package."""
+    messages = load_dir(schema_dir)
+    groups: dict[str, list[MessageSpec]] = defaultdict(list)
+    for m in messages:
+        groups[module_name(m.name)].append(m)
+    files: dict[str, str] = {}
+    index_rows = []
+    for mod, msgs in sorted(groups.items()):
+        msgs.sort(key=lambda m: {"request": 0, "response": 1}.get(m.type, 2))
+        sources = [f"{rel_schema_dir}/{Path(m.path).name}" for m in msgs]
+        m0 = msgs[0]
+        if m0.api_key is not None:
+            title = m0.name[: -len("Request")] if m0.name.endswith("Request") else m0.name
+            doc = f"{title} (API key {m0.api_key}) v{m0.valid}: request and response codecs."
+            types = {m.type for m in msgs}
+            if types != {"request", "response"}:
+                raise ValueError(f"{mod}: an API needs both a request and a response schema")
+            rq, rs = msgs
+            if (rq.api_key, rq.valid, rq.flexible) != (rs.api_key, rs.valid, rs.flexible):
+                raise ValueError(
+                    f"{rq.path} and {rs.path}: apiKey, validVersions and flexibleVersions must match"
+                )
+            fv = m0.flexible.intersect(m0.valid)
+            index_rows.append((m0.api_key, title, mod, m0.valid.lo, m0.valid.hi, None if fv.empty else fv.lo))
+        else:
+            doc = f"{m0.name} v{m0.valid} codecs."
+        files[f"{mod}.py"] = ModuleEmitter(msgs, sources).render(doc)
+    files["__init__.py"] = render_index(index_rows, rel_schema_dir)
+    return files
+
+
+def render_index(rows: list[tuple], rel_schema_dir: str) -> str:
+    lines = [
+        BANNER.format(sources=f"{rel_schema_dir}/*.json").rstrip("\n"),
+        '"""Index of the generated API codecs: key -> name, module and version range.',
+        "",
+        "Modules are imported on first use (``codec(api_key)``) so that start-up stays fast.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import importlib",
+        "from types import ModuleType",
+        "from typing import NamedTuple",
+        "",
+        "",
+        "class ApiInfo(NamedTuple):",
+        "    key: int",
+        "    name: str",
+        "    module: str",
+        "    min_version: int",
+        "    max_version: int",
+        "    first_flexible_version: int | None",
+        "",
+        "    def is_flexible(self, version: int) -> bool:",
+        "        f = self.first_flexible_version",
+        "        return f is not None and version >= f",
+        "",
+        "",
+        "APIS: dict[int, ApiInfo] = {",
+    ]
+    for key, title, mod, lo, hi, fv in sorted(rows):
+        lines.append(f"    {key}: ApiInfo({key}, {title!r}, {mod!r}, {lo}, {hi}, {fv}),")
+    lines += [
+        "}",
+        "",
+        "",
+        "def codec(api_key: int) -> ModuleType:",
+        '    """The generated module for an API key (KeyError if we have none)."""',
+        "    return importlib.import_module(f\"{__name__}.{APIS[api_key].module}\")",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def generate(check: bool = False, root: Path = ROOT) -> list[str]:
+    """Write the generated packages, or with ``check`` return the drifted paths without writing."""
+    drift: list[str] = []
+    for rel_src, rel_out in TARGETS:
+        src, out = root / rel_src, root / rel_out
+        files = render_package(src, rel_src)
+        existing = {p.name for p in out.glob("*.py")} if out.exists() else set()
+        for stale in sorted(existing - set(files)):
+            drift.append(f"{rel_out}/{stale} (no schema produces it)")
+            if not check:
+                (out / stale).unlink()
+        for name, text in files.items():
+            path = out / name
+            if path.exists() and path.read_text() == text:
+                continue
+            drift.append(f"{rel_out}/{name}")
+            if not check:
+                out.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+    return drift
