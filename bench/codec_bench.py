@@ -93,15 +93,23 @@ def cases():
 
     v = 4
     kp = KpHeartbeatRequest(
-        version=v, group_id="group-1", generation_id=42, member_id="member-" + "x" * 36,
+        version=v,
+        group_id="group-1",
+        generation_id=42,
+        member_id="member-" + "x" * 36,
         group_instance_id="instance-1",
     )
     yield _api("HeartbeatRequest", v, kp, KpHeartbeatRequest, heartbeat, "request")
 
     v = 9
     kp = KpJoinGroupRequest(
-        version=v, group_id="group-1", session_timeout_ms=45000, rebalance_timeout_ms=300000,
-        member_id="member-" + "x" * 36, group_instance_id=None, protocol_type="consumer",
+        version=v,
+        group_id="group-1",
+        session_timeout_ms=45000,
+        rebalance_timeout_ms=300000,
+        member_id="member-" + "x" * 36,
+        group_instance_id=None,
+        protocol_type="consumer",
         protocols=[KpJoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=bytes(200))],
         reason="rebalance",
     )
@@ -110,8 +118,13 @@ def cases():
     v = 5
     Assign = KpSyncGroupRequest.SyncGroupRequestAssignment
     kp = KpSyncGroupRequest(
-        version=v, group_id="group-1", generation_id=3, member_id="member-0",
-        group_instance_id=None, protocol_type="consumer", protocol_name="range",
+        version=v,
+        group_id="group-1",
+        generation_id=3,
+        member_id="member-0",
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocol_name="range",
         assignments=[Assign(member_id=f"member-{i}", assignment=bytes(60)) for i in range(10)],
     )
     yield _api("SyncGroupRequest", v, kp, KpSyncGroupRequest, sync_group, "request")
@@ -120,11 +133,25 @@ def cases():
     T = KpOffsetCommitRequest.OffsetCommitRequestTopic
     P = T.OffsetCommitRequestPartition
     kp = KpOffsetCommitRequest(
-        version=v, group_id="group-1", generation_id_or_member_epoch=3, member_id="member-0",
+        version=v,
+        group_id="group-1",
+        generation_id_or_member_epoch=3,
+        member_id="member-0",
         group_instance_id=None,
-        topics=[T(name="topic-a", partitions=[
-            P(partition_index=i, committed_offset=1000 + i, committed_leader_epoch=1,
-              committed_metadata="") for i in range(10)])],
+        topics=[
+            T(
+                name="topic-a",
+                partitions=[
+                    P(
+                        partition_index=i,
+                        committed_offset=1000 + i,
+                        committed_leader_epoch=1,
+                        committed_metadata="",
+                    )
+                    for i in range(10)
+                ],
+            )
+        ],
     )
     yield _api("OffsetCommitRequest", v, kp, KpOffsetCommitRequest, offset_commit, "request")
 
@@ -132,9 +159,16 @@ def cases():
     G = KpOffsetFetchRequest.OffsetFetchRequestGroup
     GT = G.OffsetFetchRequestTopics
     kp = KpOffsetFetchRequest(
-        version=v, require_stable=True,
-        groups=[G(group_id="group-1", member_id="member-0", member_epoch=3,
-                  topics=[GT(name="topic-a", partition_indexes=list(range(10)))])],
+        version=v,
+        require_stable=True,
+        groups=[
+            G(
+                group_id="group-1",
+                member_id="member-0",
+                member_epoch=3,
+                topics=[GT(name="topic-a", partition_indexes=list(range(10)))],
+            )
+        ],
     )
     yield _api("OffsetFetchRequest", v, kp, KpOffsetFetchRequest, offset_fetch, "request")
 
@@ -142,10 +176,29 @@ def cases():
     RT = RG.OffsetFetchResponseTopics
     RP = RT.OffsetFetchResponsePartitions
     kp = KpOffsetFetchResponse(
-        version=v, throttle_time_ms=0,
-        groups=[RG(group_id="group-1", error_code=0, topics=[RT(name="topic-a", partitions=[
-            RP(partition_index=i, committed_offset=1000 + i, committed_leader_epoch=1,
-               metadata="", error_code=0) for i in range(10)])])],
+        version=v,
+        throttle_time_ms=0,
+        groups=[
+            RG(
+                group_id="group-1",
+                error_code=0,
+                topics=[
+                    RT(
+                        name="topic-a",
+                        partitions=[
+                            RP(
+                                partition_index=i,
+                                committed_offset=1000 + i,
+                                committed_leader_epoch=1,
+                                metadata="",
+                                error_code=0,
+                            )
+                            for i in range(10)
+                        ],
+                    )
+                ],
+            )
+        ],
     )
     yield _api("OffsetFetchResponse", v, kp, KpOffsetFetchResponse, offset_fetch, "response")
 
@@ -153,11 +206,27 @@ def cases():
     FT = KpFetchResponse.FetchableTopicResponse
     FP = FT.PartitionData
     kp = KpFetchResponse(
-        version=v, throttle_time_ms=0, error_code=0, session_id=0,
-        responses=[FT(topic="topic-a", partitions=[
-            FP(partition_index=0, error_code=0, high_watermark=5000, last_stable_offset=5000,
-               log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1,
-               records=bytes(range(256)) * 64)])],
+        version=v,
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        responses=[
+            FT(
+                topic="topic-a",
+                partitions=[
+                    FP(
+                        partition_index=0,
+                        error_code=0,
+                        high_watermark=5000,
+                        last_stable_offset=5000,
+                        log_start_offset=0,
+                        aborted_transactions=None,
+                        preferred_read_replica=-1,
+                        records=bytes(range(256)) * 64,
+                    )
+                ],
+            )
+        ],
     )
     yield _api("FetchResponse", v, kp, KpFetchResponse, fetch, "response")
 
@@ -166,15 +235,33 @@ def cases():
     MT = KpMetadataResponse.MetadataResponseTopic
     MP = MT.MetadataResponsePartition
     kp = KpMetadataResponse(
-        version=v, throttle_time_ms=0,
+        version=v,
+        throttle_time_ms=0,
         brokers=[B(node_id=1, host="localhost", port=9092, rack=None)],
-        cluster_id="cluster-abc", controller_id=1,
-        topics=[MT(error_code=0, name=f"topic-{t}", topic_id=uuid.UUID(int=t + 1), is_internal=False,
-                   partitions=[MP(error_code=0, partition_index=p, leader_id=1, leader_epoch=0,
-                                  replica_nodes=[1], isr_nodes=[1], offline_replicas=[])
-                               for p in range(10)],
-                   authorized_operations={31})
-                for t in range(10)],
+        cluster_id="cluster-abc",
+        controller_id=1,
+        topics=[
+            MT(
+                error_code=0,
+                name=f"topic-{t}",
+                topic_id=uuid.UUID(int=t + 1),
+                is_internal=False,
+                partitions=[
+                    MP(
+                        error_code=0,
+                        partition_index=p,
+                        leader_id=1,
+                        leader_epoch=0,
+                        replica_nodes=[1],
+                        isr_nodes=[1],
+                        offline_replicas=[],
+                    )
+                    for p in range(10)
+                ],
+                authorized_operations={31},
+            )
+            for t in range(10)
+        ],
     )
     yield _api("MetadataResponse", v, kp, KpMetadataResponse, metadata, "response")
 

@@ -84,7 +84,7 @@ def render_index(rows: list[tuple], rel_schema_dir: str) -> str:
         "",
         "def codec(api_key: int) -> ModuleType:",
         '    """The generated module for an API key (KeyError if we have none)."""',
-        "    return importlib.import_module(f\"{__name__}.{APIS[api_key].module}\")",
+        '    return importlib.import_module(f"{__name__}.{APIS[api_key].module}")',
         "",
     ]
     return "\n".join(lines)

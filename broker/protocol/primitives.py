@@ -7,8 +7,9 @@ fields it does not know). Nothing here does I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from struct import Struct
-from typing import Any, Callable
+from typing import Any
 from uuid import UUID
 
 __all__ = [
