@@ -1,0 +1,93 @@
+"""Command line: ``python -m broker serve`` (also installed as ``pykbroker``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from broker.config import Config, ConfigError, parse_pairs, parse_properties
+
+
+@click.group()
+def main() -> None:
+    """A Kafka wire-protocol broker for local development and client tests."""
+
+
+@main.command()
+@click.option("--host", default=None, help="Address to listen on [default: 127.0.0.1].")
+@click.option("--port", type=int, default=None, help="Port to listen on [default: 9092; 0 = any free].")
+@click.option("--advertised-host", default=None, help="Host name clients are told to connect to.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="[default: ./kafka-data]")
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+)
+@click.option("--config", "pairs", multiple=True, metavar="KEY=VALUE", help="A Kafka property (repeatable).")
+@click.option(
+    "--config-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="A .properties file with Kafka property names.",
+)
+def serve(
+    host: str | None,
+    port: int | None,
+    advertised_host: str | None,
+    data_dir: str | None,
+    log_level: str,
+    pairs: tuple[str, ...],
+    config_file: str | None,
+) -> None:
+    """Run the broker until SIGTERM or Ctrl-C."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    try:
+        values: dict[str, str] = {}
+        if config_file:
+            values.update(parse_properties(Path(config_file).read_text()))
+        values.update(parse_pairs(pairs))
+        for key, val in (("host", host), ("port", port), ("advertised.host", advertised_host)):
+            if val is not None:
+                values[key] = str(val)
+        if data_dir is not None:
+            values["log.dirs"] = data_dir
+        config = Config(values)
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from e
+    from broker.server import new_event_loop
+
+    loop = new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(_run(config))
+    except OSError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    finally:
+        loop.close()
+
+
+async def _run(config: Config) -> None:
+    from broker.app import Broker
+
+    broker = Broker(config)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    logging.getLogger("broker").info("shutting down")
+    await broker.stop()
+
+
+if __name__ == "__main__":
+    main()

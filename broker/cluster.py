@@ -1,0 +1,168 @@
+"""Cluster metadata kept in the data directory: identity (cluster id, node id) and the topic registry.
+
+``meta.properties`` holds the cluster id, generated once per data directory, like Kafka's. The
+topic registry (``topics.json``) holds every topic's name, id, partition count and configs; it is
+rewritten atomically (temp file, fsync, rename, directory fsync) on every change, so a crash leaves
+either the old or the new registry, never a torn one.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from broker.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME = 249
+
+
+def kafka_uuid_str(u: uuid.UUID) -> str:
+    """Kafka's textual Uuid form: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "topic name is empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_NAME:
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic name is longer than {MAX_TOPIC_NAME} characters"
+        )
+    if not _TOPIC_RE.match(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_' and '-'",
+        )
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+    internal: bool = False
+
+
+class ClusterMeta:
+    """Identity of this one-node cluster, loaded from (or created in) the data directory."""
+
+    def __init__(self, data_dir: Path, node_id: int):
+        self.data_dir = data_dir
+        self.node_id = node_id
+        data_dir.mkdir(parents=True, exist_ok=True)
+        path = data_dir / "meta.properties"
+        props: dict[str, str] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if "=" in line and not line.startswith("#"):
+                    k, v = line.split("=", 1)
+                    props[k.strip()] = v.strip()
+        if "cluster.id" not in props:
+            props = {"version": "1", "cluster.id": kafka_uuid_str(uuid.uuid4()), "node.id": str(node_id)}
+            body = "".join(f"{k}={v}\n" for k, v in props.items())
+            _atomic_write(path, ("#Written by the broker; do not edit\n" + body).encode())
+            log.info("new data directory %s: cluster id %s", data_dir, props["cluster.id"])
+        self.cluster_id: str = props["cluster.id"]
+
+
+class TopicRegistry:
+    """Every topic of the cluster; persisted on each change."""
+
+    def __init__(self, data_dir: Path):
+        self.path = data_dir / "topics.json"
+        self._by_name: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+        if self.path.exists():
+            raw = orjson.loads(self.path.read_bytes())
+            for t in raw["topics"]:
+                topic = Topic(
+                    name=t["name"],
+                    topic_id=uuid.UUID(t["id"]),
+                    partitions=t["partitions"],
+                    configs=t.get("configs", {}),
+                    internal=t.get("internal", False),
+                )
+                self._index(topic)
+
+    def _index(self, topic: Topic) -> None:
+        self._by_name[topic.name] = topic
+        self._by_id[topic.topic_id] = topic
+
+    def _save(self) -> None:
+        doc = {
+            "version": 1,
+            "topics": [
+                {
+                    "name": t.name,
+                    "id": str(t.topic_id),
+                    "partitions": t.partitions,
+                    "configs": t.configs,
+                    "internal": t.internal,
+                }
+                for t in self._by_name.values()
+            ],
+        }
+        _atomic_write(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+
+    def get(self, name: str) -> Topic | None:
+        return self._by_name.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    def all(self) -> list[Topic]:
+        return list(self._by_name.values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def create(
+        self, name: str, partitions: int, configs: dict[str, str] | None = None, internal: bool = False
+    ) -> Topic:
+        validate_topic_name(name)
+        if name in self._by_name:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if partitions < 1:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
+        collide = name.replace(".", "_")
+        for other in self._by_name:
+            if other.replace(".", "_") == collide:
+                raise KafkaError(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"topic {name!r} collides with existing topic {other!r} ('.' and '_' are the same)",
+                )
+        topic_id = uuid.uuid4()
+        while topic_id.int == 0 or topic_id in self._by_id:
+            topic_id = uuid.uuid4()
+        topic = Topic(name, topic_id, partitions, dict(configs or {}), internal)
+        self._index(topic)
+        self._save()
+        log.info("created topic %s (%d partitions, id %s)", name, partitions, kafka_uuid_str(topic_id))
+        return topic

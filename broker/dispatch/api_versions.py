@@ -1,0 +1,44 @@
+"""ApiVersions (key 18) v0-4: v1 adds throttle time; v3 is flexible and carries the client's software
+name and version (KIP-511), which we keep per connection for logs.
+
+An ApiVersions request at a version we don't serve never reaches this module: the connection answers
+it in the v0 format with UNSUPPORTED_VERSION and our ranges (``unsupported_version_response``), so
+the client can retry with a version we know.
+"""
+
+from __future__ import annotations
+
+import re
+
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated import api_versions as codec
+from broker.protocol.generated.api_versions import ApiVersion, ApiVersionsResponse
+
+from .registry import RequestContext
+
+API_KEY = 18
+
+# Kafka accepts client software names/versions matching this (KIP-511).
+_SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def _api_keys(ctx: RequestContext) -> list[ApiVersion]:
+    return [ApiVersion(key, lo, hi) for key, lo, hi in ctx.broker.registry.ranges()]
+
+
+def handle(ctx: RequestContext, req: codec.ApiVersionsRequest) -> ApiVersionsResponse:
+    if ctx.api_version >= 3:
+        name, version = req.client_software_name, req.client_software_version
+        if not (_SOFTWARE_RE.match(name) and _SOFTWARE_RE.match(version)):
+            return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=_api_keys(ctx))
+        ctx.client.software_name = name
+        ctx.client.software_version = version
+    return ApiVersionsResponse(error_code=0, api_keys=_api_keys(ctx), finalized_features_epoch=-1)
+
+
+def unsupported_version_response(ranges: list[tuple[int, int, int]]) -> bytes:
+    """The v0-format body Kafka sends when the requested ApiVersions version is too new."""
+    resp = ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[ApiVersion(k, lo, hi) for k, lo, hi in ranges]
+    )
+    return codec.encode_response_v0(resp)

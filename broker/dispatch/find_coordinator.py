@@ -1,0 +1,50 @@
+"""FindCoordinator (key 10) v0-6: v1 adds key type (0 group, 1 transaction) and error message; v3 is
+flexible; v4 batches keys (KIP-699); v6 adds share-group keys (type 2, not served here).
+
+This node coordinates every group and transactional id.
+"""
+
+from __future__ import annotations
+
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.find_coordinator import (
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+
+from .registry import RequestContext
+
+API_KEY = 10
+
+GROUP, TRANSACTION, SHARE = 0, 1, 2
+
+
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
+    if key_type not in (GROUP, TRANSACTION):
+        if key_type == SHARE:
+            return ErrorCode.INVALID_REQUEST, "share groups are not supported by this broker"
+        return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
+    if key_type == TRANSACTION and not key:
+        return ErrorCode.INVALID_REQUEST, "transactional id is empty"
+    return ErrorCode.NONE, None
+
+
+def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    b = ctx.broker
+    host, port, node = b.advertised_host, b.advertised_port, b.node_id
+    if ctx.api_version < 4:
+        code, msg = _lookup(ctx, req.key, req.key_type)
+        if code:
+            return FindCoordinatorResponse(error_code=int(code), error_message=msg, node_id=-1, host="", port=-1)
+        return FindCoordinatorResponse(error_code=0, error_message=None, node_id=node, host=host, port=port)
+    coordinators = []
+    for key in req.coordinator_keys:
+        code, msg = _lookup(ctx, key, req.key_type)
+        if code:
+            coordinators.append(
+                Coordinator(key=key, node_id=-1, host="", port=-1, error_code=int(code), error_message=msg)
+            )
+        else:
+            coordinators.append(Coordinator(key=key, node_id=node, host=host, port=port, error_code=0))
+    return FindCoordinatorResponse(coordinators=coordinators)

@@ -1,0 +1,109 @@
+"""Metadata (key 3) v0-13: v1 null topics means all (v0: empty means all) and adds the controller;
+v2 cluster id; v4 allow_auto_topic_creation; v5 offline replicas; v7 leader epoch; v8-10 cluster
+authorized operations; v8+ topic authorized operations; v9 flexible; v10 topic ids; v12 lookup by
+topic id (null name); v13 top-level error code.
+
+This node leads every partition. Unknown topics are created when both the broker
+(``auto.create.topics.enable``) and the request (v4+) allow it, with ``num.partitions`` partitions.
+"""
+
+from __future__ import annotations
+
+from broker.cluster import Topic
+from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.generated.metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from broker.protocol.primitives import ZERO_UUID
+
+from . import acl
+from .registry import RequestContext
+
+API_KEY = 3
+
+
+def broker_entry(ctx: RequestContext) -> MetadataResponseBroker:
+    b = ctx.broker
+    return MetadataResponseBroker(
+        node_id=b.node_id, host=b.advertised_host, port=b.advertised_port, rack=b.rack
+    )
+
+
+def topic_entry(ctx: RequestContext, topic: Topic, include_ops: bool) -> MetadataResponseTopic:
+    node = ctx.broker.node_id
+    parts = [
+        MetadataResponsePartition(
+            error_code=0,
+            partition_index=i,
+            leader_id=node,
+            leader_epoch=0,
+            replica_nodes=[node],
+            isr_nodes=[node],
+            offline_replicas=[],
+        )
+        for i in range(topic.partitions)
+    ]
+    return MetadataResponseTopic(
+        error_code=0,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
+        partitions=parts,
+        topic_authorized_operations=acl.TOPIC_OPS if include_ops else acl.NOT_REQUESTED,
+    )
+
+
+def _error_topic(code: ErrorCode, name: str | None, topic_id=ZERO_UUID) -> MetadataResponseTopic:
+    return MetadataResponseTopic(error_code=int(code), name=name, topic_id=topic_id, partitions=[])
+
+
+def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+    v = ctx.api_version
+    registry = ctx.broker.topics
+    include_ops = v >= 8 and req.include_topic_authorized_operations
+    all_topics = req.topics is None or (v == 0 and not req.topics)
+    out: list[MetadataResponseTopic] = []
+    if all_topics:
+        out = [topic_entry(ctx, t, include_ops) for t in registry.all()]
+    else:
+        may_create = ctx.broker.config["auto.create.topics.enable"] and (
+            v < 4 or req.allow_auto_topic_creation
+        )
+        seen: set[str] = set()
+        for rt in req.topics:
+            name = rt.name
+            if name is None:
+                topic = registry.by_id(rt.topic_id)
+                if topic is None:
+                    out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, rt.topic_id))
+                    continue
+                name = topic.name
+            if name in seen:
+                continue
+            seen.add(name)
+            topic = registry.get(name)
+            if topic is None and may_create:
+                try:
+                    topic = registry.create(name, ctx.broker.config["num.partitions"])
+                except KafkaError as e:
+                    out.append(_error_topic(e.code, name))
+                    continue
+            if topic is None:
+                out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                continue
+            out.append(topic_entry(ctx, topic, include_ops))
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[broker_entry(ctx)],
+        cluster_id=ctx.broker.cluster_id,
+        controller_id=ctx.broker.node_id,
+        topics=out,
+        cluster_authorized_operations=(
+            acl.CLUSTER_OPS if (8 <= v <= 10 and req.include_cluster_authorized_operations) else acl.NOT_REQUESTED
+        ),
+        error_code=0,
+    )

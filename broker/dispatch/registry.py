@@ -1,0 +1,106 @@
+"""The API registry: which API keys and versions this broker serves, and the handler for each.
+
+A handler module declares ``API_KEY``, optionally ``VERSIONS = (min, max)`` when it serves less than
+the schema covers, and ``handle(ctx, request)`` returning the response object (or ``None`` for "no
+response", or an awaitable of either). ApiVersions answers from this registry, so an API is
+advertised exactly when a handler for it is registered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated import APIS, codec
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ClientInfo:
+    """What we know about the client on one connection (for logs and DescribeGroups)."""
+
+    peer: str
+    client_id: str | None = None
+    software_name: str | None = None
+    software_version: str | None = None
+
+    def describe(self) -> str:
+        sw = f" {self.software_name}/{self.software_version}" if self.software_name else ""
+        return f"{self.peer} (client id {self.client_id!r}{sw})"
+
+
+@dataclass
+class RequestContext:
+    broker: Broker
+    client: ClientInfo
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Api:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    first_flexible_version: int | None
+    handler: Callable[[RequestContext, Any], Any]
+    codec: ModuleType
+    decoders: tuple
+    encoders: tuple
+    module: ModuleType
+
+    def flexible(self, version: int) -> bool:
+        f = self.first_flexible_version
+        return f is not None and version >= f
+
+    def error_response(self, version: int, request: Any, code: ErrorCode) -> Any | None:
+        """A response carrying ``code``: the module's own builder, else the top-level error_code."""
+        build = getattr(self.module, "error_response", None)
+        if build is not None:
+            return build(request, version, code)
+        cls = getattr(self.codec, self.name + "Response")
+        if "error_code" in cls._fields:
+            return cls(error_code=int(code))
+        return None
+
+
+class Registry:
+    def __init__(self, modules: Iterable[ModuleType]):
+        self.apis: dict[int, Api] = {}
+        for mod in modules:
+            key = mod.API_KEY
+            info = APIS[key]
+            lo, hi = getattr(mod, "VERSIONS", (info.min_version, info.max_version))
+            if not (info.min_version <= lo <= hi <= info.max_version):
+                raise ValueError(f"{mod.__name__}: VERSIONS {lo}-{hi} outside the schema's {info}")
+            c = codec(key)
+            self.apis[key] = Api(
+                key=key,
+                name=info.name,
+                min_version=lo,
+                max_version=hi,
+                first_flexible_version=info.first_flexible_version,
+                handler=mod.handle,
+                codec=c,
+                decoders=c.REQUEST_DECODERS,
+                encoders=c.RESPONSE_ENCODERS,
+                module=mod,
+            )
+
+    def get(self, api_key: int) -> Api | None:
+        return self.apis.get(api_key)
+
+    def ranges(self) -> list[tuple[int, int, int]]:
+        return [(a.key, a.min_version, a.max_version) for a in sorted(self.apis.values(), key=lambda a: a.key)]

@@ -1,0 +1,217 @@
+"""One client connection: frames in, requests dispatched one at a time, responses out in order.
+
+This is an ``asyncio.Protocol`` (callbacks, not Streams: measured 2.6-4x faster per request here).
+Each read is split into as many frames as it holds. Like Kafka, a connection has one request in
+flight: a handler that returns an awaitable parks the connection, and the frames that arrive
+meanwhile wait in order (reading pauses if too many pile up).
+
+Anything wrong with the stream itself closes this connection and only this one: a bad length
+prefix, an unknown API key, an unsupported version (except ApiVersions, which gets an
+UNSUPPORTED_VERSION answer in the v0 format), or a frame that does not decode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from struct import error as StructError
+from typing import TYPE_CHECKING, Any
+
+from broker.dispatch.api_versions import unsupported_version_response
+from broker.dispatch.registry import ClientInfo, RequestContext
+from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.framing import REQUEST_PREFIX, FrameError, FrameReader, response_frame
+from broker.protocol.generated import request_header
+from broker.protocol.primitives import DecodeError
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS = 18
+#: Pause reading when this many requests wait behind the one in flight.
+MAX_QUEUED = 64
+_DECODE_ERRORS = (DecodeError, StructError, IndexError, UnicodeDecodeError, ValueError, OverflowError)
+_decode_header_v1 = request_header.decode_v1
+_decode_header_v2 = request_header.decode_v2
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: Broker):
+        self.broker = broker
+        self.registry = broker.registry
+        self.reader = FrameReader(broker.config["socket.request.max.bytes"])
+        self.transport: asyncio.Transport | None = None
+        self.client = ClientInfo(peer="?")
+        self.queue: deque[bytes] = deque()
+        self.busy = False
+        self.closed = False
+        self.reading_paused = False
+        self.writing_paused = False
+        self.last_active = time.monotonic()
+
+    # ------------------------------------------------------------------ asyncio callbacks
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.client.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.broker.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.queue.clear()
+        self.broker.connections.discard(self)
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._drain()
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        try:
+            frames = self.reader.feed(data)
+        except FrameError as e:
+            self.close(f"bad frame: {e}")
+            return
+        if not frames:
+            return
+        if self.busy or self.queue or self.writing_paused:
+            self.queue.extend(frames)
+            self._maybe_pause_reading()
+            return
+        for i, frame in enumerate(frames):
+            if self.closed:
+                return
+            self._handle(frame)
+            if self.busy or self.writing_paused:
+                self.queue.extend(frames[i + 1 :])
+                self._maybe_pause_reading()
+                return
+
+    # ------------------------------------------------------------------ request path
+
+    def _handle(self, frame: bytes) -> None:
+        """Decode one frame, run its handler, and send the response (or park until it is ready)."""
+        try:
+            api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
+        except StructError:
+            self.close(f"frame of {len(frame)} bytes is too short for a request header")
+            return
+        api = self.registry.get(api_key)
+        if api is None:
+            self.close(f"unknown API key {api_key}")
+            return
+        if not api.min_version <= version <= api.max_version:
+            if api_key == API_VERSIONS:
+                body = unsupported_version_response(self.registry.ranges())
+                self._write(response_frame(correlation_id, False, body))
+                return
+            self.close(
+                f"unsupported {api.name} version {version} (we serve {api.min_version}-{api.max_version})"
+            )
+            return
+        flexible = api.flexible(version)
+        try:
+            header, pos = (_decode_header_v2 if flexible else _decode_header_v1)(frame)
+            request, _end = api.decoders[version](frame, pos)
+        except _DECODE_ERRORS as e:
+            self.close(f"cannot decode {api.name} v{version}: {e}")
+            return
+        self.client.client_id = header.client_id
+        ctx = RequestContext(
+            broker=self.broker,
+            client=self.client,
+            api_key=api_key,
+            api_version=version,
+            correlation_id=correlation_id,
+            client_id=header.client_id,
+        )
+        try:
+            response = api.handler(ctx, request)
+        except KafkaError as e:
+            response = api.error_response(version, request, e.code)
+            if response is None:
+                self.close(f"{api.name} v{version} failed: {e}")
+                return
+        except Exception:
+            log.exception("%s v%d from %s: handler failed", api.name, version, self.client.describe())
+            response = api.error_response(version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if response is None:
+                self.close(f"{api.name} v{version}: internal error")
+                return
+        if hasattr(response, "__await__"):
+            self.busy = True
+            task = asyncio.ensure_future(response)
+            task.add_done_callback(lambda t: self._finish(t, api, version, request, correlation_id))
+            return
+        self._send(api, version, correlation_id, response)
+
+    def _finish(self, task: asyncio.Future, api: Any, version: int, request: Any, correlation_id: int) -> None:
+        self.busy = False
+        if self.closed:
+            return
+        if task.cancelled():
+            self.close("request cancelled")
+            return
+        exc = task.exception()
+        if exc is None:
+            response = task.result()
+        elif isinstance(exc, KafkaError):
+            response = api.error_response(version, request, exc.code)
+        else:
+            log.error(
+                "%s v%d from %s: handler failed", api.name, version, self.client.describe(), exc_info=exc
+            )
+            response = api.error_response(version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        if response is None and exc is not None:
+            self.close(f"{api.name} v{version} failed: {exc}")
+            return
+        self._send(api, version, correlation_id, response)
+        self._drain()
+
+    def _send(self, api: Any, version: int, correlation_id: int, response: Any) -> None:
+        if response is None:  # e.g. Produce with acks=0
+            return
+        try:
+            body = api.encoders[version](response)
+        except Exception:
+            log.exception("%s v%d: cannot encode response %r", api.name, version, response)
+            self.close("internal error encoding a response")
+            return
+        # ApiVersions responses always use header v0 so any client can read them (KIP-511).
+        flexible_header = api.flexible(version) and api.key != API_VERSIONS
+        self._write(response_frame(correlation_id, flexible_header, body))
+
+    def _drain(self) -> None:
+        """Handle queued frames until one parks or writing backs up."""
+        while self.queue and not self.busy and not self.writing_paused and not self.closed:
+            self._handle(self.queue.popleft())
+        if self.reading_paused and len(self.queue) < MAX_QUEUED // 2 and not self.closed:
+            self.reading_paused = False
+            self.transport.resume_reading()
+
+    def _maybe_pause_reading(self) -> None:
+        if len(self.queue) >= MAX_QUEUED and not self.reading_paused:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    def _write(self, data: bytes) -> None:
+        if not self.closed:
+            self.transport.write(data)
+
+    def close(self, reason: str) -> None:
+        """Close this connection (never any other) with a log line naming the client."""
+        if self.closed:
+            return
+        log.warning("closing connection from %s: %s", self.client.describe(), reason)
+        self.closed = True
+        self.queue.clear()
+        if self.transport is not None:
+            self.transport.abort()

@@ -1,0 +1,98 @@
+"""Run a broker inside the current process, for tests (ours, or a client library's).
+
+The broker gets its own event loop on a background thread, so blocking clients (kafka-python,
+confluent-kafka, a Java subprocess) and asyncio clients (aiokafka, on the test's own loop) can both
+talk to it over real TCP::
+
+    with running_broker(tmp_path) as b:
+        KafkaAdminClient(bootstrap_servers=b.bootstrap)
+
+It binds port 0 (a free port) on 127.0.0.1 and starts in milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from broker.app import Broker
+from broker.config import Config
+from broker.server import new_event_loop
+
+
+class BrokerThread:
+    def __init__(self, data_dir: Path | str, config: Mapping[str, Any] | None = None):
+        values = {"host": "127.0.0.1", "port": 0, "log.dirs": str(data_dir)}
+        values.update(config or {})
+        self.config = Config(values)
+        self.loop = new_event_loop()
+        self.broker: Broker | None = None
+        self._thread = threading.Thread(target=self._run, name="broker", daemon=True)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._stop: asyncio.Event | None = None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self._main())
+        except BaseException as e:  # surfaced to the starting thread
+            self._error = e
+            self._ready.set()
+        finally:
+            self.loop.close()
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        self.broker = Broker(self.config)
+        await self.broker.start()
+        self._ready.set()
+        await self._stop.wait()
+        await self.broker.stop()
+
+    def start(self, timeout: float = 10.0) -> BrokerThread:
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError("broker did not start")
+        if self._error is not None:
+            raise RuntimeError("broker failed to start") from self._error
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._thread.is_alive() and self._stop is not None:
+            self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout)
+
+    def call(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn(*args)`` on the broker's loop and return its result (thread-safe)."""
+
+        async def run() -> Any:
+            return fn(*args)
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
+
+    @property
+    def port(self) -> int:
+        assert self.broker is not None
+        return self.broker.port
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+@contextmanager
+def running_broker(data_dir: Path | str, config: Mapping[str, Any] | None = None) -> Iterator[BrokerThread]:
+    bt = BrokerThread(data_dir, config).start()
+    try:
+        yield bt
+    finally:
+        bt.stop()
