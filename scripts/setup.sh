@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Create .venv (if needed) and install the broker; with "test", also the test tools, the Kafka
+# reference schemas and Java client jars, and a JDK when javac is missing. Idempotent.
+#
+#   scripts/setup.sh           # runtime only
+#   scripts/setup.sh test      # everything the test suite needs
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+apt_install() {
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  else
+    echo "setup: please install: $*" >&2
+    exit 1
+  fi
+}
+
+py=${PYTHON:-python3}
+command -v "$py" >/dev/null 2>&1 || apt_install python3 python3-venv python3-pip
+if [ ! -x .venv/bin/python ]; then
+  "$py" -m venv .venv 2>/dev/null || { apt_install python3-venv; rm -rf .venv; "$py" -m venv .venv; }
+fi
+stamp=.venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-${1:-run}
+if [ ! -f "$stamp" ]; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+  if [ "${1:-}" = test ]; then
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+  else
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e .
+  fi
+  touch "$stamp"
+fi
+if [ "${1:-}" = test ]; then
+  command -v javac >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
+  PYTHON=.venv/bin/python scripts/reference.sh >/dev/null
+fi

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Set up everything the tests need (first run only), then lint, check generated code, run the suite.
+# Extra arguments go to pytest.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh" test
+cd "$root"
+.venv/bin/ruff check .
+.venv/bin/python -m codegen generate --check
+exec .venv/bin/python -m pytest -q "$@"
