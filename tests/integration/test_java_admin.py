@@ -1,0 +1,117 @@
+"""The Java Admin client (kafka-clients 3.9) against the broker, through tests/java/AdminProbe.java.
+
+Each test starts one JVM; results come back as one JSON line per command. ``require_java()`` is
+called in the test body (not a fixture) so that a missing JDK or jar makes the test fail, never
+skip or error.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.cluster import kafka_uuid_str
+from tests.support.java import Java, JavaResult, json_lines, require_java
+
+pytestmark = pytest.mark.java
+
+
+def probe(java: Java, broker, *commands: str) -> tuple[JavaResult, list[dict]]:
+    result = java.run("AdminProbe", [broker.bootstrap, *commands], timeout=60)
+    lines = json_lines(result.stdout)
+    assert [line["cmd"] for line in lines] == [c.split()[0] for c in commands], result
+    return result, lines
+
+
+def ok(result: JavaResult, lines: list[dict]) -> list[dict]:
+    failed = [line for line in lines if "error" in line]
+    assert result.returncode == 0 and not failed, f"{failed}\nstderr:\n{result.stderr}"
+    return lines
+
+
+def create(broker, name: str, partitions: int) -> str:
+    """Create a topic on the broker's loop; its id in Kafka's textual form."""
+    topic = broker.call(broker.broker.topics.create, name, partitions)
+    return kafka_uuid_str(topic.topic_id)
+
+
+def test_describe_cluster(broker):
+    java = require_java()
+    [cluster] = ok(*probe(java, broker, "cluster"))
+    node = {"id": 1, "host": "127.0.0.1", "port": broker.port, "rack": None}
+    assert cluster == {
+        "cmd": "cluster",
+        "clusterId": broker.broker.cluster_id,
+        "controller": node,
+        "nodes": [node],
+    }
+
+
+def test_list_topics_sees_created_topics(broker):
+    java = require_java()
+    with java.session("AdminProbe", [broker.bootstrap]) as s:
+        before = s.request("topics")
+        t1 = create(broker, "t1", 3)
+        t2 = create(broker, "t2", 1)
+        after = s.request("topics")
+    assert s.result is not None and s.result.returncode == 0, s.result
+    assert before == {"cmd": "topics", "names": [], "listings": []}
+    assert after == {
+        "cmd": "topics",
+        "names": ["t1", "t2"],
+        "listings": [
+            {"name": "t1", "topicId": t1, "internal": False},
+            {"name": "t2", "topicId": t2, "internal": False},
+        ],
+    }
+
+
+def test_describe_topics(broker):
+    java = require_java()
+    t1 = create(broker, "t1", 3)
+    t2 = create(broker, "t2", 1)
+    [described] = ok(*probe(java, broker, "describe-topics t1,t2"))
+
+    def partitions(n: int) -> list[dict]:
+        return [{"partition": p, "leader": 1, "replicas": [1], "isr": [1]} for p in range(n)]
+
+    assert described == {
+        "cmd": "describe-topics",
+        "topics": [
+            {"name": "t1", "topicId": t1, "internal": False, "partitions": partitions(3)},
+            {"name": "t2", "topicId": t2, "internal": False, "partitions": partitions(1)},
+        ],
+    }
+
+
+def test_describe_unknown_topic_fails(broker):
+    java = require_java()
+    create(broker, "t1", 1)
+    result, lines = probe(java, broker, "describe-topics nope", "describe-topics t1,nope2", "topics")
+    assert result.returncode == 1, result
+    unknown = "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
+    assert [(line.get("error"), line.get("message")) for line in lines[:2]] == [
+        (unknown, "This server does not host this topic-partition."),
+    ] * 2
+    # Admin sends Metadata with allowAutoTopicCreation=false: describing must not create the topic.
+    assert lines[2]["names"] == ["t1"], result
+    assert broker.call(lambda: sorted(t.name for t in broker.broker.topics.all())) == ["t1"]
+
+
+def test_find_coordinator_every_version(broker):
+    """FindCoordinator through the client's own request/response classes (Admin has no such call)."""
+    java = require_java()
+    [found] = ok(*probe(java, broker, "coordinator g1"))
+    assert found == {
+        "cmd": "coordinator",
+        "versions": [
+            {
+                "version": v,
+                "key": "g1" if v >= 4 else None,
+                "error": "NONE",
+                "nodeId": 1,
+                "host": "127.0.0.1",
+                "port": broker.port,
+            }
+            for v in range(7)
+        ],
+    }
