@@ -352,6 +352,12 @@ class ModuleEmitter:
             return
         # arrays
         el = f.type.element
+        if el.kind == "fixed" and el.name == "uuid":
+            c.add(i, f"if p + 16 * {n} > len(b):")
+            c.add(i + 1, f'raise DecodeError("{m.name}: {f.name} count exceeds the frame")')
+            c.add(i, f"{var} = [_uuid(b[x : x + 16]) for x in range(p, p + 16 * {n}, 16)]")
+            c.add(i, f"p += 16 * {n}")
+            return
         if el.kind == "fixed":
             # unpack_from itself fails on a count that overruns the frame
             fmt, size = FIXED_TYPES[el.name]
@@ -360,8 +366,6 @@ class ModuleEmitter:
             c.add(i, "else:")
             c.add(i + 1, f'{var} = list(_unpack_from(">%d{fmt}" % {n}, b, p))')
             c.add(i, f"p += {size} * {n}")
-            if el.name == "uuid":
-                c.add(i, f"{var} = [_uuid(x) for x in {var}]")
             return
         c.add(i, f"if {n} > len(b) - p:")
         c.add(i + 1, f'raise DecodeError("{m.name}: {f.name} count exceeds the frame")')

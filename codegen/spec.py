@@ -270,7 +270,7 @@ class _Loader:
         for raw in raw_fields:
             f = self.field(raw, versions, where, flexible)
             if f.name in seen:
-                raise self.fail(f"{where}.{f.name}", "field name used twice in one struct")
+                raise self.fail(f"{where}.{f.name}", "field name used twice in one struct; rename one")
             seen.add(f.name)
             if f.tag is not None:
                 if f.tag in tags:

@@ -42,7 +42,7 @@ UV: tuple[bytes, ...] = tuple(bytes((i,)) for i in range(128))
 
 #: ``ARRAYS[c][n]`` unpacks n big-endian elements of struct code ``c`` (n < 64).
 ARRAYS: dict[str, tuple[Struct, ...]] = {
-    c: tuple(Struct(f">{n}{c}") for n in range(64)) for c in ("?", "b", "h", "H", "i", "I", "q", "d", "16s")
+    c: tuple(Struct(f">{n}{c}") for n in range(64)) for c in ("?", "b", "h", "H", "i", "I", "q", "d")
 }
 
 ZERO_UUID = UUID(int=0)

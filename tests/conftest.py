@@ -1,0 +1,47 @@
+"""Shared fixtures. Helpers live in tests/support/; keep this file to fixtures only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.reference import ReferenceUnavailable, ensure_reference
+
+
+@pytest.fixture(scope="session")
+def reference_dir() -> Path:
+    """``.reference`` with the released Kafka schemas, fetched by scripts/reference.sh if missing.
+
+    Fails (never skips) when the reference cannot be obtained.
+    """
+    try:
+        return ensure_reference()
+    except ReferenceUnavailable as e:
+        pytest.fail(f"the released Kafka reference schemas are required: {e}", pytrace=False)
+
+
+@pytest.fixture
+def broker(tmp_path: Path):
+    """A broker on 127.0.0.1:<free port> with a fresh data directory, running on its own thread."""
+    from broker.testing import running_broker
+
+    with running_broker(tmp_path / "data") as b:
+        yield b
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path):
+    """Start brokers with config overrides: ``broker_factory({"num.partitions": 3})``."""
+    from broker.testing import BrokerThread
+
+    started: list[BrokerThread] = []
+
+    def start(config: dict | None = None, data_dir: Path | None = None) -> BrokerThread:
+        bt = BrokerThread(data_dir or tmp_path / f"data{len(started)}", config).start()
+        started.append(bt)
+        return bt
+
+    yield start
+    for bt in started:
+        bt.stop()

@@ -1,0 +1,1 @@
+"""Wire-protocol codec tests."""

@@ -1,0 +1,1 @@
+"""Helpers shared by the test modules (no fixtures here; fixtures go in tests/conftest.py)."""
