@@ -26,14 +26,23 @@ def _api_keys(ctx: RequestContext) -> list[ApiVersion]:
     return [ApiVersion(key, lo, hi) for key, lo, hi in ctx.broker.registry.ranges()]
 
 
-def handle(ctx: RequestContext, req: codec.ApiVersionsRequest) -> ApiVersionsResponse:
+def handle(ctx: RequestContext, req: codec.ApiVersionsRequest) -> bytes | ApiVersionsResponse:
+    client = ctx.client
     if ctx.api_version >= 3:
         name, version = req.client_software_name, req.client_software_version
-        if not (_SOFTWARE_RE.match(name) and _SOFTWARE_RE.match(version)):
-            return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=_api_keys(ctx))
-        ctx.client.software_name = name
-        ctx.client.software_version = version
-    return ApiVersionsResponse(error_code=0, api_keys=_api_keys(ctx), finalized_features_epoch=-1)
+        if name != client.software_name or version != client.software_version:
+            if not (_SOFTWARE_RE.match(name) and _SOFTWARE_RE.match(version)):
+                return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=_api_keys(ctx))
+            client.software_name = name
+            client.software_version = version
+    # The answer depends only on the version and the registry: encode it once per version.
+    cache = ctx.broker.registry.cache
+    body = cache.get(("api_versions", ctx.api_version))
+    if body is None:
+        resp = ApiVersionsResponse(error_code=0, api_keys=_api_keys(ctx), finalized_features_epoch=-1)
+        body = codec.RESPONSE_ENCODERS[ctx.api_version](resp)
+        cache[("api_versions", ctx.api_version)] = body
+    return body
 
 
 def unsupported_version_response(ranges: list[tuple[int, int, int]]) -> bytes:

@@ -37,7 +37,11 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
         controller_id=b.node_id,
         brokers=[
             DescribeClusterBroker(
-                broker_id=b.node_id, host=b.advertised_host, port=b.advertised_port, rack=b.rack, is_fenced=False
+                broker_id=b.node_id,
+                host=b.advertised_host,
+                port=b.advertised_port,
+                rack=b.rack,
+                is_fenced=False,
             )
         ],
         cluster_authorized_operations=(

@@ -36,7 +36,9 @@ def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorR
     if ctx.api_version < 4:
         code, msg = _lookup(ctx, req.key, req.key_type)
         if code:
-            return FindCoordinatorResponse(error_code=int(code), error_message=msg, node_id=-1, host="", port=-1)
+            return FindCoordinatorResponse(
+                error_code=int(code), error_message=msg, node_id=-1, host="", port=-1
+            )
         return FindCoordinatorResponse(error_code=0, error_message=None, node_id=node, host=host, port=port)
     coordinators = []
     for key in req.coordinator_keys:

@@ -103,7 +103,9 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
         controller_id=ctx.broker.node_id,
         topics=out,
         cluster_authorized_operations=(
-            acl.CLUSTER_OPS if (8 <= v <= 10 and req.include_cluster_authorized_operations) else acl.NOT_REQUESTED
+            acl.CLUSTER_OPS
+            if (8 <= v <= 10 and req.include_cluster_authorized_operations)
+            else acl.NOT_REQUESTED
         ),
         error_code=0,
     )

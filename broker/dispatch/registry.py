@@ -2,7 +2,7 @@
 
 A handler module declares ``API_KEY``, optionally ``VERSIONS = (min, max)`` when it serves less than
 the schema covers, and ``handle(ctx, request)`` returning the response object (or ``None`` for "no
-response", or an awaitable of either). ApiVersions answers from this registry, so an API is
+response", or an already-encoded body as ``bytes``, or an awaitable of any of these). ApiVersions answers from this registry, so an API is
 advertised exactly when a handler for it is registered.
 """
 
@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from broker.protocol.errors import ErrorCode
-from broker.protocol.generated import APIS, codec
+from broker.protocol.generated import APIS, codec, request_header
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -37,15 +37,27 @@ class ClientInfo:
         return f"{self.peer} (client id {self.client_id!r}{sw})"
 
 
-@dataclass
 class RequestContext:
-    broker: Broker
-    client: ClientInfo
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    extra: dict[str, Any] = field(default_factory=dict)
+    """What a handler knows about the request besides its body (a plain slotted class: one is built
+    per request)."""
+
+    __slots__ = ("broker", "client", "api_key", "api_version", "correlation_id", "client_id")
+
+    def __init__(
+        self,
+        broker: Broker,
+        client: ClientInfo,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        client_id: str | None,
+    ):
+        self.broker = broker
+        self.client = client
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
 
 
 @dataclass
@@ -60,6 +72,20 @@ class Api:
     decoders: tuple
     encoders: tuple
     module: ModuleType
+
+    plans: dict[int, tuple] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Per version: (header decoder, body decoder, body encoder, flexible response header?).
+        # ApiVersions responses always use header v0 so any client can read them (KIP-511).
+        for v in range(self.min_version, self.max_version + 1):
+            flexible = self.flexible(v)
+            self.plans[v] = (
+                request_header.decode_v2 if flexible else request_header.decode_v1,
+                self.decoders[v],
+                self.encoders[v],
+                flexible and self.key != 18,
+            )
 
     def flexible(self, version: int) -> bool:
         f = self.first_flexible_version
@@ -79,6 +105,8 @@ class Api:
 class Registry:
     def __init__(self, modules: Iterable[ModuleType]):
         self.apis: dict[int, Api] = {}
+        #: Responses that depend only on (API, version), encoded once (e.g. ApiVersions).
+        self.cache: dict[tuple, bytes] = {}
         for mod in modules:
             key = mod.API_KEY
             info = APIS[key]
@@ -99,8 +127,13 @@ class Registry:
                 module=mod,
             )
 
+        self._ranges = [
+            (a.key, a.min_version, a.max_version) for a in sorted(self.apis.values(), key=lambda a: a.key)
+        ]
+
     def get(self, api_key: int) -> Api | None:
         return self.apis.get(api_key)
 
     def ranges(self) -> list[tuple[int, int, int]]:
-        return [(a.key, a.min_version, a.max_version) for a in sorted(self.apis.values(), key=lambda a: a.key)]
+        """(api key, min version, max version) for every served API, by key."""
+        return self._ranges

@@ -23,7 +23,6 @@ from broker.dispatch.api_versions import unsupported_version_response
 from broker.dispatch.registry import ClientInfo, RequestContext
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.framing import REQUEST_PREFIX, FrameError, FrameReader, response_frame
-from broker.protocol.generated import request_header
 from broker.protocol.primitives import DecodeError
 
 if TYPE_CHECKING:
@@ -35,8 +34,6 @@ API_VERSIONS = 18
 #: Pause reading when this many requests wait behind the one in flight.
 MAX_QUEUED = 64
 _DECODE_ERRORS = (DecodeError, StructError, IndexError, UnicodeDecodeError, ValueError, OverflowError)
-_decode_header_v1 = request_header.decode_v1
-_decode_header_v2 = request_header.decode_v2
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -52,6 +49,8 @@ class KafkaConnection(asyncio.Protocol):
         self.reading_paused = False
         self.writing_paused = False
         self.last_active = time.monotonic()
+        #: Response frames gathered while one read is processed, written together at its end.
+        self._out: list[bytes] | None = None
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -86,14 +85,28 @@ class KafkaConnection(asyncio.Protocol):
             self.queue.extend(frames)
             self._maybe_pause_reading()
             return
-        for i, frame in enumerate(frames):
-            if self.closed:
-                return
-            self._handle(frame)
-            if self.busy or self.writing_paused:
-                self.queue.extend(frames[i + 1 :])
-                self._maybe_pause_reading()
-                return
+        self._out = []
+        try:
+            for i, frame in enumerate(frames):
+                if self.closed:
+                    return
+                try:
+                    self._handle(frame)
+                except Exception:  # a bug must cost this connection only, never the server
+                    log.exception("unexpected error handling a request from %s", self.client.describe())
+                    self.close("internal error")
+                    return
+                if self.busy or self.writing_paused:
+                    self.queue.extend(frames[i + 1 :])
+                    self._maybe_pause_reading()
+                    return
+        finally:
+            self._flush_out()
+
+    def _flush_out(self) -> None:
+        out, self._out = self._out, None
+        if out and not self.closed:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     # ------------------------------------------------------------------ request path
 
@@ -108,7 +121,8 @@ class KafkaConnection(asyncio.Protocol):
         if api is None:
             self.close(f"unknown API key {api_key}")
             return
-        if not api.min_version <= version <= api.max_version:
+        plan = api.plans.get(version)
+        if plan is None:
             if api_key == API_VERSIONS:
                 body = unsupported_version_response(self.registry.ranges())
                 self._write(response_frame(correlation_id, False, body))
@@ -117,22 +131,16 @@ class KafkaConnection(asyncio.Protocol):
                 f"unsupported {api.name} version {version} (we serve {api.min_version}-{api.max_version})"
             )
             return
-        flexible = api.flexible(version)
+        decode_header, decode_body, encode_body, flexible_response_header = plan
         try:
-            header, pos = (_decode_header_v2 if flexible else _decode_header_v1)(frame)
-            request, _end = api.decoders[version](frame, pos)
+            header, pos = decode_header(frame)
+            request, _end = decode_body(frame, pos)
         except _DECODE_ERRORS as e:
             self.close(f"cannot decode {api.name} v{version}: {e}")
             return
-        self.client.client_id = header.client_id
-        ctx = RequestContext(
-            broker=self.broker,
-            client=self.client,
-            api_key=api_key,
-            api_version=version,
-            correlation_id=correlation_id,
-            client_id=header.client_id,
-        )
+        client = self.client
+        client.client_id = header.client_id
+        ctx = RequestContext(self.broker, client, api_key, version, correlation_id, header.client_id)
         try:
             response = api.handler(ctx, request)
         except KafkaError as e:
@@ -141,19 +149,24 @@ class KafkaConnection(asyncio.Protocol):
                 self.close(f"{api.name} v{version} failed: {e}")
                 return
         except Exception:
-            log.exception("%s v%d from %s: handler failed", api.name, version, self.client.describe())
+            log.exception("%s v%d from %s: handler failed", api.name, version, client.describe())
             response = api.error_response(version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
             if response is None:
                 self.close(f"{api.name} v{version}: internal error")
                 return
-        if hasattr(response, "__await__"):
+        if type(response) is bytes:  # already encoded by the handler
+            self._write(response_frame(correlation_id, flexible_response_header, response))
+            return
+        if response is not None and hasattr(response, "__await__"):
             self.busy = True
             task = asyncio.ensure_future(response)
             task.add_done_callback(lambda t: self._finish(t, api, version, request, correlation_id))
             return
         self._send(api, version, correlation_id, response)
 
-    def _finish(self, task: asyncio.Future, api: Any, version: int, request: Any, correlation_id: int) -> None:
+    def _finish(
+        self, task: asyncio.Future, api: Any, version: int, request: Any, correlation_id: int
+    ) -> None:
         self.busy = False
         if self.closed:
             return
@@ -173,21 +186,27 @@ class KafkaConnection(asyncio.Protocol):
         if response is None and exc is not None:
             self.close(f"{api.name} v{version} failed: {exc}")
             return
-        self._send(api, version, correlation_id, response)
-        self._drain()
+        self._out = []
+        try:
+            self._send(api, version, correlation_id, response)
+            self._drain()
+        finally:
+            self._flush_out()
 
     def _send(self, api: Any, version: int, correlation_id: int, response: Any) -> None:
         if response is None:  # e.g. Produce with acks=0
             return
-        try:
-            body = api.encoders[version](response)
-        except Exception:
-            log.exception("%s v%d: cannot encode response %r", api.name, version, response)
-            self.close("internal error encoding a response")
-            return
-        # ApiVersions responses always use header v0 so any client can read them (KIP-511).
-        flexible_header = api.flexible(version) and api.key != API_VERSIONS
-        self._write(response_frame(correlation_id, flexible_header, body))
+        _dh, _db, encode_body, flexible_response_header = api.plans[version]
+        if type(response) is bytes:  # already encoded by the handler
+            body = response
+        else:
+            try:
+                body = encode_body(response)
+            except Exception:
+                log.exception("%s v%d: cannot encode response %r", api.name, version, response)
+                self.close("internal error encoding a response")
+                return
+        self._write(response_frame(correlation_id, flexible_response_header, body))
 
     def _drain(self) -> None:
         """Handle queued frames until one parks or writing backs up."""
@@ -203,7 +222,11 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _write(self, data: bytes) -> None:
-        if not self.closed:
+        if self.closed:
+            return
+        if self._out is not None:
+            self._out.append(data)
+        else:
             self.transport.write(data)
 
     def close(self, reason: str) -> None:
@@ -211,6 +234,7 @@ class KafkaConnection(asyncio.Protocol):
         if self.closed:
             return
         log.warning("closing connection from %s: %s", self.client.describe(), reason)
+        self._flush_out()  # answers to the requests before the bad one still go out
         self.closed = True
         self.queue.clear()
         if self.transport is not None:
