@@ -1,9 +1,12 @@
 """The composition root: a ``Broker`` wires config, cluster metadata, the API registry and the listener.
 
+Usage::
+
     broker = Broker(Config({"port": 0, "log.dirs": "/tmp/x"}))
-    await broker.start()      # broker.port is the bound port
-    ...
+    await broker.start()  # broker.port is the bound port
     await broker.stop()
+
+Start-up order: data directory identity, topic registry, API registry, then the listener.
 """
 
 from __future__ import annotations
