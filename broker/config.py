@@ -23,6 +23,7 @@ class Setting:
     default: Any
     doc: str
     minimum: int | None = None
+    choices: tuple[str, ...] | None = None
 
 
 _SETTINGS = [
@@ -38,6 +39,31 @@ _SETTINGS = [
     Setting("socket.request.max.bytes", int, 104857600, "Largest request frame accepted.", 1),
     Setting("connections.max.idle.ms", int, 600000, "Close connections idle this long.", 1),
     Setting("broker.rack", str, "", "Rack id reported in metadata (empty: none)."),
+    Setting(
+        "log.flush",
+        str,
+        "interval",
+        "When appends are fsynced: always (before each ack), interval (group commit), never.",
+        choices=("always", "interval", "never"),
+    ),
+    Setting("log.flush.interval.ms", int, 5, "Group-commit window for log.flush=interval.", 0),
+    Setting("log.segment.bytes", int, 1073741824, "Segment size before a roll.", 14),
+    Setting("log.roll.ms", int, 604800000, "Roll the active segment after this age.", 1),
+    Setting("log.retention.ms", int, 604800000, "Delete segments older than this (-1: never).", -1),
+    Setting("log.retention.hours", int, 168, "Retention in hours (log.retention.ms wins when set).", -1),
+    Setting("log.retention.bytes", int, -1, "Per-partition size limit (-1: none).", -1),
+    Setting("log.retention.check.interval.ms", int, 300000, "How often retention runs.", 1),
+    Setting("message.max.bytes", int, 1048588, "Largest record batch accepted.", 0),
+    Setting(
+        "log.message.timestamp.type",
+        str,
+        "CreateTime",
+        "Record timestamps from producers (CreateTime) or the broker (LogAppendTime).",
+        choices=("CreateTime", "LogAppendTime"),
+    ),
+    Setting("log.cleanup.policy", str, "delete", "Default cleanup policy of topics."),
+    Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries.", 0),
+    Setting("min.insync.replicas", int, 1, "Reported default for topics (one replica always).", 1),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
 
@@ -60,6 +86,8 @@ def _coerce(setting: Setting, raw: Any) -> Any:
         raise ConfigError(f"{setting.name}: expected {setting.type.__name__}, got {raw!r}") from None
     if setting.minimum is not None and value < setting.minimum:
         raise ConfigError(f"{setting.name}: must be at least {setting.minimum}, got {value}")
+    if setting.choices is not None and value not in setting.choices:
+        raise ConfigError(f"{setting.name}: must be one of {', '.join(setting.choices)}, got {value!r}")
     return value
 
 
@@ -68,6 +96,7 @@ class Config:
 
     def __init__(self, values: Mapping[str, Any] | None = None):
         self._values: dict[str, Any] = {s.name: s.default for s in _SETTINGS}
+        self.explicit: set[str] = set()
         self.unknown: dict[str, str] = {}
         for key, raw in (values or {}).items():
             self.set(key, raw)
@@ -79,12 +108,35 @@ class Config:
             log.info("ignoring unknown config %s=%s", key, raw)
             return
         self._values[key] = _coerce(setting, raw)
+        self.explicit.add(key)
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self._values)
+
+    def log_defaults(self) -> dict[str, Any]:
+        """Broker-level defaults of topic configs, keyed by broker property name."""
+        out = {
+            k: self._values[k]
+            for k in (
+                "log.segment.bytes",
+                "log.roll.ms",
+                "log.retention.bytes",
+                "message.max.bytes",
+                "log.message.timestamp.type",
+                "log.cleanup.policy",
+                "log.index.interval.bytes",
+                "min.insync.replicas",
+            )
+        }
+        if "log.retention.ms" in self.explicit or "log.retention.hours" not in self.explicit:
+            out["log.retention.ms"] = self._values["log.retention.ms"]
+        else:
+            hours = self._values["log.retention.hours"]
+            out["log.retention.ms"] = -1 if hours < 0 else hours * 3600000
+        return out
 
     @property
     def data_dir(self) -> Path:

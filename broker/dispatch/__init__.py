@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from .registry import Api, ClientInfo, Registry, RequestContext
+from .registry import Api, ClientInfo, CloseConnection, Registry, RequestContext
 
 
 def build_registry() -> Registry:
-    from . import api_versions, describe_cluster, find_coordinator, metadata
+    from . import (
+        api_versions,
+        describe_cluster,
+        fetch,
+        find_coordinator,
+        init_producer_id,
+        metadata,
+        produce,
+    )
 
-    return Registry([api_versions, metadata, find_coordinator, describe_cluster])
+    return Registry(
+        [produce, fetch, metadata, find_coordinator, api_versions, init_producer_id, describe_cluster]
+    )
 
 
-__all__ = ["Api", "ClientInfo", "Registry", "RequestContext", "build_registry"]
+__all__ = ["Api", "ClientInfo", "CloseConnection", "Registry", "RequestContext", "build_registry"]

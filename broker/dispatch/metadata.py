@@ -88,7 +88,7 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             topic = registry.get(name)
             if topic is None and may_create:
                 try:
-                    topic = registry.create(name, ctx.broker.config["num.partitions"])
+                    topic = ctx.broker.create_topic(name, ctx.broker.config["num.partitions"])
                 except KafkaError as e:
                     out.append(_error_topic(e.code, name))
                     continue

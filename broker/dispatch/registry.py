@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class CloseConnection(Exception):
+    """Raised by a handler when the right answer is to close the connection (e.g. acks=0 errors)."""
+
+
 @dataclass
 class ClientInfo:
     """What we know about the client on one connection (for logs and DescribeGroups)."""

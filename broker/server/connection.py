@@ -20,7 +20,7 @@ from struct import error as StructError
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch.api_versions import unsupported_version_response
-from broker.dispatch.registry import ClientInfo, RequestContext
+from broker.dispatch.registry import ClientInfo, CloseConnection, RequestContext
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.framing import REQUEST_PREFIX, FrameError, FrameReader, response_frame
 from broker.protocol.primitives import DecodeError
@@ -143,6 +143,9 @@ class KafkaConnection(asyncio.Protocol):
         ctx = RequestContext(self.broker, client, api_key, version, correlation_id, header.client_id)
         try:
             response = api.handler(ctx, request)
+        except CloseConnection as e:
+            self.close(str(e))
+            return
         except KafkaError as e:
             response = api.error_response(version, request, e.code)
             if response is None:
@@ -174,6 +177,9 @@ class KafkaConnection(asyncio.Protocol):
             self.close("request cancelled")
             return
         exc = task.exception()
+        if isinstance(exc, CloseConnection):
+            self.close(str(exc))
+            return
         if exc is None:
             response = task.result()
         elif isinstance(exc, KafkaError):

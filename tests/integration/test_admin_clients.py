@@ -10,7 +10,7 @@ TIMEOUT_MS = 10000
 
 
 def _create(broker, name, partitions):
-    return broker.call(broker.broker.topics.create, name, partitions)
+    return broker.call(broker.broker.create_topic, name, partitions)
 
 
 # ---------------------------------------------------------------- kafka-python

@@ -30,7 +30,7 @@ def ok(result: JavaResult, lines: list[dict]) -> list[dict]:
 
 def create(broker, name: str, partitions: int) -> str:
     """Create a topic on the broker's loop; its id in Kafka's textual form."""
-    topic = broker.call(broker.broker.topics.create, name, partitions)
+    topic = broker.call(broker.broker.create_topic, name, partitions)
     return kafka_uuid_str(topic.topic_id)
 
 

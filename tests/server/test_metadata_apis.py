@@ -42,8 +42,8 @@ def test_metadata_every_version_describes_this_node_and_auto_creates(broker, ver
 
 
 def test_metadata_all_topics_null_vs_empty(broker):
-    broker.call(broker.broker.topics.create, "a", 2)
-    broker.call(broker.broker.topics.create, "b", 1)
+    broker.call(broker.broker.create_topic, "a", 2)
+    broker.call(broker.broker.create_topic, "b", 1)
     with WireClient(broker.port) as c:
         v0_all = c.call(METADATA, 0, MetadataRequest(topics=[]))
         v1_none = c.call(METADATA, 1, MetadataRequest(topics=[]))
@@ -91,7 +91,7 @@ def test_metadata_invalid_topic_name(broker, name):
 
 
 def test_metadata_lookup_by_topic_id(broker):
-    t = broker.call(broker.broker.topics.create, "by-id", 1)
+    t = broker.call(broker.broker.create_topic, "by-id", 1)
     unknown = uuid.uuid4()
     with WireClient(broker.port) as c:
         resp = c.call(
@@ -110,7 +110,7 @@ def test_metadata_lookup_by_topic_id(broker):
 
 
 def test_metadata_authorized_operations_when_asked(broker):
-    broker.call(broker.broker.topics.create, "ops", 1)
+    broker.call(broker.broker.create_topic, "ops", 1)
     with WireClient(broker.port) as c:
         asked = c.call(
             METADATA,
@@ -131,7 +131,7 @@ def test_metadata_authorized_operations_when_asked(broker):
 def test_cluster_id_and_topic_ids_survive_restart(broker_factory, tmp_path):
     data = tmp_path / "persist"
     first = broker_factory(data_dir=data)
-    topic = first.call(first.broker.topics.create, "keep", 3)
+    topic = first.call(first.broker.create_topic, "keep", 3)
     cluster_id = first.broker.cluster_id
     first.stop()
     second = broker_factory(data_dir=data)

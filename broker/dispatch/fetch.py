@@ -1,0 +1,137 @@
+"""Fetch (key 1) v4-18: v4 isolation level and last stable offset; v5 log start offset; v7 fetch
+sessions (KIP-227); v9 current leader epoch; v11 rack / preferred replica; v12 flexible, diverging
+epoch; v13 topic ids; v15 replica state (tagged); v16 node endpoints; v17 replica directory id;
+v18 high watermark per partition (replicas only). Versions 0-3 (message formats 0/1) are not served.
+
+A fetch returns whole record batches up to the high watermark: at most ``partition_max_bytes`` per
+partition and ``max_bytes`` in all, except that the first batch found is returned whole even when
+larger (KIP-74). With fewer than ``min_bytes`` available the request waits, up to ``max_wait_ms``,
+and is woken by appends (never by polling). Fetch sessions are declined with session id 0, which
+Kafka allows: clients then send full fetches. read_committed behaves like read_uncommitted (no
+transactions exist).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.fetch import (
+    FetchableTopicResponse,
+    FetchRequest,
+    FetchResponse,
+    PartitionData,
+)
+
+from .registry import RequestContext
+
+API_KEY = 1
+VERSIONS = (4, 18)
+
+
+def handle(ctx: RequestContext, req: FetchRequest):
+    v = ctx.api_version
+    if v >= 7:
+        if req.session_id != 0:
+            return FetchResponse(error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), session_id=0)
+        if req.session_epoch not in (0, -1):
+            return FetchResponse(error_code=int(ErrorCode.INVALID_FETCH_SESSION_EPOCH), session_id=0)
+    response, size, logs = _read(ctx, req)
+    if size >= req.min_bytes or req.max_wait_ms <= 0 or not logs:
+        return response
+    return _long_poll(ctx, req, logs)
+
+
+async def _long_poll(ctx: RequestContext, req: FetchRequest, logs: list) -> FetchResponse:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.max_wait_ms / 1000
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        waiter = loop.create_future()
+        for plog in logs:
+            plog.waiters.add(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), remaining)
+        except TimeoutError:
+            break
+        finally:
+            for plog in logs:
+                plog.waiters.discard(waiter)
+        response, size, logs = _read(ctx, req)
+        if size >= req.min_bytes or not logs:
+            return response
+    return _read(ctx, req)[0]
+
+
+def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, list]:
+    """One pass over the requested partitions: (response, bytes of records, logs worth waiting on)."""
+    broker = ctx.broker
+    v = ctx.api_version
+    budget = req.max_bytes if v >= 3 else 0x7FFFFFFF
+    total = 0
+    watch = []
+    topics = []
+    for ft in req.topics:
+        if v >= 13:
+            topic = broker.topics.by_id(ft.topic_id)
+            name = topic.name if topic is not None else None
+        else:
+            name = ft.topic
+            topic = broker.topics.get(name)
+        parts = []
+        for fp in ft.partitions:
+            plog = broker.logs.get(name, fp.partition) if topic is not None else None
+            if plog is None:
+                code = (
+                    ErrorCode.UNKNOWN_TOPIC_ID
+                    if (v >= 13 and topic is None)
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                parts.append(_partition_error(fp.partition, code))
+                continue
+            if fp.current_leader_epoch > 0:  # ours is always 0
+                parts.append(_partition_error(fp.partition, ErrorCode.UNKNOWN_LEADER_EPOCH, plog))
+                continue
+            offset = fp.fetch_offset
+            if offset < plog.log_start_offset or offset > plog.log_end_offset:
+                parts.append(_partition_error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, plog))
+                continue
+            limit = min(fp.partition_max_bytes, budget - total)
+            records = b""
+            if limit > 0 or total == 0:
+                records = plog.read(offset, max(limit, 1))
+                if total > 0 and len(records) > limit:
+                    records = b""  # only the first batch of the response may exceed the limits
+            total += len(records)
+            if not records:
+                watch.append(plog)
+            hw = plog.high_watermark
+            parts.append(
+                PartitionData(
+                    partition_index=fp.partition,
+                    error_code=0,
+                    high_watermark=hw,
+                    last_stable_offset=hw,
+                    log_start_offset=plog.log_start_offset,
+                    aborted_transactions=None,
+                    preferred_read_replica=-1,
+                    records=records,
+                )
+            )
+        topics.append(FetchableTopicResponse(topic=name or "", topic_id=ft.topic_id, partitions=parts))
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watch
+
+
+def _partition_error(index: int, code: ErrorCode, plog=None) -> PartitionData:
+    return PartitionData(
+        partition_index=index,
+        error_code=int(code),
+        high_watermark=plog.high_watermark if plog is not None else -1,
+        last_stable_offset=plog.high_watermark if plog is not None else -1,
+        log_start_offset=plog.log_start_offset if plog is not None else -1,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=b"",
+    )

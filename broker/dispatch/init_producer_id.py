@@ -1,0 +1,26 @@
+"""InitProducerId (key 22) v0-6: v1-2 change nothing on the wire (v2 is flexible); v3 lets a producer
+name its current id and epoch (KIP-360); v4-5 change error handling only; v6 adds two-phase-commit
+fields (KIP-939).
+
+Idempotent producers (no transactional id) get a fresh producer id with epoch 0 every time, as
+Kafka does; ids come from a block persisted in the data directory, so they never repeat across
+restarts. Transactions are not supported: a transactional id is refused with UNSUPPORTED_VERSION.
+"""
+
+from __future__ import annotations
+
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+
+from .registry import RequestContext
+
+API_KEY = 22
+
+
+def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
+    if req.transactional_id is not None:
+        return InitProducerIdResponse(
+            error_code=int(ErrorCode.UNSUPPORTED_VERSION), producer_id=-1, producer_epoch=-1
+        )
+    pid = ctx.broker.logs.allocate_producer_id()
+    return InitProducerIdResponse(error_code=0, producer_id=pid, producer_epoch=0)

@@ -1,0 +1,168 @@
+"""Produce (key 0) v3-13: v3 carries exactly one v2 record batch per partition and a transactional
+id; v5 log start offset; v8 per-batch record errors and an error message; v9 flexible; v10 current
+leader (tagged); v13 topic ids instead of names. Versions 0-2 (message formats 0/1) are not served,
+as in Kafka 4.
+
+Each batch is checked (magic, length, CRC-32C, record count, size against max.message.bytes) without
+parsing its records, checked against the producer's sequence state when it is idempotent, then
+appended with broker-assigned offsets. acks=1 and acks=-1 are answered once the append is durable
+per ``log.flush``; acks=0 gets no answer, and an error with acks=0 closes the connection so the
+producer notices, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from broker.log.batch import InvalidBatch, validate_produce
+from broker.log.manager import StorageError
+from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.generated.produce import (
+    BatchIndexAndErrorMessage,
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+
+from .registry import CloseConnection, RequestContext
+
+API_KEY = 0
+VERSIONS = (3, 13)
+
+log = logging.getLogger(__name__)
+
+
+def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionProduceResponse:
+    return PartitionProduceResponse(
+        index=index,
+        error_code=int(code),
+        base_offset=-1,
+        log_append_time_ms=-1,
+        log_start_offset=-1,
+        error_message=message,
+        record_errors=[BatchIndexAndErrorMessage(0, message)] if code == ErrorCode.INVALID_RECORD else [],
+    )
+
+
+def handle(ctx: RequestContext, req: ProduceRequest):
+    broker = ctx.broker
+    acks = req.acks
+    v = ctx.api_version
+    now = int(time.time() * 1000)
+    waits: list[asyncio.Future] = []
+    responses: list[TopicProduceResponse] = []
+    any_error = False
+    for td in req.topic_data:
+        if v >= 13:
+            topic = broker.topics.by_id(td.topic_id)
+            name = topic.name if topic is not None else None
+        else:
+            name = td.name
+            topic = broker.topics.get(name)
+        parts = []
+        for pd in td.partition_data:
+            if acks not in (0, 1, -1):
+                resp = _error(
+                    pd.index, ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
+                )
+            elif topic is None:
+                code = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                resp = _error(pd.index, code)
+            else:
+                resp = _append(ctx, name, pd.index, pd.records, req.transactional_id, now, waits)
+            any_error = any_error or resp.error_code != 0
+            parts.append(resp)
+        responses.append(
+            TopicProduceResponse(name=name or "", topic_id=td.topic_id, partition_responses=parts)
+        )
+    if acks == 0:
+        if any_error:
+            raise CloseConnection("a produce request with acks=0 failed")
+        return None
+    response = ProduceResponse(responses=responses, throttle_time_ms=0)
+    if not waits:
+        return response
+    return _after_flush(response, waits)
+
+
+async def _after_flush(response: ProduceResponse, waits: list[asyncio.Future]) -> ProduceResponse:
+    try:
+        await asyncio.gather(*set(waits))
+    except StorageError as e:
+        for t in response.responses:
+            for p in t.partition_responses:
+                if p.error_code == 0:
+                    p.error_code = int(ErrorCode.KAFKA_STORAGE_ERROR)
+                    p.error_message = e.message
+                    p.base_offset = -1
+    return response
+
+
+def _append(
+    ctx: RequestContext,
+    topic: str,
+    partition: int,
+    records: memoryview | bytes | None,
+    transactional_id: str | None,
+    now: int,
+    waits: list[asyncio.Future],
+) -> PartitionProduceResponse:
+    plog = ctx.broker.logs.get(topic, partition)
+    if plog is None:
+        return _error(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if records is None or len(records) == 0:
+        return _error(partition, ErrorCode.INVALID_RECORD, "produce requests must carry a record batch")
+    if len(records) > plog.config.max_message_bytes:
+        return _error(
+            partition,
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"{len(records)} bytes exceed max.message.bytes={plog.config.max_message_bytes}",
+        )
+    try:
+        batches = validate_produce(records)
+    except InvalidBatch as e:
+        return _error(partition, ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e))
+    if len(batches) != 1:
+        return _error(
+            partition,
+            ErrorCode.INVALID_RECORD,
+            f"expected exactly one record batch per partition, got {len(batches)}",
+        )
+    (batch,) = batches
+    if transactional_id is not None or batch.is_transactional:
+        return _error(partition, ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
+    try:
+        duplicate = plog.producers.check(batch)
+    except KafkaError as e:
+        return _error(partition, e.code, e.message)
+    if duplicate is not None:
+        # already written: answer with the offsets it got then (once it is durable, like the original)
+        if duplicate.last_offset >= plog.high_watermark:
+            fut = ctx.broker.logs.appended(plog)
+            if fut is not None:
+                waits.append(fut)
+        return PartitionProduceResponse(
+            index=partition,
+            error_code=0,
+            base_offset=duplicate.base_offset,
+            log_append_time_ms=-1,
+            log_start_offset=plog.log_start_offset,
+        )
+    try:
+        base = plog.append(bytearray(records), batches, now)
+    except OSError as e:
+        log.error("%s-%d: append failed: %s", topic, partition, e)
+        return _error(partition, ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e}")
+    fut = ctx.broker.logs.appended(plog)
+    if fut is not None:
+        waits.append(fut)
+    return PartitionProduceResponse(
+        index=partition,
+        error_code=0,
+        base_offset=base,
+        log_append_time_ms=now if plog.config.log_append_time else -1,
+        log_start_offset=plog.log_start_offset,
+    )

@@ -1,0 +1,243 @@
+"""All partition logs of the broker, and the flush policy that decides when an append is durable.
+
+``log.flush``:
+
+* ``always``   -- every append is fsynced before it is acknowledged (appends that arrive while an
+  fsync runs share the next one);
+* ``interval`` -- group commit: appends are acknowledged after the next fsync, which starts at most
+  ``log.flush.interval.ms`` (5 ms) after the previous one started, so many appends share one fsync;
+* ``never``    -- acknowledged at once; the OS writes the data back when it likes.
+
+The fsyncs run in one worker thread, so the event loop keeps serving reads and other appends. Only
+flushed data is visible to consumers (the high watermark), so a consumer never sees a record that a
+crash could take back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from broker.protocol.errors import ErrorCode, KafkaError
+
+from .config import LogConfig
+from .partition import PartitionLog, now_ms
+from .segment import Segment
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "recovery-point-offset-checkpoint"
+PRODUCER_ID_BLOCK = "producer-id-block"
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+class StorageError(KafkaError):
+    def __init__(self, message: str):
+        super().__init__(ErrorCode.KAFKA_STORAGE_ERROR, message)
+
+
+def _fsync_all(segments: list[Segment]) -> None:
+    for seg in segments:
+        if not seg.closed:
+            try:
+                os.fdatasync(seg.fd)
+            except OSError:
+                if not seg.closed:  # closed meanwhile by a topic deletion: nothing to make durable
+                    raise
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class LogManager:
+    def __init__(self, data_dir: Path, broker_config: Any):
+        self.data_dir = data_dir
+        self.broker_config = broker_config
+        self.policy: str = broker_config["log.flush"]
+        self.interval = broker_config["log.flush.interval.ms"] / 1000
+        self.logs: dict[tuple[str, int], PartitionLog] = {}
+        self._dirty: set[PartitionLog] = set()
+        self._next: asyncio.Future | None = None
+        self._flushing = False
+        self._scheduled: asyncio.TimerHandle | None = None
+        self._last_flush_start = 0.0
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="fsync")
+        self._tasks: list[asyncio.Task] = []
+        self.recovery_points = self._read_checkpoint()
+        self._next_pid, self._pid_block_end = self._load_pid_block()
+
+    # ------------------------------------------------------------------ topics
+
+    def log_config(self, overrides: dict[str, str]) -> LogConfig:
+        return LogConfig.resolve(self.broker_config.log_defaults(), overrides)
+
+    def partition_dir(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def open_partition(self, topic: str, partition: int, configs: dict[str, str]) -> PartitionLog:
+        key = (topic, partition)
+        plog = PartitionLog(
+            self.partition_dir(topic, partition),
+            topic,
+            partition,
+            self.log_config(configs),
+            self.recovery_points.get(key, 0),
+        )
+        self.logs[key] = plog
+        return plog
+
+    def open_topic(self, topic: str, partitions: int, configs: dict[str, str], first: int = 0) -> None:
+        for p in range(first, partitions):
+            self.open_partition(topic, p, configs)
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get((topic, partition))
+
+    def reconfigure(self, topic: str, configs: dict[str, str]) -> None:
+        cfg = self.log_config(configs)
+        for (t, _p), plog in self.logs.items():
+            if t == topic:
+                plog.config = cfg
+
+    def delete_topic(self, topic: str) -> None:
+        """Close the topic's logs and remove their directories (renamed first, then deleted)."""
+        for key in [k for k in self.logs if k[0] == topic]:
+            plog = self.logs.pop(key)
+            self._dirty.discard(plog)
+            self.recovery_points.pop(key, None)
+            plog.close_for_delete()
+            doomed = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}-delete")
+            os.rename(plog.dir, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+
+    # ------------------------------------------------------------------ durability
+
+    def appended(self, plog: PartitionLog) -> asyncio.Future | None:
+        """After an append: a future that completes once it is durable (None if it already is)."""
+        if self.policy == "never":
+            plog.mark_flushed(*plog.flush_target())
+            return None
+        self._dirty.add(plog)
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+        self._schedule()
+        return self._next
+
+    def _schedule(self) -> None:
+        if self._flushing or self._scheduled is not None or self._next is None:
+            return
+        loop = asyncio.get_running_loop()
+        delay = 0.0
+        if self.policy == "interval":
+            delay = max(0.0, self._last_flush_start + self.interval - loop.time())
+        self._scheduled = loop.call_later(delay, self._start_flush)
+
+    def _start_flush(self) -> None:
+        self._scheduled = None
+        self._flushing = True
+        loop = asyncio.get_running_loop()
+        self._last_flush_start = loop.time()
+        fut, self._next = self._next, None
+        dirty, self._dirty = self._dirty, set()
+        targets = [(plog, plog.flush_target()) for plog in dirty if not plog.deleted]
+        segments = list({id(t[1]): t[1] for _p, t in targets}.values())
+        job = loop.run_in_executor(self._executor, _fsync_all, segments)
+        job.add_done_callback(lambda j: self._flush_done(j, fut, targets))
+
+    def _flush_done(self, job: asyncio.Future, fut: asyncio.Future, targets: list) -> None:
+        self._flushing = False
+        exc = job.exception()
+        if exc is not None:
+            log.error("fsync failed: %s", exc)
+            if not fut.done():
+                fut.set_exception(StorageError(f"fsync failed: {exc}"))
+        else:
+            for plog, target in targets:
+                if not plog.deleted:
+                    plog.mark_flushed(*target)
+            if not fut.done():
+                fut.set_result(None)
+        self._schedule()
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _read_checkpoint(self) -> dict[tuple[str, int], int]:
+        path = self.data_dir / CHECKPOINT
+        out: dict[tuple[str, int], int] = {}
+        if not path.exists():
+            return out
+        for line in path.read_text().splitlines()[2:]:
+            parts = line.split()
+            if len(parts) == 3:
+                out[(parts[0], int(parts[1]))] = int(parts[2])
+        return out
+
+    def write_checkpoint(self) -> None:
+        """Kafka's format: version, count, then 'topic partition offset' lines."""
+        rows = [(t, p, plog.high_watermark) for (t, p), plog in self.logs.items() if not plog.deleted]
+        self.recovery_points = {(t, p): o for t, p, o in rows}
+        body = "0\n" + f"{len(rows)}\n" + "".join(f"{t} {p} {o}\n" for t, p, o in rows)
+        _atomic_write(self.data_dir / CHECKPOINT, body.encode())
+
+    # ------------------------------------------------------------------ producer ids
+
+    def _load_pid_block(self) -> tuple[int, int]:
+        path = self.data_dir / PRODUCER_ID_BLOCK
+        start = int(path.read_text().strip()) if path.exists() else 0
+        return start, start  # the persisted block end is the first id not yet handed out
+
+    def allocate_producer_id(self) -> int:
+        if self._next_pid >= self._pid_block_end:
+            self._pid_block_end = self._next_pid + PRODUCER_ID_BLOCK_SIZE
+            _atomic_write(self.data_dir / PRODUCER_ID_BLOCK, str(self._pid_block_end).encode())
+        pid = self._next_pid
+        self._next_pid += 1
+        return pid
+
+    # ------------------------------------------------------------------ background work
+
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._periodic(5.0, self.write_checkpoint)))
+        interval = self.broker_config["log.retention.check.interval.ms"] / 1000
+        self._tasks.append(asyncio.create_task(self._periodic(interval, self.apply_retention)))
+
+    async def _periodic(self, seconds: float, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                fn()
+            except Exception:
+                log.exception("periodic %s failed", getattr(fn, "__name__", fn))
+
+    def apply_retention(self) -> None:
+        now = now_ms()
+        for plog in list(self.logs.values()):
+            plog.apply_retention(now)
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self._scheduled is not None:
+            self._scheduled.cancel()
+            self._scheduled = None
+        while self._flushing:
+            await asyncio.sleep(0.001)
+        for plog in self.logs.values():
+            plog.close()
+            plog.mark_flushed(*plog.flush_target())
+        if self._next is not None and not self._next.done():
+            self._next.set_result(None)
+        self.write_checkpoint()
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,278 @@
+"""One topic-partition's log: its segments, offsets, high watermark, producer state and readers.
+
+Offsets: ``log_start_offset`` (first offset still stored) <= ``high_watermark`` (everything below it
+is durable per the flush policy and visible to consumers) <= ``log_end_offset`` (next offset to
+assign). Appends happen on the event-loop thread; the manager's flusher fsyncs in a worker thread
+and then calls :meth:`mark_flushed`, which advances the high watermark and wakes waiting fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from bisect import bisect_right
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+
+from .batch import HEADER, HEADER_SIZE, BatchInfo, assign_offsets
+from .config import LogConfig
+from .producers import ProducerState
+from .segment import LogCorruption, Segment
+
+log = logging.getLogger(__name__)
+
+PRODUCER_SNAPSHOT = "producer-state.json"
+
+
+class PartitionLog:
+    def __init__(
+        self, directory: Path, topic: str, partition: int, config: LogConfig, recovery_point: int = 0
+    ):
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        directory.mkdir(parents=True, exist_ok=True)
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self.producers = ProducerState()
+        self.waiters: set[asyncio.Future] = set()
+        self.deleted = False
+        self._load(recovery_point)
+
+    # ------------------------------------------------------------------ loading and recovery
+
+    def _load(self, recovery_point: int) -> None:
+        bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
+        for stale in self.dir.glob("*.tmp"):
+            stale.unlink()
+        if not bases:
+            bases = [0]
+        for i, base in enumerate(bases):
+            seg = Segment(self.dir, base, self.config.index_interval_bytes)
+            last = i == len(bases) - 1
+            next_base = bases[i + 1] if not last else None
+            below_recovery = next_base is not None and next_base <= recovery_point
+            if below_recovery and seg.load_index():
+                pass  # flushed, closed cleanly, and its index matches: trust it
+            elif below_recovery:
+                seg.recover(verify_crc=False, truncate_bad_tail=False)
+                seg.write_index()
+            else:
+                dropped = seg.recover(verify_crc=True, truncate_bad_tail=last)
+                if dropped:
+                    log.warning(
+                        "%s-%d: dropped %d bytes after offset %d during recovery",
+                        self.topic,
+                        self.partition,
+                        dropped,
+                        seg.next_offset,
+                    )
+                if not last:
+                    seg.write_index()
+            if next_base is not None and seg.next_offset > next_base:
+                raise LogCorruption(seg.path, seg.size, f"offsets run into the next segment {next_base}")
+            self.segments.append(seg)
+        self._bases = [s.base_offset for s in self.segments]
+        active = self.segments[-1]
+        self.log_end_offset = active.next_offset
+        # whatever survived recovery is on disk and consistent: it is all visible
+        self.high_watermark = self.log_end_offset
+        self._hw_segment = active
+        self._hw_position = active.size
+        self._rebuild_producers()
+
+    def _rebuild_producers(self) -> None:
+        start = self.log_start_offset
+        snap = self.dir / PRODUCER_SNAPSHOT
+        if snap.exists():
+            try:
+                doc = orjson.loads(snap.read_bytes())
+                if self.log_start_offset <= doc["offset"] <= self.log_end_offset:
+                    self.producers = ProducerState.from_json(doc["producers"])
+                    self.producers.truncate_after(doc["offset"])
+                    start = doc["offset"]
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                log.warning("%s: unreadable producer snapshot; rebuilding from the log", snap)
+        for info in self.iter_headers(start):
+            self.producers.record(info)
+
+    def iter_headers(self, from_offset: int) -> Iterator[BatchInfo]:
+        """Batch headers (no CRC check) of every batch whose last offset >= ``from_offset``."""
+        for seg in self.segments[self._segment_index(from_offset) :]:
+            pos = seg.lookup(from_offset) if seg.base_offset <= from_offset else 0
+            while pos + HEADER_SIZE <= seg.size:
+                f = HEADER.unpack_from(os.pread(seg.fd, HEADER_SIZE, pos), 0)
+                info = BatchInfo(
+                    pos, f[1] + 12, f[0], f[6], f[5], f[7], f[8], f[9], f[10], f[11], f[12], f[2]
+                )
+                if info.last_offset >= from_offset:
+                    yield info
+                pos += info.size
+
+    def write_producer_snapshot(self) -> None:
+        doc = {"offset": self.log_end_offset, "producers": self.producers.to_json()}
+        tmp = self.dir / (PRODUCER_SNAPSHOT + ".tmp")
+        tmp.write_bytes(orjson.dumps(doc))
+        os.replace(tmp, self.dir / PRODUCER_SNAPSHOT)
+
+    # ------------------------------------------------------------------ offsets
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.segments[0].base_offset
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    # ------------------------------------------------------------------ appending
+
+    def append(self, data: bytearray, batches: list[BatchInfo], now_ms: int) -> int:
+        """Append validated batches (offsets are assigned here); returns the first assigned offset."""
+        active = self.active
+        if active.size > 0 and (
+            active.size + len(data) > self.config.segment_bytes
+            or (now_ms / 1000 - active.created) * 1000 >= self.config.segment_ms
+        ):
+            active = self.roll()
+        base = self.log_end_offset
+        next_offset = assign_offsets(data, batches, base, now_ms if self.config.log_append_time else None)
+        max_ts = max(b.max_timestamp for b in batches)
+        active.append(data, base, next_offset, max_ts)
+        self.log_end_offset = next_offset
+        for b in batches:
+            self.producers.record(b)
+        return base
+
+    def roll(self) -> Segment:
+        """Close the active segment for writing (synced, index written) and start a new one."""
+        old = self.active
+        old.flush()
+        old.write_index()
+        seg = Segment(self.dir, self.log_end_offset, self.config.index_interval_bytes)
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self.write_producer_snapshot()
+        return seg
+
+    def flush_target(self) -> tuple[int, Segment, int]:
+        """What a flush starting now will make durable: (offset, segment, position)."""
+        return self.log_end_offset, self.active, self.active.size
+
+    def mark_flushed(self, offset: int, segment: Segment, position: int) -> None:
+        if offset > self.high_watermark:
+            self.high_watermark = offset
+            self._hw_segment = segment
+            self._hw_position = position
+            self.wake()
+
+    def wake(self) -> None:
+        waiters, self.waiters = self.waiters, set()
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Record batches from the one holding ``offset`` up to the high watermark."""
+        if offset >= self.high_watermark:
+            return b""
+        i = self._segment_index(offset)
+        hw_seg = self._hw_segment
+        while i < len(self.segments):
+            seg = self.segments[i]
+            limit = self._hw_position if seg is hw_seg else seg.size
+            pos = seg.find(offset, limit)
+            if pos is not None:
+                return seg.read(pos, max_bytes, limit)
+            if seg is hw_seg:
+                return b""
+            i += 1
+        return b""
+
+    def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first batch below the high watermark whose max timestamp >= ts."""
+        for info in self.iter_headers(self.log_start_offset):
+            if info.base_offset >= self.high_watermark:
+                return None
+            if info.max_timestamp >= ts:
+                return info.base_offset, info.max_timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        best: tuple[int, int] | None = None
+        for info in self.iter_headers(self.log_start_offset):
+            if info.base_offset >= self.high_watermark:
+                break
+            if best is None or info.max_timestamp > best[1]:
+                best = (info.last_offset, info.max_timestamp)
+        return best
+
+    # ------------------------------------------------------------------ retention and shutdown
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole old segments past retention.ms / retention.bytes; returns segments deleted."""
+        if "delete" not in self.config.cleanup_policy:
+            return 0
+        deleted = 0
+        total = self.size_bytes()
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            expired = (
+                self.config.retention_ms >= 0
+                and seg.max_timestamp >= 0
+                and (now_ms - seg.max_timestamp > self.config.retention_ms)
+            )
+            oversize = self.config.retention_bytes >= 0 and total - seg.size >= self.config.retention_bytes
+            if not (expired or oversize):
+                break
+            if seg is self._hw_segment:
+                break
+            total -= seg.size
+            self.segments.pop(0)
+            self._bases.pop(0)
+            seg.delete()
+            deleted += 1
+            log.info(
+                "%s-%d: deleted segment %d (%s)",
+                self.topic,
+                self.partition,
+                seg.base_offset,
+                "retention.ms" if expired else "retention.bytes",
+            )
+        return deleted
+
+    def close(self) -> None:
+        if self.deleted:
+            return
+        active = self.active
+        try:
+            active.flush()
+            active.write_index()
+            self.write_producer_snapshot()
+        finally:
+            for seg in self.segments:
+                seg.close()
+            self.wake()
+
+    def close_for_delete(self) -> None:
+        self.deleted = True
+        for seg in self.segments:
+            seg.close()
+        self.wake()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,121 @@
+"""Idempotent-producer state of one partition: per producer id, its epoch and its last five batches.
+
+``check`` decides what to do with an incoming batch before it is appended: accept it, answer it as a
+duplicate of a batch already in the log (with that batch's offsets), or refuse it with
+OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH, as Kafka's ProducerStateManager does.
+``record`` applies an appended batch. The state is rebuilt after a restart by replaying batch
+headers from the log (see PartitionLog), starting from a snapshot when one is present.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from broker.protocol.errors import ErrorCode, KafkaError
+
+from .batch import BatchInfo
+
+MAX_CACHED_BATCHES = 5
+SEQ_MOD = 1 << 31
+
+
+@dataclass(slots=True)
+class CachedBatch:
+    first_seq: int
+    last_seq: int
+    base_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass
+class ProducerEntry:
+    epoch: int
+    batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+class ProducerState:
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def check(self, b: BatchInfo) -> CachedBatch | None:
+        """None to append; a CachedBatch when ``b`` duplicates one already written; raises to refuse."""
+        if b.producer_id < 0:
+            return None
+        entry = self.producers.get(b.producer_id)
+        if entry is None:
+            if b.base_sequence != 0 and b.base_sequence >= 0:
+                raise KafkaError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"producer {b.producer_id} is unknown and its first sequence is {b.base_sequence}, not 0",
+                )
+            return None
+        if b.producer_epoch < entry.epoch:
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"producer {b.producer_id} epoch {b.producer_epoch} is older than {entry.epoch}",
+            )
+        if b.producer_epoch > entry.epoch:
+            if b.base_sequence != 0:
+                raise KafkaError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"producer {b.producer_id} epoch {b.producer_epoch} must start at sequence 0",
+                )
+            return None
+        for cached in entry.batches:
+            if cached.first_seq == b.base_sequence and cached.last_seq == b.last_sequence:
+                return cached
+        expected = (entry.last_seq + 1) % SEQ_MOD
+        if b.base_sequence != expected:
+            raise KafkaError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {b.producer_id}: sequence {b.base_sequence} but {expected} was expected",
+            )
+        return None
+
+    def record(self, b: BatchInfo) -> None:
+        if b.producer_id < 0:
+            return
+        entry = self.producers.get(b.producer_id)
+        if entry is None or b.producer_epoch > entry.epoch:
+            entry = ProducerEntry(b.producer_epoch)
+            self.producers[b.producer_id] = entry
+        entry.batches.append(
+            CachedBatch(b.base_sequence, b.last_sequence, b.base_offset, b.last_offset, b.max_timestamp)
+        )
+
+    def to_json(self) -> dict:
+        return {
+            str(pid): {
+                "epoch": e.epoch,
+                "batches": [
+                    [c.first_seq, c.last_seq, c.base_offset, c.last_offset, c.timestamp] for c in e.batches
+                ],
+            }
+            for pid, e in self.producers.items()
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict) -> ProducerState:
+        st = cls()
+        for pid, e in doc.items():
+            entry = ProducerEntry(e["epoch"])
+            for fs, ls, bo, lo, ts in e["batches"]:
+                entry.batches.append(CachedBatch(fs, ls, bo, lo, ts))
+            st.producers[int(pid)] = entry
+        return st
+
+    def truncate_after(self, offset: int) -> None:
+        """Forget batches at or beyond ``offset`` (after a log truncation)."""
+        for pid in list(self.producers):
+            e = self.producers[pid]
+            kept = [c for c in e.batches if c.last_offset < offset]
+            if not kept:
+                del self.producers[pid]
+            else:
+                e.batches = deque(kept, maxlen=MAX_CACHED_BATCHES)

@@ -1,0 +1,246 @@
+"""One segment of a partition log: a ``.log`` file of record batches and its sparse offset index.
+
+Batches are stored exactly as produced, except for the base offset the broker assigns. The
+segment's file name is its base offset (``00000000000000001234.log``). The index maps an offset to
+a file position every ``index_interval`` bytes; it lives in memory, is written to ``.index`` when
+the segment is rolled or the log is closed, and is rebuilt from the batch headers when the file is
+missing or does not match the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import sys
+from array import array
+from bisect import bisect_right
+from pathlib import Path
+
+from crc32c import crc32c
+
+from .batch import HEADER, HEADER_SIZE
+
+__all__ = ["HEADER_SIZE", "LogCorruption", "Segment", "segment_name"]
+
+log = logging.getLogger(__name__)
+
+INDEX_ENTRY = 16  # (offset int64, position int64) big-endian
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class LogCorruption(Exception):
+    """Corruption that recovery must not silently repair (it is not at the unflushed tail)."""
+
+    def __init__(self, path: Path, position: int, reason: str):
+        super().__init__(f"{path}: corrupt record batch at byte {position}: {reason}")
+        self.path = path
+        self.position = position
+        self.reason = reason
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, index_interval: int = 4096):
+        self.dir = directory
+        self.base_offset = base_offset
+        self.path = directory / (segment_name(base_offset) + ".log")
+        self.index_path = directory / (segment_name(base_offset) + ".index")
+        self.index_interval = index_interval
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.next_offset = base_offset  # offset after the last batch
+        self.max_timestamp = -1
+        self.created = os.fstat(self.fd).st_mtime
+        self._idx_offsets = array("q")
+        self._idx_positions = array("q")
+        self._bytes_since_index = 0
+        self.closed = False
+
+    # ------------------------------------------------------------------ loading
+
+    def recover(self, verify_crc: bool, truncate_bad_tail: bool) -> int:
+        """Scan every batch header, rebuild the index and the segment's offsets; returns bytes dropped.
+
+        A bad batch is truncated away when ``truncate_bad_tail`` (the unflushed tail of the last
+        segment); otherwise it raises LogCorruption naming the file and the byte position.
+        """
+        self._idx_offsets = array("q")
+        self._idx_positions = array("q")
+        self._bytes_since_index = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp = -1
+        size = self.size
+        buf = b""
+        buf_start = 0
+        pos = 0
+        while pos < size:
+            if size - pos < HEADER_SIZE:
+                return self._bad(
+                    pos, f"{size - pos} trailing bytes are too few for a batch", truncate_bad_tail
+                )
+            if pos + HEADER_SIZE > buf_start + len(buf):
+                buf, buf_start = os.pread(self.fd, 1 << 20, pos), pos
+            rel = pos - buf_start
+            (base, length, _epoch, magic, crc, _attrs, last_delta, _bts, max_ts) = HEADER.unpack_from(
+                buf, rel
+            )[:9]
+            if magic != 2:
+                return self._bad(pos, f"magic byte {magic} is not 2", truncate_bad_tail)
+            total = length + 12
+            if length < HEADER_SIZE - 12:
+                return self._bad(pos, f"batch length {length} is below the minimum", truncate_bad_tail)
+            if pos + total > size:
+                return self._bad(
+                    pos, f"batch of {total} bytes runs past the end of the file", truncate_bad_tail
+                )
+            if base < self.next_offset or last_delta < 0:
+                return self._bad(
+                    pos,
+                    f"offset {base} goes backwards (expected at least {self.next_offset})",
+                    truncate_bad_tail,
+                )
+            if verify_crc:
+                if pos + total > buf_start + len(buf):
+                    buf, buf_start = os.pread(self.fd, max(total, 1 << 20), pos), pos
+                    rel = 0
+                if crc32c(memoryview(buf)[rel + 21 : rel + total]) != crc:
+                    return self._bad(pos, "CRC-32C mismatch", truncate_bad_tail)
+            self._add_index(base, pos, total, force=not self._idx_offsets)
+            self.next_offset = base + last_delta + 1
+            if max_ts > self.max_timestamp:
+                self.max_timestamp = max_ts
+            pos += total
+        return 0
+
+    def _bad(self, pos: int, reason: str, truncate: bool) -> int:
+        if not truncate:
+            raise LogCorruption(self.path, pos, reason)
+        dropped = self.size - pos
+        log.warning(
+            "%s: truncating %d bytes of torn or corrupt tail at byte %d (%s)", self.path, dropped, pos, reason
+        )
+        os.ftruncate(self.fd, pos)
+        os.fsync(self.fd)
+        self.size = pos
+        return dropped
+
+    def load_index(self) -> bool:
+        """Load ``.index`` if it matches this log file; False when it must be rebuilt."""
+        try:
+            raw = self.index_path.read_bytes()
+        except FileNotFoundError:
+            return False
+        if len(raw) < 24 or (len(raw) - 24) % INDEX_ENTRY:
+            return False
+        size, next_offset, max_ts = struct.unpack_from(">qqq", raw, 0)
+        if size != self.size:
+            return False
+        entries = array("q", raw[24:])
+        if sys.byteorder == "little":
+            entries.byteswap()
+        offs, poss = entries[0::2], entries[1::2]
+        if any(p >= self.size or p < 0 for p in poss) or list(offs) != sorted(offs):
+            return False
+        self._idx_offsets, self._idx_positions = offs, poss
+        self.next_offset, self.max_timestamp = next_offset, max_ts
+        return True
+
+    def write_index(self) -> None:
+        entries = array("q")
+        for o, p in zip(self._idx_offsets, self._idx_positions, strict=True):
+            entries.append(o)
+            entries.append(p)
+        if sys.byteorder == "little":
+            entries.byteswap()
+        tmp = self.index_path.with_suffix(".index.tmp")
+        tmp.write_bytes(
+            struct.pack(">qqq", self.size, self.next_offset, self.max_timestamp) + entries.tobytes()
+        )
+        os.replace(tmp, self.index_path)
+
+    # ------------------------------------------------------------------ writing
+
+    def _add_index(self, offset: int, position: int, size: int, force: bool = False) -> None:
+        if force or self._bytes_since_index >= self.index_interval:
+            self._idx_offsets.append(offset)
+            self._idx_positions.append(position)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+
+    def append(
+        self, data: bytes | bytearray | memoryview, first_offset: int, next_offset: int, max_ts: int
+    ) -> int:
+        """Append whole batches; returns the position they start at."""
+        position = self.size
+        n = os.write(self.fd, data)
+        if n != len(data):  # a short write: undo it so nothing half-written is ever read
+            os.ftruncate(self.fd, position)
+            raise OSError(f"short write to {self.path}: {n} of {len(data)} bytes")
+        self._add_index(first_offset, position, len(data), force=not self._idx_offsets)
+        self.size += len(data)
+        self.next_offset = next_offset
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+        return position
+
+    def truncate_to(self, position: int, next_offset: int) -> None:
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.next_offset = next_offset
+        self.recover(verify_crc=False, truncate_bad_tail=True)
+
+    # ------------------------------------------------------------------ reading
+
+    def lookup(self, offset: int) -> int:
+        """A file position at or before the batch holding ``offset``."""
+        i = bisect_right(self._idx_offsets, offset) - 1
+        return self._idx_positions[i] if i >= 0 else 0
+
+    def find(self, offset: int, limit: int) -> int | None:
+        """Position of the first batch whose last offset >= ``offset``, scanning headers below ``limit``."""
+        pos = self.lookup(offset)
+        while pos < limit:
+            head = os.pread(self.fd, HEADER_SIZE, pos)
+            base, length = HEADER.unpack_from(head, 0)[:2]
+            last = base + HEADER.unpack_from(head, 0)[6]
+            if last >= offset:
+                return pos
+            pos += length + 12
+        return None
+
+    def read(self, position: int, max_bytes: int, limit: int) -> bytes:
+        """Whole batches from ``position`` (a batch start) up to ``limit`` (a batch end): at most
+        ``max_bytes``, but always the first batch whole even when it is larger (KIP-74)."""
+        if position >= limit:
+            return b""
+        data = os.pread(self.fd, min(max_bytes, limit - position), position)
+        end = 0
+        while end + 12 <= len(data):
+            length = int.from_bytes(data[end + 8 : end + 12], "big", signed=True) + 12
+            if end + length > len(data):
+                break
+            end += length
+        if end == 0:
+            head = os.pread(self.fd, 12, position)
+            length = int.from_bytes(head[8:12], "big", signed=True) + 12
+            return os.pread(self.fd, length, position) if position + length <= limit else b""
+        return data if end == len(data) else data[:end]
+
+    def flush(self) -> None:
+        os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self.fd)
+
+    def delete(self) -> None:
+        self.close()
+        for p in (self.path, self.index_path):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
