@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+import importlib
+
 from .registry import Api, ClientInfo, CloseConnection, Registry, RequestContext
+
+#: Every served API's handler module (one per line, by API key).
+HANDLERS = [
+    "produce",  # 0
+    "fetch",  # 1
+    "list_offsets",  # 2
+    "metadata",  # 3
+    "find_coordinator",  # 10
+    "api_versions",  # 18
+    "init_producer_id",  # 22
+    "offset_for_leader_epoch",  # 23
+    "describe_cluster",  # 60
+]
 
 
 def build_registry() -> Registry:
-    from . import (
-        api_versions,
-        describe_cluster,
-        fetch,
-        find_coordinator,
-        init_producer_id,
-        metadata,
-        produce,
-    )
-
-    return Registry(
-        [produce, fetch, metadata, find_coordinator, api_versions, init_producer_id, describe_cluster]
-    )
+    return Registry(importlib.import_module(f"{__name__}.{name}") for name in HANDLERS)
 
 
-__all__ = ["Api", "ClientInfo", "CloseConnection", "Registry", "RequestContext", "build_registry"]
+__all__ = ["Api", "ClientInfo", "CloseConnection", "Registry", "RequestContext", "build_registry", "HANDLERS"]

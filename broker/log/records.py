@@ -38,20 +38,6 @@ from broker.log.batch import (
     InvalidBatch,
 )
 
-__all__ = [
-    "InvalidRecords",
-    "Record",
-    "build_batch",
-    "compress",
-    "decode_batch",
-    "decode_records",
-    "decompress",
-    "encode_records",
-    "iter_records",
-    "offset_for_timestamp",
-    "simple_batch",
-]
-
 
 class InvalidRecords(InvalidBatch):
     """The records of a batch (or their compressed stream) are malformed. A ValueError, and an
@@ -75,8 +61,6 @@ class Record:
 _ZZ = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 #: encoded bytes of every zigzag value that fits one byte (-64..63).
 _SMALL = {(z >> 1) ^ -(z & 1): bytes((z,)) for z in range(128)}
-_INT32 = (-(1 << 31), (1 << 31) - 1)
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _read_varint(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
@@ -114,42 +98,26 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _check(value: int, bounds: tuple[int, int], what: str) -> None:
-    if not bounds[0] <= value <= bounds[1]:
-        raise ValueError(f"{what} {value} is out of range")
-
-
 # ---------------------------------------------------------------------------------------------
 # records
+
+
+def _blob(value: bytes | None) -> bytes:
+    return b"\x01" if value is None else _varint(len(value)) + bytes(value)
 
 
 def encode_records(records: Iterable[Record]) -> bytes:
     """The uncompressed records section for ``records``."""
     out: list[bytes] = []
-    v = _varint
     for r in records:
-        _check(r.offset_delta, _INT32, "offset delta")
-        _check(r.timestamp_delta, _INT64, "timestamp delta")
-        parts = [bytes((r.attributes & 0xFF,)), v(r.timestamp_delta), v(r.offset_delta)]
-        for blob in (r.key, r.value):
-            if blob is None:
-                parts.append(b"\x01")
-            else:
-                parts.append(v(len(blob)))
-                parts.append(bytes(blob))
-        parts.append(v(len(r.headers)))
+        if not (-(1 << 31) <= r.offset_delta < 1 << 31 and -(1 << 63) <= r.timestamp_delta < 1 << 63):
+            raise ValueError(f"offset delta {r.offset_delta} or timestamp delta {r.timestamp_delta} too big")
+        parts = [bytes((r.attributes & 0xFF,)), _varint(r.timestamp_delta), _varint(r.offset_delta)]
+        parts += (_blob(r.key), _blob(r.value), _varint(len(r.headers)))
         for hkey, hval in r.headers:
-            kb = hkey.encode()
-            parts.append(v(len(kb)))
-            parts.append(kb)
-            if hval is None:
-                parts.append(b"\x01")
-            else:
-                parts.append(v(len(hval)))
-                parts.append(bytes(hval))
+            parts += (_blob(hkey.encode()), _blob(hval))
         body = b"".join(parts)
-        out.append(v(len(body)))
-        out.append(body)
+        out += (_varint(len(body)), body)
     return b"".join(out)
 
 
@@ -268,17 +236,11 @@ def _read_headers(data: bytes, pos: int, end: int) -> tuple[list[tuple[str, byte
             hkey = data[pos : pos + size].decode()
         except UnicodeDecodeError as e:
             raise InvalidRecords(f"header key is not utf-8: {e}") from None
-        pos += size
-        size, pos = _read_varint(data, pos, 5)
-        if size >= 0:
-            if pos + size > end:
-                raise InvalidRecords(f"header value of {size} bytes runs past its record")
-            headers.append((hkey, data[pos : pos + size]))
-            pos += size
-        elif size == -1:
-            headers.append((hkey, None))
-        else:
-            raise InvalidRecords(f"negative header value length {size}")
+        size, pos = _read_varint(data, pos + size, 5)
+        if size < -1 or pos + size > end:
+            raise InvalidRecords(f"bad header value length {size}")
+        headers.append((hkey, None if size == -1 else data[pos : pos + size]))
+        pos += max(size, 0)
     return headers, pos
 
 
@@ -405,25 +367,10 @@ def build_batch(
         attributes |= TRANSACTIONAL_MASK
     if control:
         attributes |= CONTROL_MASK
-    buf = bytearray(HEADER_SIZE)
-    HEADER.pack_into(
-        buf,
-        0,
-        base_offset,
-        HEADER_SIZE - LOG_OVERHEAD + len(body),
-        partition_leader_epoch,
-        2,
-        0,
-        attributes,
-        recs[-1].offset_delta if recs else 0,
-        base_timestamp,
-        max_timestamp,
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        len(recs),
-    )
-    buf += body
+    last_delta = recs[-1].offset_delta if recs else 0
+    head = (base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body), partition_leader_epoch, 2, 0, attributes)
+    head += (last_delta, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence)
+    buf = bytearray(HEADER.pack(*head, len(recs))) + body
     buf[17:21] = crc32c(memoryview(buf)[21:]).to_bytes(4, "big")
     return bytes(buf)
 

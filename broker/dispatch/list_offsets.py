@@ -1,0 +1,89 @@
+"""ListOffsets (key 2) v0-11: v0 old-style offset lists; v1 one offset and its timestamp; v2
+isolation level; v4 current leader epoch and the leader epoch in answers; v6 flexible; v7 max
+timestamp (-3, KIP-734); v8 earliest-local (-4, KIP-405); v9 earliest pending upload (-5); v10
+timeout; v11 latest tiered (-6).
+
+Special timestamps: -1 latest (the high watermark), -2 earliest (log start), -3 the record with the
+largest timestamp, -4/-5/-6 as earliest/latest for a log without tiered storage. A timestamp T >= 0
+finds the first record with timestamp >= T, or offset -1 when there is none.
+"""
+
+from __future__ import annotations
+
+from broker.log.partition import PartitionLog
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+
+from .registry import RequestContext
+
+API_KEY = 2
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST_TIERED = (
+    -1,
+    -2,
+    -3,
+    -4,
+    -5,
+    -6,
+)
+
+
+def lookup(plog: PartitionLog, ts: int) -> tuple[int, int]:
+    """(offset, timestamp) for a ListOffsets timestamp query; (-1, -1) when nothing matches."""
+    if ts in (LATEST, LATEST_TIERED):
+        return plog.high_watermark, -1
+    if ts in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
+        return plog.log_start_offset, -1
+    if ts == MAX_TIMESTAMP:
+        found = plog.max_timestamp_offset()
+        return found if found is not None else (-1, -1)
+    if ts < 0:
+        return -1, -1
+    found = plog.offset_for_timestamp(ts)
+    return found if found is not None else (-1, -1)
+
+
+def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    v = ctx.api_version
+    logs = ctx.broker.logs
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            plog = logs.get(t.name, p.partition_index)
+            if plog is None:
+                parts.append(_error(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if v >= 4 and p.current_leader_epoch > 0:
+                parts.append(_error(p.partition_index, ErrorCode.UNKNOWN_LEADER_EPOCH))
+                continue
+            if p.timestamp == MAX_TIMESTAMP and v < 7 or p.timestamp < LATEST_TIERED:
+                parts.append(_error(p.partition_index, ErrorCode.UNSUPPORTED_VERSION))
+                continue
+            offset, ts = lookup(plog, p.timestamp)
+            if v == 0:
+                old = [offset] if offset >= 0 and p.max_num_offsets > 0 else []
+                parts.append(ListOffsetsPartitionResponse(p.partition_index, 0, old_style_offsets=old))
+            else:
+                parts.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index,
+                        error_code=0,
+                        timestamp=ts,
+                        offset=offset,
+                        leader_epoch=0 if offset >= 0 else -1,
+                    )
+                )
+        topics.append(ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _error(index: int, code: ErrorCode) -> ListOffsetsPartitionResponse:
+    return ListOffsetsPartitionResponse(
+        partition_index=index, error_code=int(code), timestamp=-1, offset=-1, leader_epoch=-1
+    )
