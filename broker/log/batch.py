@@ -3,13 +3,13 @@ the records inside.
 
 Layout of the 61-byte header (big-endian)::
 
-    0  baseOffset int64         27 lastOffsetDelta int32
-    8  batchLength int32        31 baseTimestamp int64
-    12 partitionLeaderEpoch     39 maxTimestamp int64
-    16 magic int8               47 producerId int64
-    17 crc uint32 (CRC-32C of   55 producerEpoch int16
-       bytes 21..end)           57 baseSequence int32
-    21 attributes int16         61 recordsCount int32 ... then the records
+    0  baseOffset int64         23 lastOffsetDelta int32
+    8  batchLength int32        27 baseTimestamp int64
+    12 partitionLeaderEpoch     35 maxTimestamp int64
+    16 magic int8               43 producerId int64
+    17 crc uint32 (CRC-32C of   51 producerEpoch int16
+       bytes 21..end)           53 baseSequence int32
+    21 attributes int16         57 recordsCount int32; 61 the records
 
 ``batchLength`` counts the bytes after the length field itself (so a batch occupies
 ``12 + batchLength`` bytes). The CRC does not cover the base offset or the leader epoch, which is
@@ -201,7 +201,7 @@ def assign_offsets(
         if log_append_time is not None:
             attrs = b.attributes | TIMESTAMP_TYPE_MASK
             _MAXTS_ATTR.pack_into(buf, b.position + 21, attrs)
-            _OFFSET.pack_into(buf, b.position + 39, log_append_time)
+            _OFFSET.pack_into(buf, b.position + 35, log_append_time)
             b.attributes = attrs
             b.max_timestamp = log_append_time
             crc = crc32c(memoryview(buf)[b.position + 21 : b.position + b.size])

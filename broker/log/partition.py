@@ -18,6 +18,7 @@ from pathlib import Path
 
 import orjson
 
+from . import records
 from .batch import HEADER, HEADER_SIZE, BatchInfo, assign_offsets
 from .config import LogConfig
 from .producers import ProducerState
@@ -103,15 +104,17 @@ class PartitionLog:
 
     def iter_headers(self, from_offset: int) -> Iterator[BatchInfo]:
         """Batch headers (no CRC check) of every batch whose last offset >= ``from_offset``."""
+        for _seg, info in self._iter_batches(from_offset):
+            yield info
+
+    def _iter_batches(self, from_offset: int) -> Iterator[tuple[Segment, BatchInfo]]:
         for seg in self.segments[self._segment_index(from_offset) :]:
             pos = seg.lookup(from_offset) if seg.base_offset <= from_offset else 0
             while pos + HEADER_SIZE <= seg.size:
                 f = HEADER.unpack_from(os.pread(seg.fd, HEADER_SIZE, pos), 0)
-                info = BatchInfo(
-                    pos, f[1] + 12, f[0], f[6], f[5], f[7], f[8], f[9], f[10], f[11], f[12], f[2]
-                )
+                info = BatchInfo(pos, f[1] + 12, f[0], f[6], f[5], f[7], f[8], f[9], f[10], f[11], f[12], f[2])
                 if info.last_offset >= from_offset:
-                    yield info
+                    yield seg, info
                 pos += info.size
 
     def write_producer_snapshot(self) -> None:
@@ -203,12 +206,16 @@ class PartitionLog:
         return b""
 
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch below the high watermark whose max timestamp >= ts."""
-        for info in self.iter_headers(self.log_start_offset):
+        """(offset, timestamp) of the first record below the high watermark with timestamp >= ts.
+
+        Batch headers narrow it down to one batch (its max timestamp); only that batch is decoded."""
+        for seg, info in self._iter_batches(self.log_start_offset):
             if info.base_offset >= self.high_watermark:
                 return None
             if info.max_timestamp >= ts:
-                return info.base_offset, info.max_timestamp
+                found = records.offset_for_timestamp(os.pread(seg.fd, info.size, info.position), ts)
+                if found is not None:
+                    return found
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:

@@ -282,6 +282,12 @@ def _snappy_decode(data: bytes) -> bytes:
     return b"".join(out)
 
 
+def _gzip_decode(data: bytes) -> bytes:
+    if not data:  # gzip.decompress() takes zero members as an empty stream; Java does not
+        raise InvalidRecords("empty gzip stream")
+    return gzip.decompress(data)
+
+
 def _lz4_encode(data: bytes) -> bytes:
     # Independent 64 KiB blocks with block checksums: what the Java client (which rejects linked
     # blocks) and librdkafka accept. cramjam.lz4.compress() would link the blocks.
@@ -297,7 +303,7 @@ _COMPRESS = {
     4: lambda d: bytes(cramjam.zstd.compress(d, 3)),
 }
 _DECOMPRESS = {
-    1: gzip.decompress,
+    1: _gzip_decode,
     2: _snappy_decode,
     3: lambda d: bytes(cramjam.lz4.decompress(d)),
     4: lambda d: bytes(cramjam.zstd.decompress(d)),

@@ -1,0 +1,1 @@
+"""Log tests: record batches and the record codec."""

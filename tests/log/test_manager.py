@@ -1,0 +1,126 @@
+"""LogManager: the flush policy decides when an append is durable and visible (the high watermark)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from broker.config import Config
+from broker.log import records
+from broker.log.batch import validate_produce
+from broker.log.manager import LogManager, StorageError
+
+NOW = 1_700_000_000_000
+
+
+def manager(tmp_path, **conf) -> LogManager:
+    c = Config({"log.dirs": str(tmp_path), **{k: str(v) for k, v in conf.items()}})
+    return LogManager(tmp_path, c)
+
+
+def append(m: LogManager, plog, value=b"v"):
+    data = bytearray(records.simple_batch([value]))
+    base = plog.append(data, validate_produce(data), NOW)
+    return base, m.appended(plog)
+
+
+async def test_never_is_visible_at_once(tmp_path):
+    m = manager(tmp_path, **{"log.flush": "never"})
+    m.open_topic("t", 1, {})
+    plog = m.get("t", 0)
+    base, fut = append(m, plog)
+    assert fut is None and plog.high_watermark == 1
+    await m.close()
+
+
+@pytest.mark.parametrize("policy", ["always", "interval"])
+async def test_visible_only_after_fsync(tmp_path, policy, monkeypatch):
+    m = manager(tmp_path, **{"log.flush": policy})
+    m.open_topic("t", 2, {})
+    p0, p1 = m.get("t", 0), m.get("t", 1)
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
+    _, f0 = append(m, p0)
+    _, f1 = append(m, p1)
+    assert p0.high_watermark == 0 and p0.read(0, 1000) == b"", "unflushed data must not be visible"
+    assert f0 is f1, "appends waiting for the same flush share it"
+    await asyncio.wait_for(f0, 5)
+    assert (p0.high_watermark, p1.high_watermark) == (1, 1)
+    assert len(synced) == 2  # one fdatasync per dirty segment, in one flush
+    assert p0.read(0, 1000) != b""
+    await m.close()
+
+
+async def test_group_commit_batches_many_appends_into_few_fsyncs(tmp_path, monkeypatch):
+    m = manager(tmp_path, **{"log.flush": "interval", "log.flush.interval.ms": "20"})
+    m.open_topic("t", 1, {})
+    plog = m.get("t", 0)
+    calls = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append(fd), real(fd))[1])
+    futs = []
+    for i in range(200):
+        _, f = append(m, plog, b"%d" % i)
+        futs.append(f)
+        if i % 50 == 0:
+            await asyncio.sleep(0)
+    await asyncio.wait_for(asyncio.gather(*set(futs)), 5)
+    assert plog.high_watermark == 200
+    assert len(calls) < 20, f"{len(calls)} fsyncs for 200 appends"
+    await m.close()
+
+
+async def test_fsync_failure_fails_the_waiters_and_keeps_data_invisible(tmp_path, monkeypatch):
+    m = manager(tmp_path, **{"log.flush": "always"})
+    m.open_topic("t", 1, {})
+    plog = m.get("t", 0)
+
+    def eio(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", eio)
+    _, fut = append(m, plog)
+    with pytest.raises(StorageError):
+        await asyncio.wait_for(fut, 5)
+    assert plog.high_watermark == 0
+    monkeypatch.undo()
+    await m.close()
+
+
+async def test_waiters_are_woken_by_the_high_watermark(tmp_path):
+    m = manager(tmp_path, **{"log.flush": "always"})
+    m.open_topic("t", 1, {})
+    plog = m.get("t", 0)
+    waiter = asyncio.get_running_loop().create_future()
+    plog.waiters.add(waiter)
+    _, fut = append(m, plog)
+    await asyncio.wait_for(waiter, 5)
+    assert plog.high_watermark == 1
+    await m.close()
+
+
+async def test_checkpoint_and_producer_ids_persist(tmp_path):
+    m = manager(tmp_path)
+    m.open_topic("t", 1, {})
+    _, fut = append(m, m.get("t", 0))
+    await fut
+    pids = [m.allocate_producer_id() for _ in range(3)]
+    await m.close()
+    assert (tmp_path / "recovery-point-offset-checkpoint").read_text().splitlines()[2] == "t 0 1"
+    m2 = manager(tmp_path)
+    assert m2.recovery_points[("t", 0)] == 1
+    assert m2.allocate_producer_id() > max(pids), "producer ids never repeat across restarts"
+    await m2.close()
+
+
+async def test_delete_topic_removes_its_directories(tmp_path):
+    m = manager(tmp_path)
+    m.open_topic("gone", 2, {})
+    assert (tmp_path / "gone-0").is_dir()
+    m.delete_topic("gone")
+    assert m.get("gone", 0) is None
+    assert not any(p.name.startswith("gone-") for p in tmp_path.iterdir())
+    await m.close()

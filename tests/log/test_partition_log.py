@@ -1,0 +1,259 @@
+"""PartitionLog and Segment without sockets: appends, reads, rolls, index, recovery, retention,
+producer state. The flush policy and the high watermark are in test_manager.py."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from broker.log import records
+from broker.log.batch import InvalidBatch, iter_batches, validate_produce
+from broker.log.config import LogConfig
+from broker.log.partition import PartitionLog
+from broker.log.segment import LogCorruption
+from broker.protocol.errors import ErrorCode, KafkaError
+
+NOW = 1_700_000_000_000
+
+
+def cfg(**over) -> LogConfig:
+    base = dict(
+        segment_bytes=1 << 30,
+        segment_ms=1 << 40,
+        retention_ms=-1,
+        retention_bytes=-1,
+        max_message_bytes=1 << 20,
+        log_append_time=False,
+        cleanup_policy="delete",
+        index_interval_bytes=4096,
+    )
+    base.update(over)
+    return LogConfig(**base)
+
+
+def open_log(path, **over) -> PartitionLog:
+    return PartitionLog(path, "t", 0, cfg(**over))
+
+
+def append(plog: PartitionLog, values, ts=NOW, now=NOW, **kw) -> int:
+    data = bytearray(
+        records.simple_batch(
+            [v if isinstance(v, bytes) else v.encode() for v in values], base_timestamp=ts, **kw
+        )
+    )
+    base = plog.append(data, validate_produce(data), now)
+    plog.mark_flushed(*plog.flush_target())
+    return base
+
+
+def values_from(plog: PartitionLog, offset: int = 0) -> list[tuple[int, bytes]]:
+    out = []
+    while offset < plog.high_watermark:
+        data = plog.read(offset, 1 << 20)
+        assert data, f"nothing read at {offset} below the high watermark {plog.high_watermark}"
+        for off, _ts, _k, v, _h, _info in records.iter_records(data):
+            if off >= offset:
+                out.append((off, v))
+        offset = out[-1][0] + 1
+    return out
+
+
+def test_offsets_are_assigned_and_read_back(tmp_path):
+    plog = open_log(tmp_path / "p")
+    assert append(plog, ["a", "b", "c"]) == 0
+    assert append(plog, ["d"]) == 3
+    assert plog.log_end_offset == plog.high_watermark == 4
+    assert values_from(plog) == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")]
+    # a read from the middle of a batch returns that whole batch (the client skips what it has)
+    first = next(iter(records.iter_records(plog.read(1, 1 << 20))))
+    assert first[0] == 0
+
+
+def test_assigned_offsets_and_leader_epoch_keep_the_crc_valid(tmp_path):
+    plog = open_log(tmp_path / "p")
+    append(plog, ["x"] * 3)
+    append(plog, ["y"] * 2)
+    data = plog.read(0, 1 << 20)
+    infos = iter_batches(data, verify_crc=True)
+    assert [(b.base_offset, b.partition_leader_epoch) for b in infos] == [(0, 0), (3, 0)]
+
+
+def test_log_append_time_rewrites_timestamps_with_a_valid_crc(tmp_path):
+    plog = open_log(tmp_path / "p", log_append_time=True)
+    append(plog, ["x", "y"], ts=5, now=NOW + 7)
+    (info,) = iter_batches(plog.read(0, 1 << 20), verify_crc=True)
+    assert info.max_timestamp == NOW + 7 and info.attributes & 0x08
+    assert [r[1] for r in records.iter_records(plog.read(0, 1 << 20))] == [NOW + 7, NOW + 7]
+
+
+def test_segments_roll_by_size_and_reads_cross_them(tmp_path):
+    plog = open_log(tmp_path / "p", segment_bytes=300)
+    for i in range(20):
+        append(plog, [f"value-{i:03d}" * 3])
+    assert len(plog.segments) > 3
+    assert [s.base_offset for s in plog.segments] == sorted(s.base_offset for s in plog.segments)
+    assert values_from(plog) == [(i, f"value-{i:03d}".encode() * 3) for i in range(20)]
+    assert values_from(plog, 13)[0][0] == 13
+
+
+def test_max_bytes_returns_whole_batches_but_at_least_one(tmp_path):
+    plog = open_log(tmp_path / "p")
+    for _ in range(5):
+        append(plog, ["v" * 200])
+    one = plog.read(0, 10)  # smaller than a batch: still one whole batch
+    assert len(iter_batches(one)) == 1
+    two = plog.read(0, len(one) * 2 + 5)
+    assert len(iter_batches(two)) == 2
+
+
+def test_reopen_restores_offsets_index_and_data(tmp_path):
+    plog = open_log(tmp_path / "p", segment_bytes=400, index_interval_bytes=100)
+    for i in range(30):
+        append(plog, [f"r{i}"])
+    plog.close()
+    again = open_log(tmp_path / "p", segment_bytes=400, index_interval_bytes=100)
+    assert again.log_end_offset == again.high_watermark == 30
+    assert values_from(again, 17)[0] == (17, b"r17")
+    assert append(again, ["next"]) == 30
+
+
+def test_missing_index_is_rebuilt(tmp_path):
+    plog = open_log(tmp_path / "p", segment_bytes=300)
+    for i in range(12):
+        append(plog, [f"m{i}" * 10])
+    plog.close()
+    for idx in (tmp_path / "p").glob("*.index"):
+        idx.unlink()
+    again = open_log(tmp_path / "p", segment_bytes=300)
+    assert values_from(again) == [(i, f"m{i}".encode() * 10) for i in range(12)]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda raw: raw[: len(raw) - 7], id="torn-final-batch"),
+        pytest.param(lambda raw: raw[:-1] + bytes([raw[-1] ^ 0x01]), id="bit-flip-in-last-batch"),
+        pytest.param(lambda raw: raw + bytes(4096), id="zero-filled-tail"),
+        pytest.param(
+            lambda raw: raw + b"\x00\x00\x00\x00\x00\x00\x00\x05\x00\x00\x01\x00", id="length-past-eof"
+        ),
+    ],
+)
+def test_bad_tail_is_truncated_on_open(tmp_path, damage, caplog):
+    plog = open_log(tmp_path / "p")
+    append(plog, ["keep-1", "keep-2"])
+    append(plog, ["last"])
+    plog.close()
+    seg = tmp_path / "p" / f"{0:020d}.log"
+    raw = seg.read_bytes()
+    seg.write_bytes(damage(raw))
+    again = open_log(tmp_path / "p")
+    expected_end = 3 if len(damage(raw)) > len(raw) else 2
+    assert again.log_end_offset == expected_end
+    assert [v for _o, v in values_from(again)][:2] == [b"keep-1", b"keep-2"]
+    assert "truncating" in caplog.text
+    assert append(again, ["after"]) == expected_end
+
+
+def test_corruption_in_an_earlier_segment_refuses_to_start(tmp_path):
+    plog = open_log(tmp_path / "p", segment_bytes=250)
+    for i in range(10):
+        append(plog, [f"s{i}" * 20])
+    assert len(plog.segments) >= 3
+    plog.close()
+    first = tmp_path / "p" / f"{0:020d}.log"
+    raw = bytearray(first.read_bytes())
+    raw[-3] ^= 0xFF  # inside the first segment's last batch: under the CRC
+    first.write_bytes(bytes(raw))
+    with pytest.raises(LogCorruption) as e:
+        open_log(tmp_path / "p", segment_bytes=250)
+    assert str(first) in str(e.value) and "byte" in str(e.value)
+
+
+def test_segment_below_the_recovery_point_is_trusted_but_its_shape_is_checked(tmp_path):
+    plog = open_log(tmp_path / "p", segment_bytes=250)
+    for i in range(10):
+        append(plog, [f"s{i}" * 20])
+    plog.close()
+    first = tmp_path / "p" / f"{0:020d}.log"
+    os.truncate(first, first.stat().st_size - 10)  # a segment cut short in the middle of the log
+    with pytest.raises(LogCorruption):
+        PartitionLog(tmp_path / "p", "t", 0, cfg(segment_bytes=250), recovery_point=10)
+
+
+def test_retention_by_bytes_and_time_deletes_whole_old_segments(tmp_path):
+    plog = open_log(tmp_path / "p", segment_bytes=250)
+    for i in range(12):
+        append(plog, [f"old{i}" * 20], ts=NOW - 10_000_000)
+    n_before = len(plog.segments)
+    plog.config = cfg(segment_bytes=250, retention_bytes=600)
+    assert plog.apply_retention(NOW) > 0
+    assert plog.size_bytes() <= 600 + plog.segments[0].size
+    assert plog.log_start_offset > 0 and len(plog.segments) < n_before
+    start = plog.log_start_offset
+    assert values_from(plog, start)[0][0] == start
+    plog.config = cfg(segment_bytes=250, retention_ms=1000)
+    plog.apply_retention(NOW)
+    assert len(plog.segments) == 1, "the active segment is never deleted"
+    assert plog.log_end_offset == 12
+
+
+def test_producer_state_detects_duplicates_and_survives_reopen(tmp_path):
+    plog = open_log(tmp_path / "p")
+    data = bytearray(records.simple_batch([b"a", b"b"], producer_id=7, producer_epoch=0, base_sequence=0))
+    (info,) = validate_produce(data)
+    assert plog.producers.check(info) is None
+    plog.append(data, [info], NOW)
+    again_info = validate_produce(
+        bytearray(records.simple_batch([b"a", b"b"], producer_id=7, producer_epoch=0, base_sequence=0))
+    )[0]
+    dup = plog.producers.check(again_info)
+    assert dup is not None and (dup.base_offset, dup.last_offset) == (0, 1)
+    gap = validate_produce(
+        bytearray(records.simple_batch([b"c"], producer_id=7, producer_epoch=0, base_sequence=5))
+    )[0]
+    with pytest.raises(KafkaError) as e:
+        plog.producers.check(gap)
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    old = validate_produce(
+        bytearray(records.simple_batch([b"c"], producer_id=7, producer_epoch=-1 + 0, base_sequence=2))
+    )[0]
+    plog.producers.producers[7].epoch = 1
+    with pytest.raises(KafkaError) as e:
+        plog.producers.check(old)
+    assert e.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    plog.producers.producers[7].epoch = 0
+    plog.close()
+    reopened = open_log(tmp_path / "p")
+    dup = reopened.producers.check(again_info)
+    assert dup is not None and dup.base_offset == 0
+    # and without the snapshot, the state comes back from the log itself
+    reopened.close()
+    (tmp_path / "p" / "producer-state.json").unlink()
+    rebuilt = open_log(tmp_path / "p")
+    assert rebuilt.producers.check(again_info).base_offset == 0
+
+
+def test_offset_for_timestamp_finds_the_first_record_at_or_after(tmp_path):
+    plog = open_log(tmp_path / "p")
+    recs = [records.Record(i, i * 10, None, f"v{i}".encode(), []) for i in range(5)]
+    data = bytearray(records.build_batch(recs, base_timestamp=1000))
+    plog.append(data, validate_produce(data), NOW)
+    data = bytearray(records.build_batch([records.Record(0, 0, None, b"w", [])], base_timestamp=2000))
+    plog.append(data, validate_produce(data), NOW)
+    plog.mark_flushed(*plog.flush_target())
+    assert plog.offset_for_timestamp(1000) == (0, 1000)
+    assert plog.offset_for_timestamp(1025) == (3, 1030)
+    assert plog.offset_for_timestamp(1041) == (5, 2000)
+    assert plog.offset_for_timestamp(2001) is None
+    assert plog.max_timestamp_offset() == (5, 2000)
+
+
+def test_validate_produce_rejects_corruption(tmp_path):
+    good = bytearray(records.simple_batch([b"x"]))
+    bad = bytearray(good)
+    bad[-1] ^= 1
+    with pytest.raises(InvalidBatch) as e:
+        validate_produce(bad)
+    assert e.value.corrupt
