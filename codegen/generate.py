@@ -11,7 +11,10 @@ from .spec import MessageSpec, load_dir
 ROOT = Path(__file__).resolve().parent.parent
 
 #: (schema directory, output package) pairs, relative to the repository root.
-TARGETS = [("schemas", "broker/protocol/generated")]
+TARGETS = [
+    ("schemas", "broker/protocol/generated"),
+    ("schemas/records", "broker/coordinator/generated"),
+]
 
 
 def render_package(schema_dir: Path, rel_schema_dir: str) -> dict[str, str]:
@@ -26,7 +29,7 @@ def render_package(schema_dir: Path, rel_schema_dir: str) -> dict[str, str]:
         msgs.sort(key=lambda m: {"request": 0, "response": 1}.get(m.type, 2))
         sources = [f"{rel_schema_dir}/{Path(m.path).name}" for m in msgs]
         m0 = msgs[0]
-        if m0.api_key is not None:
+        if m0.type in ("request", "response"):
             title = m0.name[: -len("Request")] if m0.name.endswith("Request") else m0.name
             doc = f"{title} (API key {m0.api_key}) v{m0.valid}: request and response codecs."
             types = {m.type for m in msgs}
@@ -42,8 +45,62 @@ def render_package(schema_dir: Path, rel_schema_dir: str) -> dict[str, str]:
         else:
             doc = f"{m0.name} v{m0.valid} codecs."
         files[f"{mod}.py"] = ModuleEmitter(msgs, sources).render(doc)
-    files["__init__.py"] = render_index(index_rows, rel_schema_dir)
+    if any(m.type == "data" for m in messages):
+        files["__init__.py"] = render_record_index(messages, rel_schema_dir)
+    else:
+        files["__init__.py"] = render_index(index_rows, rel_schema_dir)
     return files
+
+
+def render_record_index(messages: list[MessageSpec], rel_schema_dir: str) -> str:
+    """The one record-type table: type id -> key and value modules (``XKey`` pairs with ``XValue``)."""
+    by_name = {m.name: m for m in messages}
+    rows = []
+    for m in messages:
+        if not m.name.endswith("Key"):
+            continue
+        if m.api_key is None:
+            raise ValueError(f"{m.path}: a record key schema needs apiKey (the record type id)")
+        value = by_name.get(m.name[: -len("Key")] + "Value")
+        if value is None:
+            raise ValueError(f"{m.path}: no {m.name[:-3]}Value schema pairs with this key")
+        rows.append(
+            (m.api_key, m.name[: -len("Key")], module_name(m.name), module_name(value.name), value.valid.hi)
+        )
+    ids = [r[0] for r in rows]
+    if len(ids) != len(set(ids)):
+        raise ValueError(f"{rel_schema_dir}: record type ids must be unique, got {sorted(ids)}")
+    lines = [
+        BANNER.format(sources=f"{rel_schema_dir}/*.json").rstrip("\n"),
+        '"""Coordinator record types: the int16 that prefixes a record key in the coordinator log."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import importlib",
+        "from types import ModuleType",
+        "from typing import NamedTuple",
+        "",
+        "",
+        "class RecordType(NamedTuple):",
+        "    id: int",
+        "    name: str",
+        "    key_module: str",
+        "    value_module: str",
+        "    value_version: int  # the value version the broker writes",
+        "",
+        "    def key_codec(self) -> ModuleType:",
+        '        return importlib.import_module(f"{__name__}.{self.key_module}")',
+        "",
+        "    def value_codec(self) -> ModuleType:",
+        '        return importlib.import_module(f"{__name__}.{self.value_module}")',
+        "",
+        "",
+        "RECORD_TYPES: dict[int, RecordType] = {",
+    ]
+    for rid, name, km, vm, vv in sorted(rows):
+        lines.append(f"    {rid}: RecordType({rid}, {name!r}, {km!r}, {vm!r}, {vv}),")
+    lines += ["}", "BY_NAME: dict[str, RecordType] = {r.name: r for r in RECORD_TYPES.values()}", ""]
+    return "\n".join(lines)
 
 
 def render_index(rows: list[tuple], rel_schema_dir: str) -> str:

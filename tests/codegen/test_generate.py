@@ -40,9 +40,12 @@ def test_check_passes_on_the_repository() -> None:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    """A copy of schemas/ and the generated package to edit freely."""
+    """A copy of schemas/ and every generated package to edit freely."""
+    from codegen.generate import TARGETS
+
     shutil.copytree(REPO_ROOT / "schemas", tmp_path / "schemas")
-    shutil.copytree(GENERATED, tmp_path / GEN_REL, ignore=shutil.ignore_patterns("__pycache__"))
+    for _src, out in TARGETS:
+        shutil.copytree(REPO_ROOT / out, tmp_path / out, ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path
 
 
