@@ -1,0 +1,137 @@
+"""The group coordinator: classic groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup), committed offsets
+and group administration, persisted in the internal ``__consumer_offsets`` topic.
+
+``GroupCoordinator`` is the facade the dispatch handlers call; each call becomes one operation of the
+serial runtime (runtime.py) over the state (state.py). Where a group's state changes:
+classic/join.py, classic/sync.py, offsets.py, admin.py (operations) and state.py (replay).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+
+from broker.protocol.errors import ErrorCode
+
+from . import admin, offsets
+from .classic import join, sync
+from .runtime import CoordinatorRuntime, LoopTimers, Result, SystemClock
+from .state import CoordinatorState, GroupConfig
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class TopicLookup:
+    """What offset operations need to know about topics, from the broker's topic registry."""
+
+    def __init__(self, registry: Any):
+        self.registry = registry
+
+    def exists(self, name: str, partition: int) -> bool:
+        t = self.registry.get(name)
+        return t is not None and 0 <= partition < t.partitions
+
+    def name_for_id(self, topic_id: uuid.UUID) -> str | None:
+        t = self.registry.by_id(topic_id)
+        return t.name if t is not None else None
+
+    def id_for_name(self, name: str) -> uuid.UUID | None:
+        t = self.registry.get(name)
+        return t.topic_id if t is not None else None
+
+
+class _LazyLog:
+    """The coordinator partition, created on first write as Kafka creates __consumer_offsets."""
+
+    def __init__(self, broker: Any):
+        self.broker = broker
+
+    def get(self) -> Any:
+        plog = self.broker.logs.get(OFFSETS_TOPIC, 0)
+        if plog is None:
+            self.broker.create_topic(OFFSETS_TOPIC, 1, {"cleanup.policy": "compact"}, internal=True)
+            plog = self.broker.logs.get(OFFSETS_TOPIC, 0)
+        return plog
+
+
+class GroupCoordinator:
+    def __init__(self, broker: Any, clock: Any = None):
+        self.broker = broker
+        self.topics = TopicLookup(broker.topics)
+        self.state = CoordinatorState(GroupConfig.from_config(broker.config), timers=None)  # type: ignore[arg-type]
+        self._log = _LazyLog(broker)
+        self.runtime = CoordinatorRuntime(self.state, broker.logs, None, clock or SystemClock())
+        self.state.timers = LoopTimers(self.runtime)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def load(self) -> None:
+        """Replay the coordinator log (if the topic exists) and restart the members' timers."""
+        plog = self.broker.logs.get(OFFSETS_TOPIC, 0)
+        if plog is None:
+            self.state.loaded(self.runtime.clock.now_ms())
+            return
+        self.runtime.plog = plog
+        start = time.monotonic()
+        n = self.runtime.load()
+        log.info(
+            "coordinator loaded %d records (%d groups, %d with offsets) in %.0f ms",
+            n,
+            len(self.state.groups),
+            len(self.state.offsets),
+            (time.monotonic() - start) * 1000,
+        )
+
+    def close(self) -> None:
+        self.state.timers.cancel_all()
+
+    # ------------------------------------------------------------------ operations
+
+    def _run(self, op: Any) -> Any:
+        if self.runtime.plog is None:
+            self.runtime.plog = self._log.get()
+        return self.runtime.run(op)
+
+    def join_group(self, ctx: Any, req: Any) -> Any:
+        waiter = asyncio.get_running_loop().create_future()
+        host = ctx.client.peer.rsplit(":", 1)[0]
+        client_id = ctx.client_id or ""
+        return self._run(
+            lambda now: join.join_group(self.state, req, ctx.api_version, client_id, "/" + host, waiter, now)
+        )
+
+    def sync_group(self, ctx: Any, req: Any) -> Any:
+        waiter = asyncio.get_running_loop().create_future()
+        return self._run(lambda now: sync.sync_group(self.state, req, ctx.api_version, waiter, now))
+
+    def heartbeat(self, ctx: Any, req: Any) -> Any:
+        return self._run(lambda now: sync.heartbeat(self.state, req, ctx.api_version, now))
+
+    def leave_group(self, ctx: Any, req: Any) -> Any:
+        return self._run(lambda now: sync.leave_group(self.state, req, ctx.api_version, now))
+
+    def commit_offsets(self, ctx: Any, req: Any) -> Any:
+        return self._run(lambda now: offsets.commit(self.state, req, ctx.api_version, self.topics, now))
+
+    def fetch_offsets(self, ctx: Any, req: Any) -> Any:
+        return offsets.fetch(self.state, req, ctx.api_version, self.topics)
+
+    def delete_offsets(self, ctx: Any, req: Any) -> Any:
+        return self._run(lambda now: offsets.delete(self.state, req, self.topics))
+
+    def describe_groups(self, ctx: Any, req: Any, authorized_ops: int) -> Any:
+        return admin.describe(self.state, req, ctx.api_version, authorized_ops)
+
+    def list_groups(self, ctx: Any, req: Any) -> Any:
+        return admin.list_groups(self.state, req, ctx.api_version)
+
+    def delete_groups(self, ctx: Any, req: Any) -> Any:
+        return self._run(lambda now: admin.delete_groups(self.state, req))
+
+
+__all__ = ["GroupCoordinator", "OFFSETS_TOPIC", "Result", "ErrorCode"]

@@ -1,0 +1,119 @@
+"""DescribeGroups, ListGroups and DeleteGroups over the coordinator state."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.delete_groups import (
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+)
+from broker.protocol.generated.describe_groups import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+from broker.protocol.generated.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
+
+from .classic.group import GroupState
+from .runtime import Result
+
+if TYPE_CHECKING:
+    from .state import CoordinatorState
+
+CLASSIC = "classic"
+
+
+def describe(
+    st: CoordinatorState, req: DescribeGroupsRequest, version: int, ops: int
+) -> DescribeGroupsResponse:
+    out = []
+    for gid in req.groups:
+        group = st.groups.get(gid)
+        if not gid:
+            out.append(DescribedGroup(int(ErrorCode.INVALID_GROUP_ID), None, gid, "", "", "", [], ops))
+            continue
+        if group is None or group.is_in(GroupState.DEAD):
+            if version >= 6:
+                out.append(
+                    DescribedGroup(
+                        int(ErrorCode.GROUP_ID_NOT_FOUND),
+                        f"group {gid} not found",
+                        gid,
+                        GroupState.DEAD.value,
+                        "",
+                        "",
+                        [],
+                        ops,
+                    )
+                )
+            else:
+                out.append(DescribedGroup(0, None, gid, GroupState.DEAD.value, "", "", [], ops))
+            continue
+        stable = group.is_in(GroupState.STABLE)
+        members = [
+            DescribedGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata(group.protocol_name) if (stable and group.protocol_name) else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ]
+        out.append(
+            DescribedGroup(
+                error_code=0,
+                error_message=None,
+                group_id=gid,
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=(group.protocol_name or "") if stable else "",
+                members=members,
+                authorized_operations=ops,
+            )
+        )
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
+
+
+def list_groups(st: CoordinatorState, req: ListGroupsRequest, version: int) -> ListGroupsResponse:
+    states = {s.lower() for s in req.states_filter} if version >= 4 else set()
+    types = {t.lower() for t in req.types_filter} if version >= 5 else set()
+    out = []
+    for gid, group in sorted(st.groups.items()):
+        if group.is_in(GroupState.DEAD):
+            continue
+        if states and group.state.value.lower() not in states:
+            continue
+        if types and CLASSIC not in types:
+            continue
+        out.append(ListedGroup(gid, group.protocol_type or "", group.state.value, CLASSIC))
+    return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=out)
+
+
+def delete_groups(st: CoordinatorState, req: DeleteGroupsRequest) -> Result:
+    result = Result()
+    out = []
+    for gid in req.groups_names:
+        group = st.groups.get(gid)
+        if not gid:
+            code = ErrorCode.INVALID_GROUP_ID
+        elif group is None or group.is_in(GroupState.DEAD):
+            code = ErrorCode.GROUP_ID_NOT_FOUND
+        elif group.members or not group.is_in(GroupState.EMPTY):
+            code = ErrorCode.NON_EMPTY_GROUP
+        else:
+            code = ErrorCode.NONE
+            offsets = st.offsets.get(gid)
+            if offsets is not None:
+                for topic, parts in offsets.by_topic.items():
+                    for partition in parts:
+                        result.records.append(st.offset_record(gid, topic, partition, None))
+            result.records.append(st.group_tombstone(gid))
+        out.append(DeletableGroupResult(gid, int(code)))
+    result.response = DeleteGroupsResponse(throttle_time_ms=0, results=out)
+    return result

@@ -1,0 +1,275 @@
+"""OffsetCommit, OffsetFetch, OffsetDelete and offset expiry.
+
+Commits from members are checked like Kafka's: FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS while the
+group completes a rebalance, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION; a commit with generation -1 and
+no member id (a "simple" commit from outside any group) is accepted only while the group is empty or
+unknown. Each committed partition is one OffsetCommit record. Offsets of a group that has been empty
+for ``offsets.retention.minutes`` expire (tombstones); so does the empty group itself once it has no
+offsets left.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from struct import Struct
+from typing import TYPE_CHECKING, Any
+
+from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from broker.protocol.generated.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from broker.protocol.generated.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+)
+from broker.protocol.primitives import ZERO_UUID
+
+from .classic.group import ClassicGroup, GroupState
+from .classic.join import schedule_session
+from .runtime import Result
+
+if TYPE_CHECKING:
+    from .state import CoordinatorState
+
+log = logging.getLogger(__name__)
+
+#: (topic, partition) -> exists?, and topic id <-> name, supplied by the broker's topic registry.
+TopicLookup = Any
+
+
+def _commit_check(group: ClassicGroup | None, req: OffsetCommitRequest, version: int) -> ErrorCode:
+    generation = req.generation_id_or_member_epoch if version >= 1 else -1
+    member_id = req.member_id if version >= 1 else ""
+    instance = req.group_instance_id if version >= 7 else None
+    simple = generation < 0 and not member_id
+    if group is None:
+        return ErrorCode.NONE if simple else ErrorCode.ILLEGAL_GENERATION
+    if group.is_in(GroupState.DEAD):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if instance is not None:
+        owner = group.static_member_id(instance)
+        if owner is not None and owner != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+    if simple:
+        return ErrorCode.NONE if group.is_in(GroupState.EMPTY) else ErrorCode.UNKNOWN_MEMBER_ID
+    if group.is_in(GroupState.COMPLETING_REBALANCE):
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    if member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation != group.generation:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE
+
+
+def commit(
+    st: CoordinatorState, req: OffsetCommitRequest, version: int, topics: TopicLookup, now: int
+) -> Result:
+    group = st.groups.get(req.group_id)
+    if not req.group_id:
+        code = ErrorCode.INVALID_GROUP_ID
+    else:
+        code = _commit_check(group, req, version)
+    result = Result()
+    out_topics = []
+    for t in req.topics:
+        name, topic_id = t.name, t.topic_id
+        if version >= 10:
+            name = topics.name_for_id(topic_id)
+        parts = []
+        for p in t.partitions:
+            pcode = code
+            if pcode == ErrorCode.NONE:
+                if name is None:
+                    pcode = ErrorCode.UNKNOWN_TOPIC_ID
+                elif not topics.exists(name, p.partition_index):
+                    pcode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif (
+                    p.committed_metadata is not None
+                    and len(p.committed_metadata.encode()) > st.config.offset_metadata_max_bytes
+                ):
+                    pcode = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            if pcode == ErrorCode.NONE:
+                value = OffsetCommitValue(
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                    metadata=p.committed_metadata or "",
+                    commit_timestamp=now,
+                    topic_id=topics.id_for_name(name) or ZERO_UUID,
+                )
+                result.records.append(st.offset_record(req.group_id, name, p.partition_index, value))
+            parts.append(OffsetCommitResponsePartition(p.partition_index, int(pcode)))
+        out_topics.append(OffsetCommitResponseTopic(name=t.name, topic_id=topic_id, partitions=parts))
+    if code == ErrorCode.NONE and group is not None and req.member_id in group.members:
+        schedule_session(st, group, group.members[req.member_id], now)  # a commit is a heartbeat too
+    result.response = OffsetCommitResponse(throttle_time_ms=0, topics=out_topics)
+    return result
+
+
+def fetch(
+    st: CoordinatorState, req: OffsetFetchRequest, version: int, topics: TopicLookup
+) -> OffsetFetchResponse:
+    if version < 8:
+        parts_cls = OffsetFetchResponsePartition
+        topic_list = _fetch_group(
+            st, req.group_id, req.topics, version, topics, parts_cls, OffsetFetchResponseTopic
+        )
+        code = ErrorCode.INVALID_GROUP_ID if not req.group_id and version >= 2 else ErrorCode.NONE
+        return OffsetFetchResponse(throttle_time_ms=0, topics=topic_list, error_code=int(code))
+    groups = []
+    for g in req.groups:
+        if not g.group_id:
+            groups.append(OffsetFetchResponseGroup(g.group_id, [], int(ErrorCode.INVALID_GROUP_ID)))
+            continue
+        topic_list = _fetch_group(
+            st,
+            g.group_id,
+            g.topics,
+            version,
+            topics,
+            OffsetFetchResponsePartitions,
+            OffsetFetchResponseTopics,
+        )
+        groups.append(OffsetFetchResponseGroup(g.group_id, topic_list, 0))
+    return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+
+
+def _fetch_group(
+    st: CoordinatorState,
+    group_id: str,
+    wanted: Any,
+    version: int,
+    topics: TopicLookup,
+    part_cls: Callable,
+    topic_cls: Callable,
+) -> list:
+    offsets = st.offsets.get(group_id)
+    out = []
+    if wanted is None:  # all committed offsets of the group
+        for name, parts in sorted((offsets.by_topic if offsets else {}).items()):
+            entries = [
+                part_cls(i, c.offset, c.leader_epoch if version >= 5 else -1, c.metadata, 0)
+                for i, c in sorted(parts.items())
+            ]
+            out.append(
+                topic_cls(name=name, topic_id=topics.id_for_name(name) or ZERO_UUID, partitions=entries)
+            )
+        return out
+    for t in wanted:
+        name = t.name if version < 10 else topics.name_for_id(t.topic_id)
+        entries = []
+        for i in t.partition_indexes:
+            c = offsets.get(name, i) if (offsets is not None and name is not None) else None
+            if c is None:
+                code = ErrorCode.UNKNOWN_TOPIC_ID if (version >= 10 and name is None) else ErrorCode.NONE
+                entries.append(part_cls(i, -1, -1, "", int(code)))
+            else:
+                entries.append(part_cls(i, c.offset, c.leader_epoch if version >= 5 else -1, c.metadata, 0))
+        out.append(
+            topic_cls(
+                name=getattr(t, "name", name) or "",
+                topic_id=getattr(t, "topic_id", ZERO_UUID),
+                partitions=entries,
+            )
+        )
+    return out
+
+
+_I16 = Struct(">h")
+_I32 = Struct(">i")
+
+
+def subscribed_topics(group: ClassicGroup) -> set[str] | None:
+    """Topics the members of a "consumer" group subscribe to (ConsumerProtocolSubscription), or None
+    when the group uses another protocol type and its subscriptions cannot be known."""
+    if group.protocol_type != "consumer" or group.protocol_name is None:
+        return None
+    topics: set[str] = set()
+    for m in group.members.values():
+        try:
+            data = m.metadata(group.protocol_name)
+            pos = 2  # version
+            (count,) = _I32.unpack_from(data, pos)
+            pos += 4
+            for _ in range(count):
+                (n,) = _I16.unpack_from(data, pos)
+                topics.add(data[pos + 2 : pos + 2 + n].decode())
+                pos += 2 + n
+        except Exception:
+            return None
+    return topics
+
+
+def delete(st: CoordinatorState, req: OffsetDeleteRequest, topics: TopicLookup) -> Result:
+    group = st.groups.get(req.group_id)
+    if group is None or group.is_in(GroupState.DEAD):
+        return Result(OffsetDeleteResponse(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), topics=[]))
+    subscribed: set[str] | None = set()
+    if not group.is_in(GroupState.EMPTY):
+        subscribed = subscribed_topics(group)
+        if subscribed is None:
+            return Result(OffsetDeleteResponse(error_code=int(ErrorCode.NON_EMPTY_GROUP), topics=[]))
+    result = Result()
+    out = []
+    offsets = st.offsets.get(req.group_id)
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            if t.name in subscribed:
+                code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            elif not topics.exists(t.name, p.partition_index):
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                code = ErrorCode.NONE
+                if offsets is not None and offsets.get(t.name, p.partition_index) is not None:
+                    result.records.append(st.offset_record(req.group_id, t.name, p.partition_index, None))
+            parts.append(OffsetDeleteResponsePartition(p.partition_index, int(code)))
+        out.append(OffsetDeleteResponseTopic(t.name, parts))
+    result.response = OffsetDeleteResponse(error_code=0, topics=out)
+    return result
+
+
+def expire(st: CoordinatorState, now: int) -> Result:
+    """Tombstone the offsets of groups that have been empty for the retention period."""
+    result = Result()
+    retention = st.config.offsets_retention_ms
+    for group_id, offsets in list(st.offsets.items()):
+        group = st.groups.get(group_id)
+        if group is not None and not group.is_in(GroupState.EMPTY):
+            continue
+        empty_since = group.state_timestamp if group is not None else -1
+        expired = []
+        for topic, parts in offsets.by_topic.items():
+            for partition, c in parts.items():
+                base = max(c.commit_timestamp, empty_since)
+                if base + retention <= now:
+                    expired.append((topic, partition))
+        for topic, partition in expired:
+            result.records.append(st.offset_record(group_id, topic, partition, None))
+        if expired and len(expired) == len(offsets) and group is not None and not group.members:
+            result.records.append(st.group_tombstone(group_id))
+        if expired:
+            log.info("group %s: %d offsets expired", group_id, len(expired))
+    schedule_expiry(st, now)
+    return result
+
+
+def schedule_expiry(st: CoordinatorState, now: int) -> None:
+    st.timers.schedule(
+        "offsets:expire", now + st.config.offsets_retention_check_interval_ms, lambda t: expire(st, t)
+    )

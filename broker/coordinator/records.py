@@ -1,0 +1,78 @@
+"""Coordinator records: what the coordinator writes to its log and replays at start-up.
+
+A record is ``(type id, key struct, value struct or None)``; ``None`` is a tombstone. In the log a
+record is a Kafka record whose key is ``int16 type id + key`` and whose value is ``int16 value
+version + value`` (empty for a tombstone), the layout of Kafka's ``__consumer_offsets``. The type ids
+and codecs come from the generated table in ``broker/coordinator/generated``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from struct import Struct
+from typing import Any
+
+from broker.coordinator.generated import BY_NAME, RECORD_TYPES
+from broker.log.records import Record as LogRecord
+from broker.log.records import build_batch, iter_records
+
+_I16 = Struct(">h")
+
+OFFSET_COMMIT = BY_NAME["OffsetCommit"].id
+GROUP_METADATA = BY_NAME["GroupMetadata"].id
+
+
+@dataclass(slots=True)
+class CoordinatorRecord:
+    type: int
+    key: Any
+    value: Any | None  # None: tombstone
+
+    def key_bytes(self) -> bytes:
+        rt = RECORD_TYPES[self.type]
+        return _I16.pack(self.type) + rt.key_codec().ENCODERS[0](self.key)
+
+    def value_bytes(self) -> bytes | None:
+        if self.value is None:
+            return None
+        rt = RECORD_TYPES[self.type]
+        return _I16.pack(rt.value_version) + rt.value_codec().ENCODERS[rt.value_version](self.value)
+
+
+class RecordError(ValueError):
+    """A coordinator record that cannot be decoded (unknown type or version, bad bytes)."""
+
+
+def decode_record(key: bytes, value: bytes | None) -> CoordinatorRecord:
+    if key is None or len(key) < 2:
+        raise RecordError("coordinator record without a key")
+    rtype = _I16.unpack_from(key, 0)[0]
+    rt = RECORD_TYPES.get(rtype)
+    if rt is None:
+        raise RecordError(f"unknown coordinator record type {rtype}")
+    k, _ = rt.key_codec().DECODERS[0](bytes(key), 2)
+    if value is None or len(value) == 0:
+        return CoordinatorRecord(rtype, k, None)
+    version = _I16.unpack_from(value, 0)[0]
+    decoders = rt.value_codec().DECODERS
+    if not 0 <= version < len(decoders) or decoders[version] is None:
+        raise RecordError(f"{rt.name} value version {version} is not known")
+    v, _ = decoders[version](bytes(value), 2)
+    return CoordinatorRecord(rtype, k, v)
+
+
+def to_batch(records: list[CoordinatorRecord], now_ms: int) -> bytes:
+    """One uncompressed record batch holding ``records`` (offsets are assigned by the log)."""
+    return build_batch(
+        [LogRecord(i, 0, r.key_bytes(), r.value_bytes(), []) for i, r in enumerate(records)],
+        base_timestamp=now_ms,
+    )
+
+
+def from_batches(data: bytes) -> list[tuple[int, int, CoordinatorRecord]]:
+    """(offset, timestamp, record) for every record in ``data`` (whole batches)."""
+    return [
+        (off, ts, decode_record(k, v))
+        for off, ts, k, v, _h, info in iter_records(data)
+        if not info.is_control
+    ]

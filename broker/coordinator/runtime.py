@@ -1,0 +1,231 @@
+"""The coordinator runtime: runs group operations one at a time against the coordinator log.
+
+An operation is a function ``op(now_ms) -> Result``. It reads the coordinator state, may change
+transient state (parked requests, in-flight rebalances), and returns the records that persist its
+outcome, its response, and completions for parked requests. The runtime then
+
+1. appends the records to the coordinator log (``__consumer_offsets`` partition 0) -- if that fails,
+   nothing is replayed and the caller gets a retriable error;
+2. replays them through ``Coordinator.replay`` -- the only code that changes persisted state, and
+   the same code start-up uses to rebuild it;
+3. releases the response and the completions once the records are durable per ``log.flush``.
+
+Everything runs on the event-loop thread, so operations never interleave. Timers are keyed
+(``session:{group}:{member}``) and a timer that fires is just another operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from broker.log.batch import validate_produce
+from broker.protocol.errors import ErrorCode, KafkaError
+
+from .records import CoordinatorRecord, from_batches, to_batch
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Result:
+    response: Any = None
+    records: list[CoordinatorRecord] = field(default_factory=list)
+    #: (future of a parked request, its response) pairs to resolve with this operation
+    completions: list[tuple[asyncio.Future | Any, Any]] = field(default_factory=list)
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+
+class Timers(Protocol):
+    def schedule(self, key: str, deadline_ms: int, op: Callable[[int], Result]) -> None: ...
+    def cancel(self, key: str) -> None: ...
+
+
+class ManualClock:
+    """A clock tests move by hand."""
+
+    def __init__(self, start_ms: int = 1_700_000_000_000):
+        self.ms = start_ms
+
+    def now_ms(self) -> int:
+        return self.ms
+
+
+class ManualTimers:
+    """Keyed timers for tests: ``advance`` fires what falls due, in deadline order."""
+
+    def __init__(self, clock: ManualClock):
+        self.clock = clock
+        self.timers: dict[str, tuple[int, Callable[[int], Result]]] = {}
+
+    def schedule(self, key: str, deadline_ms: int, op: Callable[[int], Result]) -> None:
+        self.timers[key] = (deadline_ms, op)
+
+    def cancel(self, key: str) -> None:
+        self.timers.pop(key, None)
+
+    def due(self) -> list[tuple[str, int]]:
+        return sorted(((k, d) for k, (d, _op) in self.timers.items()), key=lambda kv: (kv[1], kv[0]))
+
+    def pop_next_due(self, until_ms: int) -> tuple[str, Callable[[int], Result]] | None:
+        due = [(d, k) for k, (d, _op) in self.timers.items() if d <= until_ms]
+        if not due:
+            return None
+        d, k = min(due)
+        _deadline, op = self.timers.pop(k)
+        self.clock.ms = max(self.clock.ms, d)
+        return k, op
+
+
+class Coordinator(Protocol):
+    def replay(self, record: CoordinatorRecord, offset: int, timestamp: int) -> None: ...
+    def loaded(self, now_ms: int) -> None: ...
+
+
+class LoopTimers:
+    """Keyed timers on the event loop; a fired timer runs its operation through the runtime."""
+
+    def __init__(self, runtime: CoordinatorRuntime):
+        self.runtime = runtime
+        self.handles: dict[str, asyncio.TimerHandle] = {}
+
+    def schedule(self, key: str, deadline_ms: int, op: Callable[[int], Result]) -> None:
+        self.cancel(key)
+        loop = asyncio.get_event_loop()
+        delay = max(0.0, (deadline_ms - self.runtime.clock.now_ms()) / 1000)
+        self.handles[key] = loop.call_later(delay, self._fire, key, op)
+
+    def _fire(self, key: str, op: Callable[[int], Result]) -> None:
+        self.handles.pop(key, None)
+        self.runtime.run_detached(op)
+
+    def cancel(self, key: str) -> None:
+        h = self.handles.pop(key, None)
+        if h is not None:
+            h.cancel()
+
+    def cancel_all(self) -> None:
+        for h in self.handles.values():
+            h.cancel()
+        self.handles.clear()
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        import time
+
+        return int(time.time() * 1000)
+
+
+class CoordinatorRuntime:
+    """Binds a coordinator to its log partition, a clock and the event loop."""
+
+    def __init__(self, coordinator: Coordinator, logs: Any, plog: Any, clock: Clock | None = None):
+        self.coordinator = coordinator
+        self.logs = logs  # LogManager: flush policy
+        self.plog = plog  # PartitionLog of the coordinator partition
+        self.clock = clock or SystemClock()
+
+    def load(self) -> int:
+        """Replay the whole coordinator log (start-up); returns the number of records replayed."""
+        n = 0
+        offset = self.plog.log_start_offset
+        while offset < self.plog.high_watermark:
+            data = self.plog.read(offset, 1 << 22)
+            if not data:
+                break
+            for off, ts, record in from_batches(data):
+                if off >= offset:
+                    self.coordinator.replay(record, off, ts)
+                    n += 1
+                    offset = off + 1
+        self.coordinator.loaded(self.clock.now_ms())
+        return n
+
+    def run(self, op: Callable[[int], Result]) -> Any:
+        """Run ``op`` now; returns its response, or an awaitable of it when records must be flushed."""
+        now = self.clock.now_ms()
+        result = op(now)
+        if not result.records:
+            self._complete(result.completions)
+            return result.response
+        try:
+            data = bytearray(to_batch(result.records, now))
+            base = self.plog.append(data, validate_produce(data), now)
+        except OSError as e:
+            log.error("coordinator log append failed: %s", e)
+            error = KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator log append failed: {e}")
+            self._fail(result.completions, error)
+            raise error from e
+        for i, record in enumerate(result.records):
+            self.coordinator.replay(record, base + i, now)
+        fut = self.logs.appended(self.plog)
+        if fut is None:
+            self._complete(result.completions)
+            return result.response
+        return self._after_flush(fut, result)
+
+    async def _after_flush(self, fut: asyncio.Future, result: Result) -> Any:
+        try:
+            await fut
+        except KafkaError as e:
+            error = KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message)
+            self._fail(result.completions, error)
+            raise error from e
+        self._complete(result.completions)
+        response = result.response
+        if isinstance(response, asyncio.Future):  # a parked request, completed just above or later
+            return await response
+        return response
+
+    def run_detached(self, op: Callable[[int], Result]) -> None:
+        """Run a timer's operation; its own response (if any) goes nowhere."""
+        try:
+            out = self.run(op)
+        except KafkaError as e:
+            log.warning("timer operation failed: %s", e)
+            return
+        if asyncio.iscoroutine(out):
+            task = asyncio.ensure_future(out)
+            task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+    @staticmethod
+    def _complete(completions: list) -> None:
+        for fut, response in completions:
+            if not fut.done():
+                fut.set_result(response)
+
+    @staticmethod
+    def _fail(completions: list, error: Exception) -> None:
+        for fut, _response in completions:
+            if not fut.done():
+                fut.set_exception(error)
+
+
+class Slot:
+    """A parked request's answer outside an event loop (for tests): the Future interface subset."""
+
+    def __init__(self) -> None:
+        self._done = False
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, value: Any) -> None:
+        self._done, self.value = True, value
+
+    def set_exception(self, error: BaseException) -> None:
+        self._done, self.error = True, error
+
+    def result(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.value

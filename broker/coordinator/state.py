@@ -1,0 +1,190 @@
+"""The coordinator's state: every group and every committed offset, and ``replay`` -- the only code
+that changes the persisted part of it, used both live (after an append) and at start-up.
+
+Operations (classic/join.py, classic/sync.py, offsets.py, admin.py) read this state and return
+records; they never write persisted fields themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.coordinator.generated.group_metadata_key import GroupMetadataKey
+from broker.coordinator.generated.group_metadata_value import GroupMetadataValue, MemberMetadata
+from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
+from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
+
+from .classic.group import ClassicGroup, GroupState, Member
+from .records import GROUP_METADATA, OFFSET_COMMIT, CoordinatorRecord
+from .runtime import Timers
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    initial_rebalance_delay_ms: int = 3000
+    max_size: int = 2**31 - 1
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600000
+
+    @classmethod
+    def from_config(cls, c: Any) -> GroupConfig:
+        return cls(
+            min_session_timeout_ms=c["group.min.session.timeout.ms"],
+            max_session_timeout_ms=c["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=c["group.initial.rebalance.delay.ms"],
+            max_size=c["group.max.size"],
+            offset_metadata_max_bytes=c["offset.metadata.max.bytes"],
+            offsets_retention_ms=c["offsets.retention.minutes"] * 60000,
+            offsets_retention_check_interval_ms=c["offsets.retention.check.interval.ms"],
+        )
+
+
+@dataclass
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    topic_id: Any = None
+
+
+@dataclass
+class Offsets:
+    """Committed offsets of one group: topic -> partition -> CommittedOffset."""
+
+    by_topic: dict[str, dict[int, CommittedOffset]] = field(default_factory=dict)
+
+    def get(self, topic: str, partition: int) -> CommittedOffset | None:
+        return self.by_topic.get(topic, {}).get(partition)
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self.by_topic.values())
+
+
+class CoordinatorState:
+    def __init__(self, config: GroupConfig, timers: Timers):
+        self.config = config
+        self.timers = timers
+        self.groups: dict[str, ClassicGroup] = {}
+        self.offsets: dict[str, Offsets] = {}
+
+    # ------------------------------------------------------------------ replay
+
+    def replay(self, record: CoordinatorRecord, offset: int = -1, timestamp: int = -1) -> None:
+        if record.type == OFFSET_COMMIT:
+            self._replay_offset(record.key, record.value)
+        elif record.type == GROUP_METADATA:
+            self._replay_group(record.key, record.value, timestamp)
+        else:
+            log.warning("skipping coordinator record of type %d at offset %d", record.type, offset)
+
+    def _replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+        if value is None:
+            group = self.offsets.get(key.group)
+            if group is not None:
+                parts = group.by_topic.get(key.topic, {})
+                parts.pop(key.partition, None)
+                if not parts:
+                    group.by_topic.pop(key.topic, None)
+                if not group.by_topic:
+                    del self.offsets[key.group]
+            return
+        group = self.offsets.setdefault(key.group, Offsets())
+        group.by_topic.setdefault(key.topic, {})[key.partition] = CommittedOffset(
+            value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, value.topic_id
+        )
+        # offsets alone keep a group listable (Empty), as in Kafka
+        if key.group not in self.groups:
+            self.groups[key.group] = ClassicGroup(key.group)
+
+    def _replay_group(self, key: GroupMetadataKey, value: GroupMetadataValue | None, ts: int) -> None:
+        if value is None:
+            group = self.groups.pop(key.group, None)
+            if group is not None:
+                group.state = GroupState.DEAD
+            self.offsets.pop(key.group, None)
+            return
+        group = self.groups.get(key.group)
+        if group is None:
+            group = self.groups[key.group] = ClassicGroup(key.group)
+        group.generation = value.generation
+        group.protocol_type = value.protocol_type or None
+        group.protocol_name = value.protocol
+        group.leader_id = value.leader
+        group.state_timestamp = value.current_state_timestamp
+        wanted = {m.member_id for m in value.members}
+        for member_id in [m for m in group.members if m not in wanted]:
+            group.remove(member_id)
+        for m in value.members:
+            member = group.members.get(m.member_id)
+            if member is None:
+                member = Member(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout_ms=m.rebalance_timeout,
+                    session_timeout_ms=m.session_timeout,
+                    protocol_type=value.protocol_type,
+                    protocols=[(value.protocol or "", m.subscription)],
+                )
+                group.add(member)
+            member.assignment = m.assignment
+        group.leader_id = value.leader
+        group.state = GroupState.STABLE if value.members else GroupState.EMPTY
+        group.pending_sync.clear()
+
+    def loaded(self, now_ms: int) -> None:
+        """After start-up replay: members get fresh session timers (fail-over: they keep going)."""
+        from .classic import join
+
+        for group in self.groups.values():
+            for member in group.members.values():
+                join.schedule_session(self, group, member, now_ms)
+        from . import offsets
+
+        offsets.schedule_expiry(self, now_ms)
+
+    # ------------------------------------------------------------------ record builders
+
+    @staticmethod
+    def group_record(group: ClassicGroup) -> CoordinatorRecord:
+        members = [
+            MemberMetadata(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout=m.rebalance_timeout_ms,
+                session_timeout=m.session_timeout_ms,
+                subscription=m.metadata(group.protocol_name) if group.protocol_name else b"",
+                assignment=m.assignment,
+            )
+            for m in group.members.values()
+        ]
+        value = GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation,
+            protocol=group.protocol_name,
+            leader=group.leader_id,
+            current_state_timestamp=group.state_timestamp,
+            members=members,
+        )
+        return CoordinatorRecord(GROUP_METADATA, GroupMetadataKey(group.group_id), value)
+
+    @staticmethod
+    def group_tombstone(group_id: str) -> CoordinatorRecord:
+        return CoordinatorRecord(GROUP_METADATA, GroupMetadataKey(group_id), None)
+
+    @staticmethod
+    def offset_record(
+        group_id: str, topic: str, partition: int, value: OffsetCommitValue | None
+    ) -> CoordinatorRecord:
+        return CoordinatorRecord(OFFSET_COMMIT, OffsetCommitKey(group_id, topic, partition), value)

@@ -1,0 +1,18 @@
+"""DescribeGroups (key 15) v0-6: v3 authorized operations; v4 instance ids; v5 flexible; v6
+GROUP_ID_NOT_FOUND with a message for unknown groups (earlier versions describe them as Dead)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.protocol.generated.describe_groups import DescribeGroupsRequest
+
+from . import acl
+from .registry import RequestContext
+
+API_KEY = 15
+
+
+def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> Any:
+    ops = acl.GROUP_OPS if (ctx.api_version >= 3 and req.include_authorized_operations) else acl.NOT_REQUESTED
+    return ctx.broker.groups.describe_groups(ctx, req, ops)

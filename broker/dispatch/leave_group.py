@@ -1,0 +1,16 @@
+"""LeaveGroup (key 13) v0-5: v3 batches members by member id or instance id (KIP-345); v4
+flexible; v5 reasons (KIP-800). The rules are in broker/coordinator/classic/sync.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.protocol.generated.leave_group import LeaveGroupRequest
+
+from .registry import RequestContext
+
+API_KEY = 13
+
+
+def handle(ctx: RequestContext, req: LeaveGroupRequest) -> Any:
+    return ctx.broker.groups.leave_group(ctx, req)

@@ -1,0 +1,16 @@
+"""ListGroups (key 16) v0-5: v3 flexible; v4 states filter (KIP-518); v5 types filter (KIP-848),
+where every group here is "classic"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.protocol.generated.list_groups import ListGroupsRequest
+
+from .registry import RequestContext
+
+API_KEY = 16
+
+
+def handle(ctx: RequestContext, req: ListGroupsRequest) -> Any:
+    return ctx.broker.groups.list_groups(ctx, req)
