@@ -24,7 +24,7 @@ class RecordType(NamedTuple):
 
 
 RECORD_TYPES: dict[int, RecordType] = {
-    1: RecordType(1, "OffsetCommit", "offset_commit_key", "offset_commit_value", 4),
-    2: RecordType(2, "GroupMetadata", "group_metadata_key", "group_metadata_value", 4),
+    1: RecordType(1, 'OffsetCommit', 'offset_commit_key', 'offset_commit_value', 4),
+    2: RecordType(2, 'GroupMetadata', 'group_metadata_key', 'group_metadata_value', 4),
 }
 BY_NAME: dict[str, RecordType] = {r.name: r for r in RECORD_TYPES.values()}

@@ -4,18 +4,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from struct import Struct
 from struct import pack as _pack
 from struct import unpack_from as _unpack_from
-from typing import Any
+from typing import Any, Callable
 from uuid import UUID
 
-from broker.protocol.primitives import ARRAYS as _ARRAYS
 from broker.protocol.primitives import MISSING, DecodeError, Message
+from broker.protocol.primitives import new as _new
+from broker.protocol.primitives import ARRAYS as _ARRAYS
 from broker.protocol.primitives import UV as _UV
 from broker.protocol.primitives import ZERO_UUID as _ZU
-from broker.protocol.primitives import new as _new
 from broker.protocol.primitives import read_unknown_tagged as _read_unknown
 from broker.protocol.primitives import read_uvarint as _ruv
 from broker.protocol.primitives import to_uuid as _uuid
@@ -28,13 +27,13 @@ MAX_VERSION = 4
 FIRST_FLEXIBLE_VERSION = 4
 
 
-_S0 = Struct(">h")
-_S1 = Struct(">ih")
-_S2 = Struct(">i")
-_S3 = Struct(">ii")
-_S4 = Struct(">iii")
-_S5 = Struct(">qi")
-_S6 = Struct(">q")
+_S0 = Struct('>h')
+_S1 = Struct('>ih')
+_S2 = Struct('>i')
+_S3 = Struct('>ii')
+_S4 = Struct('>iii')
+_S5 = Struct('>qi')
+_S6 = Struct('>q')
 
 
 class GroupMetadataValue(Message):
@@ -48,23 +47,15 @@ class GroupMetadataValue(Message):
     members: v0-4. Members of the current generation.
     """
 
-    __slots__ = (
-        "protocol_type",
-        "generation",
-        "protocol",
-        "leader",
-        "current_state_timestamp",
-        "members",
-        "_unknown_tagged",
-    )
-    _fields = ("protocol_type", "generation", "protocol", "leader", "current_state_timestamp", "members")
+    __slots__ = ('protocol_type', 'generation', 'protocol', 'leader', 'current_state_timestamp', 'members', '_unknown_tagged')
+    _fields = ('protocol_type', 'generation', 'protocol', 'leader', 'current_state_timestamp', 'members')
 
     def __init__(
         self,
-        protocol_type: str = "",
+        protocol_type: str = '',
         generation: int = 0,
-        protocol: str | None = "",
-        leader: str | None = "",
+        protocol: str | None = '',
+        leader: str | None = '',
         current_state_timestamp: int = -1,
         members: list[MemberMetadata] = MISSING,
         _unknown_tagged: list[tuple[int, bytes]] | None = None,
@@ -91,34 +82,15 @@ class MemberMetadata(Message):
     assignment: v0-4. Assignment handed to the member.
     """
 
-    __slots__ = (
-        "member_id",
-        "group_instance_id",
-        "client_id",
-        "client_host",
-        "rebalance_timeout",
-        "session_timeout",
-        "subscription",
-        "assignment",
-        "_unknown_tagged",
-    )
-    _fields = (
-        "member_id",
-        "group_instance_id",
-        "client_id",
-        "client_host",
-        "rebalance_timeout",
-        "session_timeout",
-        "subscription",
-        "assignment",
-    )
+    __slots__ = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'rebalance_timeout', 'session_timeout', 'subscription', 'assignment', '_unknown_tagged')
+    _fields = ('member_id', 'group_instance_id', 'client_id', 'client_host', 'rebalance_timeout', 'session_timeout', 'subscription', 'assignment')
 
     def __init__(
         self,
-        member_id: str = "",
+        member_id: str = '',
         group_instance_id: str | None = None,
-        client_id: str = "",
-        client_host: str = "",
+        client_id: str = '',
+        client_host: str = '',
         rebalance_timeout: int = 0,
         session_timeout: int = 0,
         subscription: bytes = b"",
@@ -825,36 +797,8 @@ def encode_v4(o: GroupMetadataValue) -> bytes:
     return b"".join(out)
 
 
-DECODERS: tuple = (
-    decode_v0,
-    decode_v1,
-    decode_v2,
-    decode_v3,
-    decode_v4,
-)
-ENCODERS: tuple = (
-    encode_v0,
-    encode_v1,
-    encode_v2,
-    encode_v3,
-    encode_v4,
-)
+DECODERS: tuple = (decode_v0, decode_v1, decode_v2, decode_v3, decode_v4,)
+ENCODERS: tuple = (encode_v0, encode_v1, encode_v2, encode_v3, encode_v4,)
 
 # Imported for every generated module; not all are used by each.
-_ = (
-    Any,
-    Callable,
-    UUID,
-    _pack,
-    _unpack_from,
-    _UV,
-    _ZU,
-    _read_unknown,
-    _ruv,
-    _uuid,
-    _uv,
-    _uvt,
-    _write_tagged,
-    MISSING,
-    _ARRAYS,
-)
+_ = (Any, Callable, UUID, _pack, _unpack_from, _UV, _ZU, _read_unknown, _ruv, _uuid, _uv, _uvt, _write_tagged, MISSING, _ARRAYS)

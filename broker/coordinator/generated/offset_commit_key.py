@@ -4,18 +4,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from struct import Struct
 from struct import pack as _pack
 from struct import unpack_from as _unpack_from
-from typing import Any
+from typing import Any, Callable
 from uuid import UUID
 
-from broker.protocol.primitives import ARRAYS as _ARRAYS
 from broker.protocol.primitives import MISSING, DecodeError, Message
+from broker.protocol.primitives import new as _new
+from broker.protocol.primitives import ARRAYS as _ARRAYS
 from broker.protocol.primitives import UV as _UV
 from broker.protocol.primitives import ZERO_UUID as _ZU
-from broker.protocol.primitives import new as _new
 from broker.protocol.primitives import read_unknown_tagged as _read_unknown
 from broker.protocol.primitives import read_uvarint as _ruv
 from broker.protocol.primitives import to_uuid as _uuid
@@ -29,8 +28,8 @@ MAX_VERSION = 0
 FIRST_FLEXIBLE_VERSION = None
 
 
-_S0 = Struct(">h")
-_S1 = Struct(">i")
+_S0 = Struct('>h')
+_S1 = Struct('>i')
 
 
 class OffsetCommitKey(Message):
@@ -41,10 +40,10 @@ class OffsetCommitKey(Message):
     partition: v0. Partition index.
     """
 
-    __slots__ = ("group", "topic", "partition")
-    _fields = ("group", "topic", "partition")
+    __slots__ = ('group', 'topic', 'partition')
+    _fields = ('group', 'topic', 'partition')
 
-    def __init__(self, group: str = "", topic: str = "", partition: int = 0) -> None:
+    def __init__(self, group: str = '', topic: str = '', partition: int = 0) -> None:
         self.group = group
         self.topic = topic
         self.partition = partition
@@ -90,20 +89,4 @@ DECODERS: tuple = (decode_v0,)
 ENCODERS: tuple = (encode_v0,)
 
 # Imported for every generated module; not all are used by each.
-_ = (
-    Any,
-    Callable,
-    UUID,
-    _pack,
-    _unpack_from,
-    _UV,
-    _ZU,
-    _read_unknown,
-    _ruv,
-    _uuid,
-    _uv,
-    _uvt,
-    _write_tagged,
-    MISSING,
-    _ARRAYS,
-)
+_ = (Any, Callable, UUID, _pack, _unpack_from, _UV, _ZU, _read_unknown, _ruv, _uuid, _uv, _uvt, _write_tagged, MISSING, _ARRAYS)

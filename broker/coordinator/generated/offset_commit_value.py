@@ -4,18 +4,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from struct import Struct
 from struct import pack as _pack
 from struct import unpack_from as _unpack_from
-from typing import Any
+from typing import Any, Callable
 from uuid import UUID
 
-from broker.protocol.primitives import ARRAYS as _ARRAYS
 from broker.protocol.primitives import MISSING, DecodeError, Message
+from broker.protocol.primitives import new as _new
+from broker.protocol.primitives import ARRAYS as _ARRAYS
 from broker.protocol.primitives import UV as _UV
 from broker.protocol.primitives import ZERO_UUID as _ZU
-from broker.protocol.primitives import new as _new
 from broker.protocol.primitives import read_unknown_tagged as _read_unknown
 from broker.protocol.primitives import read_uvarint as _ruv
 from broker.protocol.primitives import to_uuid as _uuid
@@ -28,12 +27,12 @@ MAX_VERSION = 4
 FIRST_FLEXIBLE_VERSION = 4
 
 
-_S0 = Struct(">qh")
-_S1 = Struct(">q")
-_S2 = Struct(">qq")
-_S3 = Struct(">qih")
-_S4 = Struct(">qi")
-_S5 = Struct(">q16s")
+_S0 = Struct('>qh')
+_S1 = Struct('>q')
+_S2 = Struct('>qq')
+_S3 = Struct('>qih')
+_S4 = Struct('>qi')
+_S5 = Struct('>q16s')
 
 
 class OffsetCommitValue(Message):
@@ -47,22 +46,14 @@ class OffsetCommitValue(Message):
     topic_id: v4. Id of the topic, when known.
     """
 
-    __slots__ = (
-        "offset",
-        "leader_epoch",
-        "metadata",
-        "commit_timestamp",
-        "expire_timestamp",
-        "topic_id",
-        "_unknown_tagged",
-    )
-    _fields = ("offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp", "topic_id")
+    __slots__ = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp', 'topic_id', '_unknown_tagged')
+    _fields = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp', 'topic_id')
 
     def __init__(
         self,
         offset: int = 0,
         leader_epoch: int = -1,
-        metadata: str = "",
+        metadata: str = '',
         commit_timestamp: int = 0,
         expire_timestamp: int = -1,
         topic_id: UUID = _ZU,
@@ -218,36 +209,8 @@ def encode_v4(o: OffsetCommitValue) -> bytes:
     return b"".join(out)
 
 
-DECODERS: tuple = (
-    decode_v0,
-    decode_v1,
-    decode_v2,
-    decode_v3,
-    decode_v4,
-)
-ENCODERS: tuple = (
-    encode_v0,
-    encode_v1,
-    encode_v2,
-    encode_v3,
-    encode_v4,
-)
+DECODERS: tuple = (decode_v0, decode_v1, decode_v2, decode_v3, decode_v4,)
+ENCODERS: tuple = (encode_v0, encode_v1, encode_v2, encode_v3, encode_v4,)
 
 # Imported for every generated module; not all are used by each.
-_ = (
-    Any,
-    Callable,
-    UUID,
-    _pack,
-    _unpack_from,
-    _UV,
-    _ZU,
-    _read_unknown,
-    _ruv,
-    _uuid,
-    _uv,
-    _uvt,
-    _write_tagged,
-    MISSING,
-    _ARRAYS,
-)
+_ = (Any, Callable, UUID, _pack, _unpack_from, _UV, _ZU, _read_unknown, _ruv, _uuid, _uv, _uvt, _write_tagged, MISSING, _ARRAYS)
