@@ -18,9 +18,12 @@ import socket
 
 from broker.cluster import ClusterMeta, Topic, TopicRegistry
 from broker.config import Config
+from broker.coordinator import GroupCoordinator
 from broker.dispatch import build_registry
 from broker.log.config import parse_topic_config
 from broker.log.manager import LogManager
+from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.primitives import ZERO_UUID
 from broker.server import Listener
 
 log = logging.getLogger(__name__)
@@ -39,6 +42,8 @@ class Broker:
         self.logs = LogManager(data_dir, config)
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
+        self.groups = GroupCoordinator(self)
+        self.groups.load()
         self.registry = build_registry()
         self.rack: str | None = config["broker.rack"] or None
         self.connections: set = set()
@@ -48,15 +53,72 @@ class Broker:
         self.advertised_port: int = 0
         self._stopped = asyncio.Event()
 
+    # ------------------------------------------------------------------ topic administration
+    # Each method raises KafkaError when refused; with validate_only it checks everything and
+    # changes nothing.
+
     def create_topic(
-        self, name: str, partitions: int, configs: dict[str, str] | None = None, internal: bool = False
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str] | None = None,
+        internal: bool = False,
+        validate_only: bool = False,
     ) -> Topic:
-        """Validate, register and open the logs of a new topic (KafkaError when refused)."""
-        configs = dict(configs or {})
-        for key, value in configs.items():
-            parse_topic_config(key, value)
+        """Validate, register and open the logs of a new topic. Config values are stored in their
+        canonical form. With ``validate_only`` the returned topic is not registered (zero id)."""
+        self.topics.check_new(name)
+        configs = {key: _canonical(key, value) for key, value in (configs or {}).items()}
+        if validate_only:
+            if partitions < 1:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
+            return Topic(name, ZERO_UUID, partitions, configs, internal)
         topic = self.topics.create(name, partitions, configs, internal)
         self.logs.open_topic(name, partitions, configs)
+        return topic
+
+    def delete_topic(self, name: str) -> Topic:
+        """Remove a topic: its logs first (a crash in between leaves the topic registered and empty,
+        never a registry without the data gone), then its registry entry."""
+        topic = self._existing(name)
+        if topic.internal:  # the group coordinator keeps its log open in it
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"{name} is an internal topic and cannot be deleted")
+        self.logs.delete_topic(name)  # also drops the partitions' recovery points on disk
+        self.topics.delete(name)
+        self.groups.on_topic_deleted(name)  # committed offsets of the topic go too, as in Kafka
+        return topic
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
+        """Grow a topic to ``count`` partitions (INVALID_PARTITIONS unless it is an increase)."""
+        topic = self._existing(name)
+        if count == topic.partitions:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partition(s).")
+        if count < topic.partitions:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"The topic {name} currently has {topic.partitions} partition(s); "
+                f"{count} would not be an increase.",
+            )
+        if validate_only:
+            return topic
+        self.logs.open_topic(name, count, topic.configs, first=topic.partitions)
+        return self.topics.set_partitions(name, count)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> Topic:
+        """Replace a topic's config overrides (validated, stored canonically) and apply them to its
+        open logs at once."""
+        topic = self._existing(name)
+        configs = {key: _canonical(key, value) for key, value in configs.items()}
+        if validate_only:
+            return topic
+        self.topics.set_configs(name, configs)
+        self.logs.reconfigure(name, configs)
+        return topic
+
+    def _existing(self, name: str) -> Topic:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
         return topic
 
     async def start(self) -> None:
@@ -80,9 +142,18 @@ class Broker:
 
     async def stop(self) -> None:
         await self.listener.stop()
+        self.groups.close()
         await self.logs.close()
         self._stopped.set()
         log.info("broker stopped")
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
+
+
+def _canonical(key: str, value: str | None) -> str:
+    """A topic config value validated (KafkaError INVALID_CONFIG) and in canonical text form."""
+    parsed = parse_topic_config(key, value)
+    if isinstance(parsed, bool):
+        return "true" if parsed else "false"
+    return str(parsed)

@@ -143,14 +143,12 @@ class TopicRegistry:
     def __len__(self) -> int:
         return len(self._by_name)
 
-    def create(
-        self, name: str, partitions: int, configs: dict[str, str] | None = None, internal: bool = False
-    ) -> Topic:
+    def check_new(self, name: str) -> None:
+        """Raise the KafkaError that creating a topic named ``name`` would raise (a bad name, an
+        existing or colliding topic), without creating anything."""
         validate_topic_name(name)
         if name in self._by_name:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-        if partitions < 1:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
         collide = name.replace(".", "_")
         for other in self._by_name:
             if other.replace(".", "_") == collide:
@@ -158,6 +156,13 @@ class TopicRegistry:
                     ErrorCode.INVALID_TOPIC_EXCEPTION,
                     f"topic {name!r} collides with existing topic {other!r} ('.' and '_' are the same)",
                 )
+
+    def create(
+        self, name: str, partitions: int, configs: dict[str, str] | None = None, internal: bool = False
+    ) -> Topic:
+        self.check_new(name)
+        if partitions < 1:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
         topic_id = uuid.uuid4()
         while topic_id.int == 0 or topic_id in self._by_id:
             topic_id = uuid.uuid4()
@@ -165,4 +170,55 @@ class TopicRegistry:
         self._index(topic)
         self._save()
         log.info("created topic %s (%d partitions, id %s)", name, partitions, kafka_uuid_str(topic_id))
+        return topic
+
+    def _require(self, name: str) -> Topic:
+        topic = self._by_name.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        return topic
+
+    def delete(self, name: str) -> Topic:
+        """Forget a topic (UNKNOWN_TOPIC_OR_PARTITION if there is none); a topic created later under
+        the same name gets a new id."""
+        topic = self._require(name)
+        del self._by_name[name]
+        del self._by_id[topic.topic_id]
+        try:
+            self._save()
+        except BaseException:
+            self._index(topic)
+            raise
+        log.info("deleted topic %s (id %s)", name, kafka_uuid_str(topic.topic_id))
+        return topic
+
+    def set_partitions(self, name: str, partitions: int) -> Topic:
+        """Grow a topic to ``partitions`` partitions (never shrinks: INVALID_PARTITIONS)."""
+        topic = self._require(name)
+        if partitions <= topic.partitions:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"topic {name!r} has {topic.partitions} partition(s); {partitions} would not be an increase",
+            )
+        old = topic.partitions
+        topic.partitions = partitions
+        try:
+            self._save()
+        except BaseException:
+            topic.partitions = old
+            raise
+        log.info("topic %s grew from %d to %d partitions", name, old, partitions)
+        return topic
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> Topic:
+        """Replace a topic's config overrides."""
+        topic = self._require(name)
+        old = topic.configs
+        topic.configs = dict(configs)
+        try:
+            self._save()
+        except BaseException:
+            topic.configs = old
+            raise
+        log.info("topic %s configs now %s", name, topic.configs)
         return topic

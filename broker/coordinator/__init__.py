@@ -124,6 +124,12 @@ class GroupCoordinator:
     def delete_offsets(self, ctx: Any, req: Any) -> Any:
         return self._run(lambda now: offsets.delete(self.state, req, self.topics))
 
+    def on_topic_deleted(self, topic: str) -> None:
+        """Drop every group's committed offsets of a deleted topic (tombstones), as Kafka does."""
+        if self.runtime.plog is None or not any(topic in o.by_topic for o in self.state.offsets.values()):
+            return
+        self.runtime.run_detached(lambda now: offsets.forget_topic(self.state, topic))
+
     def describe_groups(self, ctx: Any, req: Any, authorized_ops: int) -> Any:
         return admin.describe(self.state, req, ctx.api_version, authorized_ops)
 

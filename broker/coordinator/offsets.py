@@ -57,7 +57,7 @@ def _commit_check(group: ClassicGroup | None, req: OffsetCommitRequest, version:
     generation = req.generation_id_or_member_epoch if version >= 1 else -1
     member_id = req.member_id if version >= 1 else ""
     instance = req.group_instance_id if version >= 7 else None
-    simple = generation < 0 and not member_id
+    simple = generation < 0
     if group is None:
         return ErrorCode.NONE if simple else ErrorCode.ILLEGAL_GENERATION
     if group.is_in(GroupState.DEAD):
@@ -66,14 +66,14 @@ def _commit_check(group: ClassicGroup | None, req: OffsetCommitRequest, version:
         owner = group.static_member_id(instance)
         if owner is not None and owner != member_id:
             return ErrorCode.FENCED_INSTANCE_ID
-    if simple:
-        return ErrorCode.NONE if group.is_in(GroupState.EMPTY) else ErrorCode.UNKNOWN_MEMBER_ID
-    if group.is_in(GroupState.COMPLETING_REBALANCE):
-        return ErrorCode.REBALANCE_IN_PROGRESS
+    if simple and group.is_in(GroupState.EMPTY):
+        return ErrorCode.NONE
     if member_id not in group.members:
         return ErrorCode.UNKNOWN_MEMBER_ID
     if generation != group.generation:
         return ErrorCode.ILLEGAL_GENERATION
+    if group.is_in(GroupState.COMPLETING_REBALANCE):
+        return ErrorCode.REBALANCE_IN_PROGRESS
     return ErrorCode.NONE
 
 
@@ -166,9 +166,7 @@ def _fetch_group(
                 part_cls(i, c.offset, c.leader_epoch if version >= 5 else -1, c.metadata, 0)
                 for i, c in sorted(parts.items())
             ]
-            out.append(
-                topic_cls(name=name, topic_id=topics.id_for_name(name) or ZERO_UUID, partitions=entries)
-            )
+            out.append(_topic(topic_cls, version, name, topics.id_for_name(name) or ZERO_UUID, entries))
         return out
     for t in wanted:
         name = t.name if version < 10 else topics.name_for_id(t.topic_id)
@@ -181,13 +179,17 @@ def _fetch_group(
             else:
                 entries.append(part_cls(i, c.offset, c.leader_epoch if version >= 5 else -1, c.metadata, 0))
         out.append(
-            topic_cls(
-                name=getattr(t, "name", name) or "",
-                topic_id=getattr(t, "topic_id", ZERO_UUID),
-                partitions=entries,
+            _topic(
+                topic_cls, version, getattr(t, "name", name) or "", getattr(t, "topic_id", ZERO_UUID), entries
             )
         )
     return out
+
+
+def _topic(topic_cls: Callable, version: int, name: str, topic_id: Any, entries: list) -> Any:
+    if version >= 8:  # the v8+ topic struct also carries the topic id (v10)
+        return topic_cls(name=name, topic_id=topic_id, partitions=entries)
+    return topic_cls(name=name, partitions=entries)
 
 
 _I16 = Struct(">h")
@@ -245,27 +247,48 @@ def delete(st: CoordinatorState, req: OffsetDeleteRequest, topics: TopicLookup) 
 
 
 def expire(st: CoordinatorState, now: int) -> Result:
-    """Tombstone the offsets of groups that have been empty for the retention period."""
+    """Offset retention as Kafka does it (KIP-211): an empty group's offsets expire once it has been
+    empty for the retention period; a standalone group's (no protocol type) and a consumer group's
+    offsets of topics it does not subscribe to expire by commit time. An empty group with no offsets
+    left is deleted."""
     result = Result()
     retention = st.config.offsets_retention_ms
-    for group_id, offsets in list(st.offsets.items()):
-        group = st.groups.get(group_id)
-        if group is not None and not group.is_in(GroupState.EMPTY):
+    for group_id, group in list(st.groups.items()):
+        if group.is_in(GroupState.DEAD):
             continue
-        empty_since = group.state_timestamp if group is not None else -1
-        expired = []
-        for topic, parts in offsets.by_topic.items():
-            for partition, c in parts.items():
-                base = max(c.commit_timestamp, empty_since)
-                if base + retention <= now:
-                    expired.append((topic, partition))
+        offsets = st.offsets.get(group_id)
+        expired: list[tuple[str, int]] = []
+        if offsets is not None:
+            by_commit_time = True
+            keep: set[str] | None = set()
+            if group.protocol_type is not None and group.is_in(GroupState.EMPTY):
+                by_commit_time = False
+            elif group.protocol_type is not None:
+                keep = subscribed_topics(group) if group.is_in(GroupState.STABLE) else None
+            if keep is not None:
+                for topic, parts in offsets.by_topic.items():
+                    if topic in keep:
+                        continue
+                    for partition, c in parts.items():
+                        base = c.commit_timestamp if by_commit_time else group.state_timestamp
+                        if base + retention <= now:
+                            expired.append((topic, partition))
         for topic, partition in expired:
             result.records.append(st.offset_record(group_id, topic, partition, None))
-        if expired and len(expired) == len(offsets) and group is not None and not group.members:
-            result.records.append(st.group_tombstone(group_id))
         if expired:
             log.info("group %s: %d offsets expired", group_id, len(expired))
+        left = (len(offsets) if offsets is not None else 0) - len(expired)
+        if group.is_in(GroupState.EMPTY) and not group.members and left == 0:
+            result.records.append(st.group_tombstone(group_id))
     schedule_expiry(st, now)
+    return result
+
+
+def forget_topic(st: CoordinatorState, topic: str) -> Result:
+    result = Result()
+    for group_id, offsets in st.offsets.items():
+        for partition in offsets.by_topic.get(topic, {}):
+            result.records.append(st.offset_record(group_id, topic, partition, None))
     return result
 
 

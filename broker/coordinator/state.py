@@ -124,6 +124,7 @@ class CoordinatorState:
             group.remove(member_id)
         for m in value.members:
             member = group.members.get(m.member_id)
+            protocol = value.protocol or ""
             if member is None:
                 member = Member(
                     member_id=m.member_id,
@@ -133,13 +134,33 @@ class CoordinatorState:
                     rebalance_timeout_ms=m.rebalance_timeout,
                     session_timeout_ms=m.session_timeout,
                     protocol_type=value.protocol_type,
-                    protocols=[(value.protocol or "", m.subscription)],
+                    protocols=[(protocol, m.subscription)],
                 )
                 group.add(member)
+            else:
+                # the record is the truth for every persisted field of the member
+                member.client_id, member.client_host = m.client_id, m.client_host
+                member.rebalance_timeout_ms, member.session_timeout_ms = (
+                    m.rebalance_timeout,
+                    m.session_timeout,
+                )
+                member.protocol_type = value.protocol_type
+                others = [(n, md) for n, md in member.protocols if n != protocol]
+                mine = [
+                    (n, m.subscription if n == protocol else md)
+                    for n, md in member.protocols
+                    if n == protocol
+                ]
+                member.protocols = mine + others if mine else [(protocol, m.subscription)] + others
+                if member.group_instance_id != m.group_instance_id:
+                    if member.group_instance_id is not None:
+                        group.static_members.pop(member.group_instance_id, None)
+                    member.group_instance_id = m.group_instance_id
+                    if m.group_instance_id is not None:
+                        group.static_members[m.group_instance_id] = m.member_id
             member.assignment = m.assignment
         group.leader_id = value.leader
         group.state = GroupState.STABLE if value.members else GroupState.EMPTY
-        group.pending_sync.clear()
 
     def loaded(self, now_ms: int) -> None:
         """After start-up replay: members get fresh session timers (fail-over: they keep going)."""

@@ -12,10 +12,25 @@ HANDLERS = [
     "fetch",  # 1
     "list_offsets",  # 2
     "metadata",  # 3
+    "offset_commit",  # 8
+    "offset_fetch",  # 9
     "find_coordinator",  # 10
+    "join_group",  # 11
+    "heartbeat",  # 12
+    "leave_group",  # 13
+    "sync_group",  # 14
+    "describe_groups",  # 15
+    "list_groups",  # 16
     "api_versions",  # 18
+    "create_topics",  # 19
+    "delete_topics",  # 20
     "init_producer_id",  # 22
     "offset_for_leader_epoch",  # 23
+    "describe_configs",  # 32
+    "create_partitions",  # 37
+    "delete_groups",  # 42
+    "incremental_alter_configs",  # 44
+    "offset_delete",  # 47
     "describe_cluster",  # 60
 ]
 

@@ -66,7 +66,7 @@ async def _long_poll(ctx: RequestContext, req: FetchRequest, logs: list) -> Fetc
 
 
 def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, list]:
-    """One pass over the requested partitions: (response, bytes of records, logs worth waiting on)."""
+    """One pass over the requested partitions: (response, bytes of records, readable partitions)."""
     broker = ctx.broker
     v = ctx.api_version
     budget = req.max_bytes if v >= 3 else 0x7FFFFFFF
@@ -105,8 +105,7 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
                 if total > 0 and len(records) > limit:
                     records = b""  # only the first batch of the response may exceed the limits
             total += len(records)
-            if not records:
-                watch.append(plog)
+            watch.append(plog)  # any readable partition may bring the response up to min_bytes
             hw = plog.high_watermark
             parts.append(
                 PartitionData(

@@ -27,7 +27,7 @@ from broker.protocol.generated.produce import (
     TopicProduceResponse,
 )
 
-from .registry import CloseConnection, RequestContext
+from .registry import CloseConnection, Deferred, RequestContext
 
 API_KEY = 0
 VERSIONS = (3, 13)
@@ -85,7 +85,8 @@ def handle(ctx: RequestContext, req: ProduceRequest):
     response = ProduceResponse(responses=responses, throttle_time_ms=0)
     if not waits:
         return response
-    return _after_flush(response, waits)
+    # the connection may go on appending this client's next requests while this one is flushed
+    return Deferred(_after_flush(response, waits))
 
 
 async def _after_flush(response: ProduceResponse, waits: list[asyncio.Future]) -> ProduceResponse:

@@ -23,6 +23,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class Deferred:
+    """A response that will be ready later, for which the connection need not wait before handling
+    the next request (Produce waiting for its fsync). Responses still go out in request order."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Any):
+        self.awaitable = awaitable
+
+
 class CloseConnection(Exception):
     """Raised by a handler when the right answer is to close the connection (e.g. acks=0 errors)."""
 

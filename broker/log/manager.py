@@ -121,13 +121,15 @@ class LogManager:
             doomed = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}-delete")
             os.rename(plog.dir, doomed)
             shutil.rmtree(doomed, ignore_errors=True)
+        # a recreated topic must not inherit the old partitions' recovery points
+        self.write_checkpoint()
 
     # ------------------------------------------------------------------ durability
 
     def appended(self, plog: PartitionLog) -> asyncio.Future | None:
         """After an append: a future that completes once it is durable (None if it already is)."""
         if self.policy == "never":
-            plog.mark_flushed(*plog.flush_target())
+            plog.mark_flushed(*plog.flush_target(), durable=False)
             return None
         self._dirty.add(plog)
         if self._next is None:
@@ -186,7 +188,8 @@ class LogManager:
 
     def write_checkpoint(self) -> None:
         """Kafka's format: version, count, then 'topic partition offset' lines."""
-        rows = [(t, p, plog.high_watermark) for (t, p), plog in self.logs.items() if not plog.deleted]
+        # the recovery point is what is known to be on disk: below it, damage is corruption, not a torn tail
+        rows = [(t, p, plog.durable_offset) for (t, p), plog in self.logs.items() if not plog.deleted]
         self.recovery_points = {(t, p): o for t, p, o in rows}
         body = "0\n" + f"{len(rows)}\n" + "".join(f"{t} {p} {o}\n" for t, p, o in rows)
         _atomic_write(self.data_dir / CHECKPOINT, body.encode())

@@ -64,7 +64,7 @@ class PartitionLog:
                 seg.recover(verify_crc=False, truncate_bad_tail=False)
                 seg.write_index()
             else:
-                dropped = seg.recover(verify_crc=True, truncate_bad_tail=last)
+                dropped = seg.recover(verify_crc=True, truncate_bad_tail=last, durable_offset=recovery_point)
                 if dropped:
                     log.warning(
                         "%s-%d: dropped %d bytes after offset %d during recovery",
@@ -83,6 +83,7 @@ class PartitionLog:
         self.log_end_offset = active.next_offset
         # whatever survived recovery is on disk and consistent: it is all visible
         self.high_watermark = self.log_end_offset
+        self.durable_offset = self.log_end_offset  # everything that survived recovery is on disk
         self._hw_segment = active
         self._hw_position = active.size
         self._rebuild_producers()
@@ -112,7 +113,9 @@ class PartitionLog:
             pos = seg.lookup(from_offset) if seg.base_offset <= from_offset else 0
             while pos + HEADER_SIZE <= seg.size:
                 f = HEADER.unpack_from(os.pread(seg.fd, HEADER_SIZE, pos), 0)
-                info = BatchInfo(pos, f[1] + 12, f[0], f[6], f[5], f[7], f[8], f[9], f[10], f[11], f[12], f[2])
+                info = BatchInfo(
+                    pos, f[1] + 12, f[0], f[6], f[5], f[7], f[8], f[9], f[10], f[11], f[12], f[2]
+                )
                 if info.last_offset >= from_offset:
                     yield seg, info
                 pos += info.size
@@ -163,6 +166,7 @@ class PartitionLog:
         old = self.active
         old.flush()
         old.write_index()
+        self.durable_offset = max(self.durable_offset, self.log_end_offset)
         seg = Segment(self.dir, self.log_end_offset, self.config.index_interval_bytes)
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
@@ -173,7 +177,11 @@ class PartitionLog:
         """What a flush starting now will make durable: (offset, segment, position)."""
         return self.log_end_offset, self.active, self.active.size
 
-    def mark_flushed(self, offset: int, segment: Segment, position: int) -> None:
+    def mark_flushed(self, offset: int, segment: Segment, position: int, durable: bool = True) -> None:
+        """Make everything below ``offset`` visible (the high watermark); ``durable`` when it was
+        fsynced (with log.flush=never it is visible without being durable)."""
+        if durable and offset > self.durable_offset:
+            self.durable_offset = offset
         if offset > self.high_watermark:
             self.high_watermark = offset
             self._hw_segment = segment

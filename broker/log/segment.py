@@ -61,12 +61,14 @@ class Segment:
 
     # ------------------------------------------------------------------ loading
 
-    def recover(self, verify_crc: bool, truncate_bad_tail: bool) -> int:
+    def recover(self, verify_crc: bool, truncate_bad_tail: bool, durable_offset: int = 0) -> int:
         """Scan every batch header, rebuild the index and the segment's offsets; returns bytes dropped.
 
-        A bad batch is truncated away when ``truncate_bad_tail`` (the unflushed tail of the last
-        segment); otherwise it raises LogCorruption naming the file and the byte position.
+        A bad batch is truncated away when ``truncate_bad_tail`` (the last segment) and it lies at or
+        beyond ``durable_offset`` (what was fsynced before the crash can only be corrupt, never torn);
+        otherwise it raises LogCorruption naming the file and the byte position.
         """
+        self._durable_offset = durable_offset
         self._idx_offsets = array("q")
         self._idx_positions = array("q")
         self._bytes_since_index = 0
@@ -116,7 +118,7 @@ class Segment:
         return 0
 
     def _bad(self, pos: int, reason: str, truncate: bool) -> int:
-        if not truncate:
+        if not truncate or self.next_offset < getattr(self, "_durable_offset", 0):
             raise LogCorruption(self.path, pos, reason)
         dropped = self.size - pos
         log.warning(

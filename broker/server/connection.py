@@ -20,7 +20,7 @@ from struct import error as StructError
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch.api_versions import unsupported_version_response
-from broker.dispatch.registry import ClientInfo, CloseConnection, RequestContext
+from broker.dispatch.registry import ClientInfo, CloseConnection, Deferred, RequestContext
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.framing import REQUEST_PREFIX, FrameError, FrameReader, response_frame
 from broker.protocol.primitives import DecodeError
@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 API_VERSIONS = 18
 #: Pause reading when this many requests wait behind the one in flight.
 MAX_QUEUED = 64
+#: Most deferred responses (e.g. produces waiting for fsync) a connection may have outstanding.
+MAX_DEFERRED = 64
 _DECODE_ERRORS = (DecodeError, StructError, IndexError, UnicodeDecodeError, ValueError, OverflowError)
 
 
@@ -51,6 +53,10 @@ class KafkaConnection(asyncio.Protocol):
         self.last_active = time.monotonic()
         #: Response frames gathered while one read is processed, written together at its end.
         self._out: list[bytes] | None = None
+        self._task: asyncio.Future | None = None
+        #: responses in request order once something was deferred: [frame or None while pending]
+        self._ordered: deque[list] = deque()
+        self._deferred_tasks: set[asyncio.Future] = set()
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -63,6 +69,10 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.queue.clear()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()  # e.g. a long-polling Fetch nobody will read
+        for task in self._deferred_tasks:
+            task.cancel()
         self.broker.connections.discard(self)
 
     def pause_writing(self) -> None:
@@ -81,7 +91,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         if not frames:
             return
-        if self.busy or self.queue or self.writing_paused:
+        if self.busy or self.queue or self.writing_paused or len(self._ordered) >= MAX_DEFERRED:
             self.queue.extend(frames)
             self._maybe_pause_reading()
             return
@@ -96,7 +106,7 @@ class KafkaConnection(asyncio.Protocol):
                     log.exception("unexpected error handling a request from %s", self.client.describe())
                     self.close("internal error")
                     return
-                if self.busy or self.writing_paused:
+                if self.busy or self.writing_paused or len(self._ordered) >= MAX_DEFERRED:
                     self.queue.extend(frames[i + 1 :])
                     self._maybe_pause_reading()
                     return
@@ -160,9 +170,18 @@ class KafkaConnection(asyncio.Protocol):
         if type(response) is bytes:  # already encoded by the handler
             self._write(response_frame(correlation_id, flexible_response_header, response))
             return
+        if type(response) is Deferred:
+            slot: list = [None]
+            self._ordered.append(slot)
+            task = asyncio.ensure_future(response.awaitable)
+            self._deferred_tasks.add(task)
+            task.add_done_callback(
+                lambda t: self._deferred_done(t, slot, api, version, request, correlation_id)
+            )
+            return
         if response is not None and hasattr(response, "__await__"):
             self.busy = True
-            task = asyncio.ensure_future(response)
+            task = self._task = asyncio.ensure_future(response)
             task.add_done_callback(lambda t: self._finish(t, api, version, request, correlation_id))
             return
         self._send(api, version, correlation_id, response)
@@ -199,6 +218,41 @@ class KafkaConnection(asyncio.Protocol):
         finally:
             self._flush_out()
 
+    def _deferred_done(
+        self, task: asyncio.Future, slot: list, api: Any, version: int, request: Any, correlation_id: int
+    ) -> None:
+        self._deferred_tasks.discard(task)
+        if self.closed or task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, CloseConnection):
+            self.close(str(exc))
+            return
+        response = (
+            task.result()
+            if exc is None
+            else api.error_response(version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        )
+        if exc is not None:
+            log.error("%s v%d from %s failed", api.name, version, self.client.describe(), exc_info=exc)
+        if response is None:
+            self.close(f"{api.name} v{version} failed")
+            return
+        _dh, _db, encode_body, flexible_response_header = api.plans[version]
+        slot[0] = response_frame(correlation_id, flexible_response_header, encode_body(response))
+        # release every leading response that is ready, in request order
+        ready = []
+        while self._ordered and self._ordered[0][0] is not None:
+            ready.append(self._ordered.popleft()[0])
+        if ready:
+            self.transport.write(b"".join(ready))
+        if not self.busy and self.queue and len(self._ordered) < MAX_DEFERRED:
+            self._out = []
+            try:
+                self._drain()
+            finally:
+                self._flush_out()
+
     def _send(self, api: Any, version: int, correlation_id: int, response: Any) -> None:
         if response is None:  # e.g. Produce with acks=0
             return
@@ -216,7 +270,13 @@ class KafkaConnection(asyncio.Protocol):
 
     def _drain(self) -> None:
         """Handle queued frames until one parks or writing backs up."""
-        while self.queue and not self.busy and not self.writing_paused and not self.closed:
+        while (
+            self.queue
+            and not self.busy
+            and not self.writing_paused
+            and not self.closed
+            and len(self._ordered) < MAX_DEFERRED
+        ):
             self._handle(self.queue.popleft())
         if self.reading_paused and len(self.queue) < MAX_QUEUED // 2 and not self.closed:
             self.reading_paused = False
@@ -229,6 +289,9 @@ class KafkaConnection(asyncio.Protocol):
 
     def _write(self, data: bytes) -> None:
         if self.closed:
+            return
+        if self._ordered:  # behind a deferred response: keep the order
+            self._ordered.append([data])
             return
         if self._out is not None:
             self._out.append(data)

@@ -14,17 +14,40 @@ import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ExecutionException;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.AlterConfigsOptions;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.ConsumerGroupListing;
+import org.apache.kafka.clients.admin.CreatePartitionsOptions;
+import org.apache.kafka.clients.admin.CreateTopicsOptions;
+import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.DeleteConsumerGroupOffsetsResult;
+import org.apache.kafka.clients.admin.AlterConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TopicListing;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.KafkaFuture;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicCollection;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.message.ApiVersionsResponseData;
 import org.apache.kafka.common.message.FindCoordinatorRequestData;
@@ -59,6 +82,32 @@ import org.apache.kafka.common.requests.RequestHeader;
  *                                and this client support, serialized and parsed by the client's
  *                                own request/response classes over a plain socket (Admin has no
  *                                find-coordinator call)
+ *   create NAME N [k=v ...]      createTopics (N partitions, -1 for the default; replication
+ *                                factor left to the broker): topicId, partitions, replication
+ *                                factor and the configs the broker reports
+ *   create-dry NAME N [k=v ...]  the same with validateOnly
+ *   delete NAME[,NAME...]        deleteTopics by name
+ *   delete-id ID                 deleteTopics by topic id (TopicCollection.ofTopicIds)
+ *   partitions NAME N            createPartitions (increaseTo N)
+ *   configs NAME                 describeConfigs of topic NAME (synonyms and documentation on):
+ *                                every entry's value, source, type, readOnly, synonyms
+ *   broker-configs ID            describeConfigs of broker ID (values and sources)
+ *   alter NAME EDIT...           incrementalAlterConfigs of topic NAME; EDIT is k=v (SET),
+ *                                k+=v (APPEND), k-=v (SUBTRACT) or -k (DELETE)
+ *   alter-dry NAME EDIT...       the same with validateOnly
+ *   list-groups                  listConsumerGroups: "groups", each groupId, simple, state, type,
+ *                                sorted by groupId
+ *   describe-groups G1,G2        describeConsumerGroups: "groups" by id, each either the description
+ *                                (state, simple, assignor, type, coordinator id, members with
+ *                                memberId, instanceId, clientId, host and assignment as "topic-p")
+ *                                or {"error": exception class}
+ *   delete-groups G1,G2          deleteConsumerGroups: "results" by id, null or the exception class
+ *   group-offsets G              listConsumerGroupOffsets: "offsets" {"topic-p": offset}
+ *   delete-group-offsets G T:P,...
+ *                                deleteConsumerGroupOffsets: "partitions" {"topic-p": null or the
+ *                                exception class}, "all": null or the exception class of all()
+ *   alter-group-offsets G T:P=OFFSET,...
+ *                                alterConsumerGroupOffsets: the same shape as delete-group-offsets
  * </pre>
  *
  * A failed command prints {"cmd":..., "error": exception class, "message": ...} on stdout and the
@@ -129,6 +178,50 @@ public class AdminProbe {
                     break;
                 case "coordinator":
                     coordinator(out, arg(words, 1));
+                    break;
+                case "create":
+                case "create-dry":
+                    create(out, arg(words, 1), Integer.parseInt(arg(words, 2)),
+                            Arrays.copyOfRange(words, 3, words.length), cmd.equals("create-dry"));
+                    break;
+                case "delete":
+                    admin.deleteTopics(Arrays.asList(arg(words, 1).split(","))).all().get();
+                    break;
+                case "delete-id":
+                    admin.deleteTopics(TopicCollection.ofTopicIds(List.of(Uuid.fromString(arg(words, 1)))))
+                            .all().get();
+                    break;
+                case "partitions":
+                    partitions(out, arg(words, 1), Integer.parseInt(arg(words, 2)));
+                    break;
+                case "configs":
+                    configs(out, new ConfigResource(ConfigResource.Type.TOPIC, arg(words, 1)));
+                    break;
+                case "broker-configs":
+                    configs(out, new ConfigResource(ConfigResource.Type.BROKER, arg(words, 1)));
+                    break;
+                case "alter":
+                case "alter-dry":
+                    arg(words, 2);
+                    alter(arg(words, 1), Arrays.copyOfRange(words, 2, words.length), cmd.equals("alter-dry"));
+                    break;
+                case "list-groups":
+                    listGroups(out);
+                    break;
+                case "describe-groups":
+                    describeGroups(out, arg(words, 1));
+                    break;
+                case "delete-groups":
+                    deleteGroups(out, arg(words, 1));
+                    break;
+                case "group-offsets":
+                    groupOffsets(out, arg(words, 1));
+                    break;
+                case "delete-group-offsets":
+                    deleteGroupOffsets(out, arg(words, 1), arg(words, 2));
+                    break;
+                case "alter-group-offsets":
+                    alterGroupOffsets(out, arg(words, 1), arg(words, 2));
                     break;
                 default:
                     throw new IllegalArgumentException("unknown command " + cmd);
@@ -251,6 +344,195 @@ public class AdminProbe {
             }
             out.put("versions", versions);
         }
+    }
+
+    private void create(Map<String, Object> out, String name, int partitions, String[] configs, boolean dry)
+            throws Exception {
+        Map<String, String> cfg = new LinkedHashMap<>();
+        for (String kv : configs) {
+            String[] p = kv.split("=", 2);
+            cfg.put(p[0], p[1]);
+        }
+        NewTopic topic = new NewTopic(name, partitions == -1 ? Optional.empty() : Optional.of(partitions),
+                Optional.empty()).configs(cfg);
+        CreateTopicsResult r = admin.createTopics(List.of(topic), new CreateTopicsOptions().validateOnly(dry));
+        r.all().get();
+        Uuid id = r.topicId(name).get();
+        out.put("topicId", id == null ? null : id.toString());
+        out.put("partitions", r.numPartitions(name).get());
+        out.put("replicationFactor", (int) r.replicationFactor(name).get());
+        Map<String, Object> reported = new TreeMap<>();
+        for (ConfigEntry e : r.config(name).get().entries()) {
+            reported.put(e.name(), List.of(String.valueOf(e.value()), e.source().name()));
+        }
+        out.put("configs", reported);
+    }
+
+    private void partitions(Map<String, Object> out, String name, int count) throws Exception {
+        admin.createPartitions(Map.of(name, NewPartitions.increaseTo(count)), new CreatePartitionsOptions())
+                .all().get();
+    }
+
+    private void configs(Map<String, Object> out, ConfigResource resource) throws Exception {
+        Map<ConfigResource, Config> all = admin.describeConfigs(List.of(resource),
+                new DescribeConfigsOptions().includeSynonyms(true).includeDocumentation(true)).all().get();
+        Map<String, Object> entries = new TreeMap<>();
+        for (ConfigEntry e : all.get(resource).entries()) {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("value", e.value());
+            m.put("source", e.source().name());
+            m.put("type", e.type().name());
+            m.put("readOnly", e.isReadOnly());
+            m.put("sensitive", e.isSensitive());
+            m.put("documentation", e.documentation());
+            List<Object> synonyms = new ArrayList<>();
+            for (ConfigEntry.ConfigSynonym s : e.synonyms()) {
+                synonyms.add(List.of(s.name(), String.valueOf(s.value()), s.source().name()));
+            }
+            m.put("synonyms", synonyms);
+            entries.put(e.name(), m);
+        }
+        out.put("entries", entries);
+    }
+
+    private void alter(String name, String[] edits, boolean dry) throws Exception {
+        List<AlterConfigOp> ops = new ArrayList<>();
+        for (String edit : edits) {
+            if (edit.startsWith("-")) {
+                ops.add(new AlterConfigOp(new ConfigEntry(edit.substring(1), null), AlterConfigOp.OpType.DELETE));
+            } else if (edit.contains("+=")) {
+                String[] p = edit.split("\\+=", 2);
+                ops.add(new AlterConfigOp(new ConfigEntry(p[0], p[1]), AlterConfigOp.OpType.APPEND));
+            } else if (edit.contains("-=")) {
+                String[] p = edit.split("-=", 2);
+                ops.add(new AlterConfigOp(new ConfigEntry(p[0], p[1]), AlterConfigOp.OpType.SUBTRACT));
+            } else {
+                String[] p = edit.split("=", 2);
+                ops.add(new AlterConfigOp(new ConfigEntry(p[0], p[1]), AlterConfigOp.OpType.SET));
+            }
+        }
+        ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, name);
+        admin.incrementalAlterConfigs(Map.of(resource, ops), new AlterConfigsOptions().validateOnly(dry)).all().get();
+    }
+
+    // ------------------------------------------------------------------------------------ groups
+
+    private void listGroups(Map<String, Object> out) throws Exception {
+        TreeMap<String, Object> byId = new TreeMap<>();
+        for (ConsumerGroupListing l : admin.listConsumerGroups().all().get()) {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("groupId", l.groupId());
+            m.put("simple", l.isSimpleConsumerGroup());
+            m.put("state", l.state().map(Object::toString).orElse(null));
+            m.put("type", l.type().map(Object::toString).orElse(null));
+            byId.put(l.groupId(), m);
+        }
+        out.put("groups", new ArrayList<>(byId.values()));
+    }
+
+    private void describeGroups(Map<String, Object> out, String ids) throws Exception {
+        Map<String, KafkaFuture<ConsumerGroupDescription>> futures =
+                admin.describeConsumerGroups(Arrays.asList(ids.split(","))).describedGroups();
+        Map<String, Object> groups = new TreeMap<>();
+        for (Map.Entry<String, KafkaFuture<ConsumerGroupDescription>> e : futures.entrySet()) {
+            Map<String, Object> g = new LinkedHashMap<>();
+            try {
+                ConsumerGroupDescription d = e.getValue().get();
+                g.put("groupId", d.groupId());
+                g.put("state", String.valueOf(d.state()));
+                g.put("simple", d.isSimpleConsumerGroup());
+                g.put("assignor", d.partitionAssignor());
+                g.put("type", String.valueOf(d.type()));
+                g.put("coordinator", d.coordinator() == null ? null : d.coordinator().id());
+                TreeMap<String, Object> members = new TreeMap<>();
+                for (MemberDescription md : d.members()) {
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    m.put("memberId", md.consumerId());
+                    m.put("instanceId", md.groupInstanceId().orElse(null));
+                    m.put("clientId", md.clientId());
+                    m.put("host", md.host());
+                    m.put("assignment", partitionNames(md.assignment().topicPartitions()));
+                    members.put(md.consumerId(), m);
+                }
+                g.put("members", new ArrayList<>(members.values()));
+            } catch (ExecutionException ex) {
+                g.put("error", ex.getCause().getClass().getName());
+            }
+            groups.put(e.getKey(), g);
+        }
+        out.put("groups", groups);
+    }
+
+    private void deleteGroups(Map<String, Object> out, String ids) throws Exception {
+        Map<String, KafkaFuture<Void>> futures =
+                admin.deleteConsumerGroups(Arrays.asList(ids.split(","))).deletedGroups();
+        Map<String, Object> results = new TreeMap<>();
+        for (Map.Entry<String, KafkaFuture<Void>> e : futures.entrySet()) {
+            results.put(e.getKey(), outcome(e.getValue()));
+        }
+        out.put("results", results);
+    }
+
+    private void groupOffsets(Map<String, Object> out, String group) throws Exception {
+        Map<TopicPartition, OffsetAndMetadata> offsets =
+                admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
+        Map<String, Object> m = new TreeMap<>();
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
+            m.put(e.getKey().toString(), e.getValue() == null ? null : e.getValue().offset());
+        }
+        out.put("offsets", m);
+    }
+
+    private void deleteGroupOffsets(Map<String, Object> out, String group, String spec) throws Exception {
+        Set<TopicPartition> tps = new java.util.LinkedHashSet<>();
+        for (String tp : spec.split(",")) {
+            tps.add(topicPartition(tp));
+        }
+        DeleteConsumerGroupOffsetsResult r = admin.deleteConsumerGroupOffsets(group, tps);
+        Map<String, Object> parts = new TreeMap<>();
+        for (TopicPartition tp : tps) {
+            parts.put(tp.toString(), outcome(r.partitionResult(tp)));
+        }
+        out.put("partitions", parts);
+        out.put("all", outcome(r.all()));
+    }
+
+    private void alterGroupOffsets(Map<String, Object> out, String group, String spec) throws Exception {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new LinkedHashMap<>();
+        for (String item : spec.split(",")) {
+            String[] kv = item.split("=", 2);
+            offsets.put(topicPartition(kv[0]), new OffsetAndMetadata(Long.parseLong(kv[1])));
+        }
+        AlterConsumerGroupOffsetsResult r = admin.alterConsumerGroupOffsets(group, offsets);
+        Map<String, Object> parts = new TreeMap<>();
+        for (TopicPartition tp : offsets.keySet()) {
+            parts.put(tp.toString(), outcome(r.partitionResult(tp)));
+        }
+        out.put("partitions", parts);
+        out.put("all", outcome(r.all()));
+    }
+
+    /** null when the future succeeded, else the class of its exception. */
+    private static String outcome(KafkaFuture<?> f) throws InterruptedException {
+        try {
+            f.get();
+            return null;
+        } catch (ExecutionException e) {
+            return e.getCause().getClass().getName();
+        }
+    }
+
+    private static TopicPartition topicPartition(String spec) {
+        int i = spec.lastIndexOf(':');
+        return new TopicPartition(spec.substring(0, i), Integer.parseInt(spec.substring(i + 1)));
+    }
+
+    private static List<Object> partitionNames(Collection<TopicPartition> tps) {
+        TreeMap<String, Object> sorted = new TreeMap<>();
+        for (TopicPartition tp : tps) {
+            sorted.put(String.format("%s-%05d", tp.topic(), tp.partition()), tp.toString());
+        }
+        return new ArrayList<>(sorted.values());
     }
 
     private AbstractResponse roundTrip(DataOutputStream os, DataInputStream is, AbstractRequest req, String clientId)

@@ -116,13 +116,14 @@ def prepare_rebalance(st: CoordinatorState, group: ClassicGroup, now: int, reaso
 
                 result.completions.append((m.sync[0], sync_error(m.sync[1], ErrorCode.REBALANCE_IN_PROGRESS)))
                 m.sync = None
-        st.timers.cancel(f"sync:{group.group_id}")
+    st.timers.cancel(f"sync:{group.group_id}")
+    group.pending_sync.clear()
     initial = group.is_in(GroupState.EMPTY)
     group.transition(GroupState.PREPARING_REBALANCE, now)
     log.info("group %s: preparing to rebalance generation %d (%s)", group.group_id, group.generation, reason)
     key = f"join:{group.group_id}"
     if initial:
-        delay = min(st.config.initial_rebalance_delay_ms, group.rebalance_timeout_ms())
+        delay = st.config.initial_rebalance_delay_ms
         group.initial_delay_phase = True
         group.new_member_added = False
         group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
@@ -130,6 +131,9 @@ def prepare_rebalance(st: CoordinatorState, group: ClassicGroup, now: int, reaso
     else:
         group.initial_delay_phase = False
         st.timers.schedule(key, now + group.rebalance_timeout_ms(), lambda t: join_timer(st, group, t))
+        more = maybe_complete_join(st, group, now)  # everyone may already be waiting (Kafka)
+        result.records += more.records
+        result.completions += more.completions
     return result
 
 
@@ -156,23 +160,30 @@ def complete_join(st: CoordinatorState, group: ClassicGroup, now: int) -> Result
     st.timers.cancel(f"join:{group.group_id}")
     result = Result()
     for m in group.not_yet_rejoined():
+        if m.group_instance_id is not None:
+            continue  # static members stay until their session times out (KIP-345)
         log.info("group %s: removing member %s, which did not rejoin in time", group.group_id, m.member_id)
         cancel_member_timers(st, group, m.member_id)
         group.remove(m.member_id)
-    group.pending_members.clear()
+    joined = [m for m in group.members.values() if m.awaiting_join]
+    if group.members and not joined:
+        # only static members that have not rejoined are left: wait for them a while longer
+        st.timers.schedule(
+            f"join:{group.group_id}", now + group.rebalance_timeout_ms(), lambda t: join_timer(st, group, t)
+        )
+        return result
     group.initial_delay_phase = False
     group.generation += 1
     if not group.members:
-        group.protocol_name = None
-        group.protocol_type = None
+        group.protocol_name = None  # the protocol type stays, as in Kafka
         group.leader_id = None
         group.transition(GroupState.EMPTY, now)
         result.records.append(st.group_record(group))
         log.info("group %s: generation %d is empty", group.group_id, group.generation)
         return result
     group.protocol_name = group.select_protocol()
-    if group.leader_id not in group.members:
-        group.leader_id = next(iter(group.members))
+    if group.leader_id not in group.members or not group.members[group.leader_id].awaiting_join:
+        group.leader_id = joined[0].member_id
     group.transition(GroupState.COMPLETING_REBALANCE, now)
     group.pending_sync = set(group.members)
     for m in group.members.values():
@@ -199,8 +210,11 @@ def complete_join(st: CoordinatorState, group: ClassicGroup, now: int) -> Result
 
 
 def sync_timeout(st: CoordinatorState, group: ClassicGroup, generation: int, now: int) -> Result:
-    """Members that did not SyncGroup within the rebalance timeout are removed (Kafka 3.x)."""
-    if not group.is_in(GroupState.COMPLETING_REBALANCE) or group.generation != generation:
+    """Members that did not SyncGroup within the rebalance timeout are removed (Kafka 3.x), even
+    once the leader's assignment made the group Stable."""
+    if not group.is_in(GroupState.COMPLETING_REBALANCE, GroupState.STABLE) or group.generation != generation:
+        return Result()
+    if not group.pending_sync:
         return Result()
     for member_id in list(group.pending_sync):
         log.info("group %s: member %s did not sync in time", group.group_id, member_id)
@@ -225,6 +239,7 @@ def remove_member_and_rebalance(
         result.completions.append((member.sync[0], sync_error(member.sync[1], ErrorCode.UNKNOWN_MEMBER_ID)))
     if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
         more = prepare_rebalance(st, group, now, reason)
+        result.records += more.records
         result.completions += more.completions
     elif group.is_in(GroupState.PREPARING_REBALANCE):
         more = maybe_complete_join(st, group, now)
@@ -324,8 +339,8 @@ def _add_and_rebalance(
 def _join_unknown(
     st: CoordinatorState, group: ClassicGroup, version: int, spec: dict, waiter: Any, now: int
 ) -> Result:
-    new_id = f"{spec['client_id']}-{uuid.uuid4()}"
     instance = spec["group_instance_id"]
+    new_id = f"{instance if instance is not None else spec['client_id']}-{uuid.uuid4()}"
     if instance is not None:
         old_id = group.static_member_id(instance)
         if old_id is not None:
@@ -367,7 +382,6 @@ def _replace_static(
         result.completions.append((old.sync[0], sync_error(old.sync[1], ErrorCode.FENCED_INSTANCE_ID)))
     cancel_member_timers(st, group, old_id)
     was_leader = group.leader_id == old_id
-    unchanged = old.matches(spec["protocols"])
     group.remove(old_id)
     member = Member(member_id=new_id, assignment=old.assignment, **spec)
     group.add(member)
@@ -382,12 +396,20 @@ def _replace_static(
         old_id,
         new_id,
     )
-    if group.is_in(GroupState.STABLE) and unchanged:
-        # no rebalance: persist the new member id and hand back the current assignment
+    if group.is_in(GroupState.STABLE) and group.select_protocol() == group.protocol_name:
+        # Kafka's rule: while the selected protocol stays the same, persist the new member id and
+        # metadata and hand back the current assignment, without a rebalance.
         result.records.append(st.group_record(group))
-        skip = was_leader and version >= 9
-        members = _members_for_leader(group) if was_leader else []
-        result.response = join_response(version, ErrorCode.NONE, new_id, group, members, skip_assignment=skip)
+        if was_leader and version >= 9:
+            # KIP-814: the leader learns it leads, gets the members' metadata, and must not assign
+            resp = join_response(version, ErrorCode.NONE, new_id, group, _members_for_leader(group), True)
+        elif was_leader:
+            # older clients would recompute an assignment that nobody applies: do not tell them
+            resp = join_response(version, ErrorCode.NONE, new_id, group)
+            resp.leader = old_id
+        else:
+            resp = join_response(version, ErrorCode.NONE, new_id, group)
+        result.response = resp
         return result
     if group.is_in(GroupState.PREPARING_REBALANCE):
         parked = _park(st, group, member, version, waiter, now)

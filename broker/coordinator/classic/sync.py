@@ -22,7 +22,7 @@ from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupResp
 
 from ..runtime import Result
 from .group import ClassicGroup, GroupState
-from .join import remove_member_and_rebalance, schedule_session
+from .join import maybe_complete_join, remove_member_and_rebalance, schedule_session
 
 if TYPE_CHECKING:
     from ..state import CoordinatorState
@@ -50,7 +50,9 @@ def _check_member(group: ClassicGroup | None, member_id: str, instance_id: str |
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     if instance_id is not None:
         owner = group.static_member_id(instance_id)
-        if owner is not None and owner != member_id:
+        if owner is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if owner != member_id:
             return ErrorCode.FENCED_INSTANCE_ID
     if member_id not in group.members:
         return ErrorCode.UNKNOWN_MEMBER_ID
@@ -66,8 +68,16 @@ def sync_group(st: CoordinatorState, req: SyncGroupRequest, version: int, waiter
     if req.generation_id != group.generation:
         return Result(sync_error(version, ErrorCode.ILLEGAL_GENERATION))
     if version >= 5 and (
-        (req.protocol_type is not None and req.protocol_type != group.protocol_type)
-        or (req.protocol_name is not None and req.protocol_name != group.protocol_name)
+        (
+            req.protocol_type is not None
+            and group.protocol_type is not None
+            and req.protocol_type != group.protocol_type
+        )
+        or (
+            req.protocol_name is not None
+            and group.protocol_name is not None
+            and req.protocol_name != group.protocol_name
+        )
     ):
         return Result(sync_error(version, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
     member = group.members[req.member_id]
@@ -77,6 +87,7 @@ def sync_group(st: CoordinatorState, req: SyncGroupRequest, version: int, waiter
         return Result(sync_error(version, ErrorCode.REBALANCE_IN_PROGRESS))
     schedule_session(st, group, member, now)
     if group.is_in(GroupState.STABLE):
+        _synced(st, group, member.member_id)
         return Result(_sync_ok(group, member.assignment))
     # CompletingRebalance
     result = Result(response=waiter)
@@ -85,7 +96,7 @@ def sync_group(st: CoordinatorState, req: SyncGroupRequest, version: int, waiter
             (member.sync[0], sync_error(member.sync[1], ErrorCode.REBALANCE_IN_PROGRESS))
         )
     member.sync = (waiter, version)
-    group.pending_sync.discard(member.member_id)
+    _synced(st, group, member.member_id)
     if member.member_id != group.leader_id:
         return result
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
@@ -102,14 +113,19 @@ def sync_group(st: CoordinatorState, req: SyncGroupRequest, version: int, waiter
     for m in group.members.values():
         m.assignment = saved[m.member_id]
     result.records.append(record)
-    st.timers.cancel(f"sync:{group.group_id}")
-    group.pending_sync.clear()
     for m in group.members.values():
         if m.sync is not None:
             result.completions.append((m.sync[0], _sync_ok(group, assignments.get(m.member_id, b""))))
             m.sync = None
     log.info("group %s: generation %d assigned by %s", group.group_id, group.generation, member.member_id)
     return result
+
+
+def _synced(st: CoordinatorState, group: ClassicGroup, member_id: str) -> None:
+    """A member has sent SyncGroup this generation; when all have, the sync deadline goes away."""
+    group.pending_sync.discard(member_id)
+    if not group.pending_sync:
+        st.timers.cancel(f"sync:{group.group_id}")
 
 
 def heartbeat(st: CoordinatorState, req: HeartbeatRequest, version: int, now: int) -> Result:
@@ -156,6 +172,9 @@ def leave_group(st: CoordinatorState, req: LeaveGroupRequest, version: int, now:
         elif target in group.pending_members:
             group.pending_members.discard(target)
             st.timers.cancel(f"pending:{group.group_id}:{target}")
+            more = maybe_complete_join(st, group, now)
+            result.records += more.records
+            result.completions += more.completions
             answers.append(MemberResponse(member_id, instance_id, 0))
             continue
         elif target not in group.members:

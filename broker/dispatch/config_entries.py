@@ -1,0 +1,206 @@
+"""Config entries as DescribeConfigs and CreateTopics (v5+) report them: value, source, type, synonyms.
+
+Not a handler module (no ``API_KEY``): shared by ``create_topics``, ``describe_configs`` and
+``incremental_alter_configs``.
+
+A topic setting's value comes, by precedence, from the topic's override (DYNAMIC_TOPIC_CONFIG), a
+broker property set explicitly in the broker config (STATIC_BROKER_CONFIG), or the built-in default
+(DEFAULT_CONFIG); the synonyms list every one of these that exists, in that order, as Kafka does.
+Broker settings are static: read-only, STATIC_BROKER_CONFIG when set explicitly, else DEFAULT_CONFIG.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from broker.config import SETTINGS, Config
+from broker.log.config import TOPIC_SETTINGS, effective
+from broker.protocol.errors import ErrorCode, KafkaError
+
+
+class ResourceType(IntEnum):
+    """Kafka's ConfigResource.Type codes."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class ConfigSource(IntEnum):
+    """Kafka's DescribeConfigsResponse.ConfigSource codes."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class ConfigType(IntEnum):
+    """Kafka's ConfigDef.Type codes as DescribeConfigs v3+ reports them."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+#: Kafka's types of the topic settings (LogConfig); settings not listed fall back to their default's type.
+TOPIC_TYPES: dict[str, ConfigType] = {
+    "segment.bytes": ConfigType.INT,
+    "segment.ms": ConfigType.LONG,
+    "retention.ms": ConfigType.LONG,
+    "retention.bytes": ConfigType.LONG,
+    "max.message.bytes": ConfigType.INT,
+    "message.timestamp.type": ConfigType.STRING,
+    "cleanup.policy": ConfigType.LIST,
+    "index.interval.bytes": ConfigType.INT,
+    "min.insync.replicas": ConfigType.INT,
+}
+
+#: Kafka's types of broker properties where the Python type does not tell (LONG, LIST).
+BROKER_TYPES: dict[str, ConfigType] = {
+    "log.roll.ms": ConfigType.LONG,
+    "log.retention.ms": ConfigType.LONG,
+    "log.retention.bytes": ConfigType.LONG,
+    "log.retention.check.interval.ms": ConfigType.LONG,
+    "log.flush.interval.ms": ConfigType.LONG,
+    "connections.max.idle.ms": ConfigType.LONG,
+    "log.cleanup.policy": ConfigType.LIST,
+}
+
+#: Broker properties that supply a topic setting, by precedence, when it is not the TopicSetting's
+#: broker_key alone; and the one Kafka names in the DEFAULT_CONFIG synonym.
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {"retention.ms": ("log.retention.ms", "log.retention.hours")}
+DEFAULT_SYNONYM: dict[str, str] = {"retention.ms": "log.retention.hours"}
+
+
+def _type_of(value: Any) -> ConfigType:
+    if isinstance(value, bool):
+        return ConfigType.BOOLEAN
+    if isinstance(value, int):
+        return ConfigType.INT
+    return ConfigType.STRING
+
+
+def topic_type(name: str) -> ConfigType:
+    setting = TOPIC_SETTINGS.get(name)
+    return TOPIC_TYPES.get(name) or (_type_of(setting.default) if setting else ConfigType.UNKNOWN)
+
+
+def is_list(name: str) -> bool:
+    """Whether ``name`` is a topic setting of type LIST (the only ones APPEND/SUBTRACT apply to)."""
+    return name in TOPIC_SETTINGS and topic_type(name) == ConfigType.LIST
+
+
+def fmt(value: Any) -> str | None:
+    """A config value in Kafka's text form (booleans lower-case, empty strings as null)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass
+class Entry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    config_type: ConfigType
+    doc: str
+    #: (name, value, source), highest precedence first; the first one supplies the value
+    synonyms: list[tuple[str, str | None, ConfigSource]] = field(default_factory=list)
+
+    @property
+    def is_default(self) -> bool:
+        """DescribeConfigs v0's flag: not set on the resource itself (topic override / broker config)."""
+        return self.source not in (ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.STATIC_BROKER_CONFIG)
+
+
+def topic_entries(config: Config, overrides: Mapping[str, str]) -> list[Entry]:
+    """Every topic setting of a topic with these overrides, sorted by name."""
+    values = effective(config.log_defaults(), overrides)
+    out = []
+    for name in sorted(TOPIC_SETTINGS):
+        setting = TOPIC_SETTINGS[name]
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        if name in overrides:
+            synonyms.append((name, fmt(overrides[name]), ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        for key in BROKER_SYNONYMS.get(name, (setting.broker_key,)):
+            if key in config.explicit:
+                synonyms.append((key, fmt(config[key]), ConfigSource.STATIC_BROKER_CONFIG))
+        default_key = DEFAULT_SYNONYM.get(name, setting.broker_key)
+        broker_setting = SETTINGS.get(default_key)
+        default = broker_setting.default if broker_setting is not None else setting.default
+        synonyms.append((default_key, fmt(default), ConfigSource.DEFAULT_CONFIG))
+        out.append(
+            Entry(
+                name=name,
+                value=fmt(values[name]),
+                source=synonyms[0][2],
+                read_only=False,
+                config_type=topic_type(name),
+                doc=setting.doc,
+                synonyms=synonyms,
+            )
+        )
+    return out
+
+
+def broker_entries(config: Config) -> list[Entry]:
+    """Every broker setting with its current value, sorted by name; all read-only (static)."""
+    out = []
+    for name in sorted(SETTINGS):
+        setting = SETTINGS[name]
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        if name in config.explicit:
+            synonyms.append((name, fmt(config[name]), ConfigSource.STATIC_BROKER_CONFIG))
+        synonyms.append((name, fmt(setting.default), ConfigSource.DEFAULT_CONFIG))
+        out.append(
+            Entry(
+                name=name,
+                value=fmt(config[name]),
+                source=synonyms[0][2],
+                read_only=True,
+                config_type=BROKER_TYPES.get(name) or _type_of(setting.default),
+                doc=setting.doc,
+                synonyms=synonyms,
+            )
+        )
+    return out
+
+
+def check_broker_name(node_id: int, name: str) -> None:
+    """A BROKER resource must name this node; "" (Kafka's cluster-wide default) is taken as this node
+    too. INVALID_REQUEST otherwise, with Kafka's messages."""
+    if name == "":
+        return
+    try:
+        node = int(name)
+    except ValueError:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        ) from None
+    if node != node_id:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {node_id} or empty string, but received {name}",
+        )

@@ -1,0 +1,207 @@
+"""CreateTopics (key 19) v0-7: v1 validate_only and per-topic error messages; v2 throttle time; v4
+lets partitions and replication factor be -1 for the broker defaults (KIP-464; accepted at every
+version, as Kafka's broker does); v5 flexible, and the result carries the partition count,
+replication factor and effective configs (KIP-525); v7 topic ids.
+
+Checks per topic, in Kafka's order: a name given twice in one request (INVALID_REQUEST, one result
+for the name, nothing created); the name (INVALID_TOPIC_EXCEPTION, also for a '.'/'_' collision);
+existence (TOPIC_ALREADY_EXISTS); configs (INVALID_CONFIG: null or invalid values, unknown names);
+then either an explicit assignment (partition count and replication factor must be -1:
+INVALID_REQUEST; each partition once, 0-based and consecutive, with exactly this node as its only
+replica: INVALID_REPLICA_ASSIGNMENT) or the counts (INVALID_REPLICATION_FACTOR, INVALID_PARTITIONS;
+one node, so the replication factor is 1 or -1 for ``default.replication.factor``, and -1
+partitions means ``num.partitions``). More than 10000 partitions at once is a POLICY_VIOLATION, as
+Kafka's controller batch limit makes it. validate_only checks all of this and creates nothing (its
+results carry the zero topic id: no topic exists). ``__cluster_metadata`` cannot be created
+(INVALID_REQUEST); ``__consumer_offsets`` and ``__transaction_state`` are created as internal
+topics, which DeleteTopics refuses (the group coordinator keeps its log open).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+
+from broker.log.config import parse_topic_config
+from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.generated.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+
+from .config_entries import topic_entries
+from .registry import RequestContext
+
+API_KEY = 19
+
+#: Partitions one request may create for one topic (Kafka's controller caps a batch at 10000 records).
+MAX_PARTITIONS = 10000
+#: Topics Kafka treats as internal by name (reported as internal in Metadata, never deleted here).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+#: Kafka's KRaft metadata log: never a user topic.
+METADATA_TOPIC = "__cluster_metadata"
+
+log = logging.getLogger(__name__)
+
+
+def check_replicas(broker_ids: Iterable[int], node_id: int) -> None:
+    """One partition's manual assignment: non-empty, no repeats, only brokers that exist (this one)."""
+    previous = None
+    ids = sorted(broker_ids)
+    if not ids:
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes an empty replica list.",
+        )
+    for b in ids:
+        if b != node_id:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {b}, but no such broker is registered "
+                f"(this cluster is the single broker {node_id}).",
+            )
+        if b == previous:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {b} more than once.",
+            )
+        previous = b
+
+
+def check_partition_count(count: int) -> None:
+    if count > MAX_PARTITIONS:
+        raise KafkaError(
+            ErrorCode.POLICY_VIOLATION,
+            f"Unable to perform excessively large batch operation ({count} partitions; "
+            f"at most {MAX_PARTITIONS} per request).",
+        )
+
+
+def _error(name: str, code: ErrorCode, message: str | None) -> CreatableTopicResult:
+    return CreatableTopicResult(
+        name=name,
+        error_code=int(code),
+        error_message=message,
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=[],
+    )
+
+
+def _partition_count(ctx: RequestContext, t: CreatableTopic) -> int:
+    node = ctx.broker.node_id
+    if t.assignments:
+        if t.replication_factor != -1:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "A manual partition assignment was specified, but replication factor was not set to -1.",
+            )
+        if t.num_partitions != -1:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "A manual partition assignment was specified, but numPartitions was not set to -1.",
+            )
+        placed: set[int] = set()
+        for a in t.assignments:
+            if a.partition_index in placed:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Found multiple manual partition assignments for partition {a.partition_index}",
+                )
+            check_replicas(a.broker_ids, node)
+            placed.add(a.partition_index)
+        if placed != set(range(len(placed))):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "partitions should be a consecutive 0-based integer sequence",
+            )
+        return len(placed)
+    if t.replication_factor < -1 or t.replication_factor == 0:
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    if t.num_partitions < -1 or t.num_partitions == 0:
+        raise KafkaError(
+            ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+        )
+    rf = t.replication_factor
+    if rf == -1:
+        rf = ctx.broker.config["default.replication.factor"]
+    if rf != 1:
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
+            "cannot be reached because only 1 broker(s) are registered.",
+        )
+    return ctx.broker.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions
+
+
+def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
+    broker = ctx.broker
+    broker.topics.check_new(t.name)
+    nulls = [c.name for c in t.configs if c.value is None]
+    if nulls:
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}"
+        )
+    configs = {c.name: c.value for c in t.configs}
+    for key, value in configs.items():  # config errors come before count errors, as in Kafka
+        parse_topic_config(key, value)
+    count = _partition_count(ctx, t)
+    check_partition_count(count)
+    internal = t.name in INTERNAL_TOPICS
+    topic = broker.create_topic(t.name, count, configs, internal=internal, validate_only=validate_only)
+    return CreatableTopicResult(
+        name=t.name,
+        topic_id=topic.topic_id,
+        error_code=0,
+        error_message=None,
+        num_partitions=count,
+        replication_factor=1,
+        configs=[
+            CreatableTopicConfigs(
+                name=e.name,
+                value=e.value,
+                read_only=e.read_only,
+                config_source=int(e.source),
+                is_sensitive=False,
+            )
+            for e in topic_entries(broker.config, topic.configs)
+        ],
+    )
+
+
+def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    validate_only = ctx.api_version >= 1 and req.validate_only
+    counts = Counter(t.name for t in req.topics)
+    reported: set[str] = set()
+    results: list[CreatableTopicResult] = []
+    for t in req.topics:
+        if counts[t.name] > 1:
+            if t.name not in reported:
+                reported.add(t.name)
+                results.append(_error(t.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            continue
+        if t.name == METADATA_TOPIC:
+            message = f"Creation of internal topic {METADATA_TOPIC} is prohibited."
+            results.append(_error(t.name, ErrorCode.INVALID_REQUEST, message))
+            continue
+        try:
+            results.append(_create(ctx, t, validate_only))
+        except KafkaError as e:
+            results.append(_error(t.name, e.code, e.message))
+        except OSError as e:
+            log.error("creating topic %s failed: %s", t.name, e)
+            results.append(
+                _error(t.name, ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create the topic's logs: {e}")
+            )
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def error_response(req: CreateTopicsRequest, version: int, code: ErrorCode) -> CreateTopicsResponse:
+    return CreateTopicsResponse(throttle_time_ms=0, topics=[_error(t.name, code, None) for t in req.topics])
