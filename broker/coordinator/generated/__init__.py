@@ -26,5 +26,11 @@ class RecordType(NamedTuple):
 RECORD_TYPES: dict[int, RecordType] = {
     1: RecordType(1, 'OffsetCommit', 'offset_commit_key', 'offset_commit_value', 4),
     2: RecordType(2, 'GroupMetadata', 'group_metadata_key', 'group_metadata_value', 4),
+    3: RecordType(3, 'ConsumerGroupMetadata', 'consumer_group_metadata_key', 'consumer_group_metadata_value', 0),
+    4: RecordType(4, 'ConsumerGroupPartitionMetadata', 'consumer_group_partition_metadata_key', 'consumer_group_partition_metadata_value', 0),
+    5: RecordType(5, 'ConsumerGroupMemberMetadata', 'consumer_group_member_metadata_key', 'consumer_group_member_metadata_value', 0),
+    6: RecordType(6, 'ConsumerGroupTargetAssignmentMetadata', 'consumer_group_target_assignment_metadata_key', 'consumer_group_target_assignment_metadata_value', 0),
+    7: RecordType(7, 'ConsumerGroupTargetAssignmentMember', 'consumer_group_target_assignment_member_key', 'consumer_group_target_assignment_member_value', 0),
+    8: RecordType(8, 'ConsumerGroupCurrentMemberAssignment', 'consumer_group_current_member_assignment_key', 'consumer_group_current_member_assignment_value', 0),
 }
 BY_NAME: dict[str, RecordType] = {r.name: r for r in RECORD_TYPES.values()}
