@@ -77,6 +77,10 @@ _SETTINGS = [
     Setting("offset.metadata.max.bytes", int, 4096, "Largest metadata string kept with an offset.", 0),
     Setting("offsets.retention.minutes", int, 10080, "Keep offsets of an empty group this long.", 1),
     Setting("offsets.retention.check.interval.ms", int, 600000, "How often offsets expire.", 1),
+    Setting("group.consumer.session.timeout.ms", int, 45000, "Session timeout of consumer-group members.", 1),
+    Setting("group.consumer.heartbeat.interval.ms", int, 5000, "Heartbeat interval given to members.", 1),
+    Setting("group.consumer.max.size", int, 2147483647, "Most members in one consumer group.", 1),
+    Setting("group.consumer.assignors", str, "uniform,range", "Server-side assignors; the first is the default."),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
 

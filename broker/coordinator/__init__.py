@@ -18,8 +18,10 @@ from broker.protocol.errors import ErrorCode
 
 from . import admin, offsets
 from .classic import join, sync
+from .consumer import heartbeat as cg_heartbeat
+from .consumer.assign import assign
 from .runtime import CoordinatorRuntime, LoopTimers, Result, SystemClock
-from .state import CoordinatorState, GroupConfig
+from .state import ConsumerGroupConfig, CoordinatorState, GroupConfig
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +65,11 @@ class GroupCoordinator:
     def __init__(self, broker: Any, clock: Any = None):
         self.broker = broker
         self.topics = TopicLookup(broker.topics)
-        self.state = CoordinatorState(GroupConfig.from_config(broker.config), timers=None)  # type: ignore[arg-type]
+        self.state = CoordinatorState(
+            GroupConfig.from_config(broker.config),
+            timers=None,  # type: ignore[arg-type]
+            consumer_config=ConsumerGroupConfig.from_config(broker.config),
+        )
         self._log = _LazyLog(broker)
         self.runtime = CoordinatorRuntime(self.state, broker.logs, None, clock or SystemClock())
         self.state.timers = LoopTimers(self.runtime)
@@ -129,6 +135,14 @@ class GroupCoordinator:
         if self.runtime.plog is None or not any(topic in o.by_topic for o in self.state.offsets.values()):
             return
         self.runtime.run_detached(lambda now: offsets.forget_topic(self.state, topic))
+
+    def consumer_group_heartbeat(self, ctx: Any, req: Any) -> Any:
+        host = "/" + ctx.client.peer.rsplit(":", 1)[0]
+        return self._run(
+            lambda now: cg_heartbeat.heartbeat(
+                self.state, req, ctx.api_version, ctx.client_id or "", host, self.topics, assign, now
+            )
+        )
 
     def describe_groups(self, ctx: Any, req: Any, authorized_ops: int) -> Any:
         return admin.describe(self.state, req, ctx.api_version, authorized_ops)

@@ -17,6 +17,9 @@ from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 
 from .classic.group import ClassicGroup, GroupState, Member
+from .consumer import records as crec
+from .consumer.group import ConsumerGroup, ConsumerMember, TopicMeta
+from .consumer.reconcile import MemberState, Progress
 from .records import GROUP_METADATA, OFFSET_COMMIT, CoordinatorRecord
 from .runtime import Timers
 
@@ -46,6 +49,25 @@ class GroupConfig:
         )
 
 
+@dataclass(frozen=True)
+class ConsumerGroupConfig:
+    """KIP-848 consumer group settings (``group.consumer.*``)."""
+
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 5000
+    max_size: int = 2**31 - 1
+    assignors: tuple[str, ...] = ("uniform", "range")
+
+    @classmethod
+    def from_config(cls, c: Any) -> ConsumerGroupConfig:
+        return cls(
+            session_timeout_ms=c["group.consumer.session.timeout.ms"],
+            heartbeat_interval_ms=c["group.consumer.heartbeat.interval.ms"],
+            max_size=c["group.consumer.max.size"],
+            assignors=tuple(a.strip() for a in c["group.consumer.assignors"].split(",") if a.strip()),
+        )
+
+
 @dataclass
 class CommittedOffset:
     offset: int
@@ -69,10 +91,14 @@ class Offsets:
 
 
 class CoordinatorState:
-    def __init__(self, config: GroupConfig, timers: Timers):
+    def __init__(
+        self, config: GroupConfig, timers: Timers, consumer_config: ConsumerGroupConfig | None = None
+    ):
         self.config = config
+        self.consumer_config = consumer_config or ConsumerGroupConfig()
         self.timers = timers
         self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, Offsets] = {}
 
     # ------------------------------------------------------------------ replay
@@ -82,6 +108,8 @@ class CoordinatorState:
             self._replay_offset(record.key, record.value)
         elif record.type == GROUP_METADATA:
             self._replay_group(record.key, record.value, timestamp)
+        elif record.type in crec.TYPES:
+            self._replay_consumer(record)
         else:
             log.warning("skipping coordinator record of type %d at offset %d", record.type, offset)
 
@@ -101,7 +129,7 @@ class CoordinatorState:
             value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, value.topic_id
         )
         # offsets alone keep a group listable (Empty), as in Kafka
-        if key.group not in self.groups:
+        if key.group not in self.groups and key.group not in self.consumer_groups:
             self.groups[key.group] = ClassicGroup(key.group)
 
     def _replay_group(self, key: GroupMetadataKey, value: GroupMetadataValue | None, ts: int) -> None:
@@ -109,7 +137,6 @@ class CoordinatorState:
             group = self.groups.pop(key.group, None)
             if group is not None:
                 group.state = GroupState.DEAD
-            self.offsets.pop(key.group, None)
             return
         group = self.groups.get(key.group)
         if group is None:
@@ -162,6 +189,67 @@ class CoordinatorState:
         group.leader_id = value.leader
         group.state = GroupState.STABLE if value.members else GroupState.EMPTY
 
+    def _replay_consumer(self, record: CoordinatorRecord) -> None:
+        gid = record.key.group_id
+        group = self.consumer_groups.get(gid)
+        v = record.value
+        t = record.type
+        if group is None:
+            if v is None:
+                return
+            group = self.consumer_groups[gid] = ConsumerGroup(gid)
+            self.groups.pop(gid, None)  # an offsets-only classic entry gives way to the consumer group
+        if t == crec.GROUP_EPOCH:
+            if v is None:
+                group.dead = True
+                del self.consumer_groups[gid]
+            else:
+                group.group_epoch = v.epoch
+        elif t == crec.PARTITION_METADATA:
+            group.topics = (
+                {} if v is None else {m.topic_id: TopicMeta(m.topic_name, m.num_partitions) for m in v.topics}
+            )
+        elif t == crec.TARGET_EPOCH:
+            if v is not None:
+                group.assignment_epoch = v.assignment_epoch
+        elif t == crec.TARGET_MEMBER:
+            mid = record.key.member_id
+            if v is None:
+                group.target.pop(mid, None)
+            else:
+                group.target[mid] = crec.to_assignment(v.topic_partitions)
+        elif t == crec.MEMBER_METADATA:
+            mid = record.key.member_id
+            if v is None:
+                group.remove_member(mid)
+                return
+            old = group.members.get(mid)
+            group.put_member(
+                ConsumerMember(
+                    member_id=mid,
+                    instance_id=v.instance_id,
+                    rack_id=v.rack_id,
+                    client_id=v.client_id,
+                    client_host=v.client_host,
+                    subscribed_topic_names=list(v.subscribed_topic_names),
+                    subscribed_topic_regex=v.subscribed_topic_regex,
+                    server_assignor=v.server_assignor,
+                    rebalance_timeout_ms=v.rebalance_timeout_ms,
+                    progress=old.progress if old is not None else Progress(0, 0, MemberState.STABLE),
+                )
+            )
+        elif t == crec.CURRENT_ASSIGNMENT:
+            member = group.members.get(record.key.member_id)
+            if v is None or member is None:
+                return
+            member.progress = Progress(
+                v.member_epoch,
+                v.previous_member_epoch,
+                MemberState(v.state),
+                crec.to_assignment(v.assigned_partitions),
+                crec.to_assignment(v.partitions_pending_revocation),
+            )
+
     def loaded(self, now_ms: int) -> None:
         """After start-up replay: members get fresh session timers (fail-over: they keep going)."""
         from .classic import join
@@ -170,8 +258,12 @@ class CoordinatorState:
             for member in group.members.values():
                 join.schedule_session(self, group, member, now_ms)
         from . import offsets
+        from .consumer import heartbeat
 
         offsets.schedule_expiry(self, now_ms)
+        for group in self.consumer_groups.values():
+            for member in group.members.values():
+                heartbeat._schedule_session(self, group.group_id, member.member_id, now_ms)
 
     # ------------------------------------------------------------------ record builders
 
@@ -199,6 +291,11 @@ class CoordinatorState:
             members=members,
         )
         return CoordinatorRecord(GROUP_METADATA, GroupMetadataKey(group.group_id), value)
+
+    @staticmethod
+    def group_tombstone_only(group_id: str) -> CoordinatorRecord:
+        """The classic group record's tombstone, keeping the group's offsets (a conversion)."""
+        return CoordinatorRecord(GROUP_METADATA, GroupMetadataKey(group_id), None)
 
     @staticmethod
     def group_tombstone(group_id: str) -> CoordinatorRecord:

@@ -1,0 +1,26 @@
+"""Bridge from a consumer group to the server-side assignors (broker/coordinator/assignors)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from .group import ConsumerGroup, ConsumerMember, TopicMeta
+
+
+def assign(
+    assignor: str, group: ConsumerGroup, members: dict[str, ConsumerMember], topics: dict[UUID, TopicMeta]
+) -> dict[str, dict[UUID, frozenset[int]]]:
+    from broker.coordinator.assignors import ASSIGNORS, MemberSpec, TopicInfo
+
+    by_name = {meta.name: tid for tid, meta in topics.items()}
+    specs = {
+        mid: MemberSpec(
+            rack_id=m.rack_id,
+            subscribed_topic_ids=frozenset(by_name[n] for n in m.subscribed_topic_names if n in by_name),
+            assignment=group.target.get(mid, {}),
+        )
+        for mid, m in members.items()
+    }
+    infos = {tid: TopicInfo(meta.name, meta.partitions) for tid, meta in topics.items()}
+    # static members that left with epoch -2 are included: their target waits for them to return
+    return ASSIGNORS[assignor](specs, infos)

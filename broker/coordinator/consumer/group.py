@@ -1,0 +1,111 @@
+"""A KIP-848 consumer group: group epoch, target assignment with its epoch, members with their
+current assignment and epoch. The group state is derived, never stored:
+
+- Empty:       no members;
+- Assigning:   the group epoch is ahead of the target assignment's epoch;
+- Reconciling: some member is not yet at the assignment epoch, or not Stable;
+- Stable:      every member owns its whole target at the assignment epoch.
+
+Persisted fields change only through ``apply_*`` called from ``CoordinatorState.replay``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from uuid import UUID
+
+from .reconcile import Assignment, MemberState, Progress
+
+#: member epoch of a static member that left with epoch -2 and may come back
+STATIC_LEFT_EPOCH = -2
+
+
+class ConsumerGroupState(Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = field(default_factory=list)
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    rebalance_timeout_ms: int = -1
+    progress: Progress = field(default_factory=lambda: Progress(0, 0, MemberState.STABLE))
+
+    @property
+    def member_epoch(self) -> int:
+        return self.progress.member_epoch
+
+    @property
+    def assigned(self) -> Assignment:
+        return self.progress.assigned
+
+
+@dataclass
+class TopicMeta:
+    name: str
+    partitions: int
+
+
+@dataclass
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    topics: dict[UUID, TopicMeta] = field(default_factory=dict)  # subscribed topics' metadata
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    dead: bool = False
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if self.dead:
+            return ConsumerGroupState.DEAD
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        for m in self.members.values():
+            if m.member_epoch != self.assignment_epoch or m.progress.state != MemberState.STABLE:
+                return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def owner_of(self, topic: UUID, partition: int) -> str | None:
+        """The member that currently holds a partition (assigned or still revoking it)."""
+        for m in self.members.values():
+            if partition in m.progress.assigned.get(
+                topic, ()
+            ) or partition in m.progress.pending_revocation.get(topic, ()):
+                return m.member_id
+        return None
+
+    def subscribed_names(self) -> set[str]:
+        names: set[str] = set()
+        for m in self.members.values():
+            names.update(m.subscribed_topic_names)
+        return names
+
+    def put_member(self, member: ConsumerMember) -> None:
+        old = self.members.get(member.member_id)
+        if old is not None and old.instance_id and self.static_members.get(old.instance_id) == old.member_id:
+            del self.static_members[old.instance_id]
+        self.members[member.member_id] = member
+        if member.instance_id:
+            self.static_members[member.instance_id] = member.member_id
+
+    def remove_member(self, member_id: str) -> ConsumerMember | None:
+        m = self.members.pop(member_id, None)
+        if m is not None and m.instance_id and self.static_members.get(m.instance_id) == member_id:
+            del self.static_members[m.instance_id]
+        return m

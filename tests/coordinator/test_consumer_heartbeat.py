@@ -1,0 +1,317 @@
+"""ConsumerGroupHeartbeat through the pure coordinator (KIP-848 case studies and validation).
+
+A deterministic round-robin assignor is injected so each step's target is known; the real
+server-side assignors are tested in test_assignors.py.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from broker.coordinator.consumer import heartbeat as hb
+from broker.coordinator.consumer.group import ConsumerGroupState
+from broker.coordinator.consumer.reconcile import MemberState
+from broker.coordinator.records import decode_record
+from broker.coordinator.runtime import ManualClock, ManualTimers
+from broker.coordinator.state import ConsumerGroupConfig, CoordinatorState, GroupConfig
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatRequestTopicPartitions,
+)
+
+T = uuid.UUID(int=0xA)
+
+
+@dataclass
+class TopicInfo:
+    topic_id: uuid.UUID
+    partitions: int
+
+
+class Registry:
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicInfo] = {}
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+
+class Topics:
+    def __init__(self) -> None:
+        self.registry = Registry()
+
+
+def round_robin(assignor, group, members, topics):
+    """Members sorted by id take partitions in turn (deterministic)."""
+    ids = sorted(members)
+    out = {m: {} for m in ids}
+    k = 0
+    for tid, meta in sorted(topics.items()):
+        subs = [
+            m for m in ids if meta.name in members[m].subscribed_topic_names and members[m].member_epoch != -2
+        ]
+        subs = subs or []
+        for p in range(meta.partitions):
+            if not subs:
+                break
+            m = subs[k % len(subs)]
+            k += 1
+            out[m][tid] = out[m].get(tid, frozenset()) | {p}
+    return {m: {t: frozenset(ps) for t, ps in a.items()} for m, a in out.items()}
+
+
+class Ctx:
+    def __init__(self, partitions: int = 6) -> None:
+        self.clock = ManualClock()
+        self.timers = ManualTimers(self.clock)
+        self.state = CoordinatorState(GroupConfig(), self.timers, ConsumerGroupConfig())
+        self.topics = Topics()
+        self.topics.registry.topics["t"] = TopicInfo(T, partitions)
+        self.log: list = []
+
+    def run(self, op):
+        result = op(self.clock.ms)
+        for r in result.records:
+            # through the codec, as the log does
+            back = decode_record(r.key_bytes(), r.value_bytes())
+            self.state.replay(back)
+            self.log.append(back)
+        return result
+
+    def hb(self, member_id="", epoch=0, owned=None, version=1, instance=None, subscribe=("t",), **kw):
+        req = ConsumerGroupHeartbeatRequest(
+            group_id=kw.pop("group", "g"),
+            member_id=member_id,
+            member_epoch=epoch,
+            instance_id=instance,
+            rebalance_timeout_ms=kw.pop("rebalance", 30000 if epoch == 0 else -1),
+            subscribed_topic_names=list(subscribe) if subscribe is not None else None,
+            server_assignor=kw.pop("assignor", None),
+            topic_partitions=(
+                [ConsumerGroupHeartbeatRequestTopicPartitions(T, sorted(owned))]
+                if owned is not None
+                else ([] if epoch == 0 else None)
+            ),
+            **kw,
+        )
+        return self.run(
+            lambda now: hb.heartbeat(self.state, req, version, "c", "/h", self.topics, round_robin, now)
+        ).response
+
+    @property
+    def group(self):
+        return self.state.consumer_groups["g"]
+
+    def restart(self) -> Ctx:
+        fresh = Ctx()
+        fresh.topics = self.topics
+        for r in self.log:
+            fresh.state.replay(r)
+            fresh.log.append(r)
+        fresh.clock.ms = self.clock.ms
+        fresh.state.loaded(fresh.clock.ms)
+        return fresh
+
+
+def parts(resp) -> set[int] | None:
+    if resp.assignment is None:
+        return None
+    return {p for tp in resp.assignment.topic_partitions for p in tp.partitions}
+
+
+def test_basic_case_study_revocation_then_release():
+    c = Ctx()
+    a = c.hb("A")
+    assert (a.error_code, a.member_id, a.member_epoch, parts(a)) == (0, "A", 1, {0, 1, 2, 3, 4, 5})
+    assert c.group.state == ConsumerGroupState.STABLE
+    # B joins: group epoch 2; target A={0,2,4}, B={1,3,5}
+    b = c.hb("B")
+    assert (b.member_epoch, parts(b)) == (2, set()), "B must wait until A releases its partitions"
+    assert c.group.members["B"].progress.state == MemberState.UNRELEASED_PARTITIONS
+    assert c.group.state == ConsumerGroupState.RECONCILING
+    # A heartbeats at epoch 1 still owning everything: it is told to keep only its target part
+    a = c.hb("A", 1, owned={0, 1, 2, 3, 4, 5})
+    assert (a.member_epoch, parts(a)) == (1, {0, 2, 4})
+    assert c.group.members["A"].progress.state == MemberState.UNREVOKED_PARTITIONS
+    # B asks again: still held back
+    b = c.hb("B", 2, owned=set())
+    assert (b.member_epoch, parts(b)) == (2, None)
+    # A confirms the revocation and moves to epoch 2
+    a = c.hb("A", 1, owned={0, 2, 4})
+    assert (a.member_epoch, a.error_code) == (2, 0)
+    b = c.hb("B", 2, owned=set())
+    assert (b.member_epoch, parts(b)) == (2, {1, 3, 5})
+    assert c.group.state == ConsumerGroupState.STABLE
+    # no partition was ever owned twice: the log's current assignments never overlap
+    assert_no_double_ownership(c)
+
+
+def assert_no_double_ownership(c: Ctx) -> None:
+    owned: dict[str, set[int]] = {}
+    for r in c.log:
+        if r.type == 8:
+            mid = r.key.member_id
+            owned[mid] = (
+                set()
+                if r.value is None
+                else {
+                    p
+                    for tp in r.value.assigned_partitions + r.value.partitions_pending_revocation
+                    for p in tp.partitions
+                }
+            )
+            flat = [p for ps in owned.values() for p in ps]
+            assert len(flat) == len(set(flat)), f"a partition is owned twice: {owned}"
+
+
+def test_member_failure_case_study_session_expiry_reassigns():
+    c = Ctx()
+    c.hb("A")
+    c.hb("B")
+    c.hb("A", 1, owned={0, 1, 2, 3, 4, 5})
+    c.hb("A", 1, owned={0, 2, 4})
+    c.hb("B", 2, owned=set())
+    assert c.group.state == ConsumerGroupState.STABLE
+    # B stops heartbeating: after the session timeout it is removed and the epoch bumps
+    c.clock.ms += 10_000
+    c.hb("A", 2, owned={0, 2, 4})
+    horizon = c.clock.ms + 40_000  # past B's deadline (45 s after its last heartbeat), before A's
+    while (due := c.timers.pop_next_due(horizon)) is not None:
+        c.run(due[1])
+    assert set(c.group.members) == {"A"}
+    a = c.hb("A", 2, owned={0, 2, 4})
+    assert (a.member_epoch, parts(a)) == (3, {0, 1, 2, 3, 4, 5})  # one removal, one epoch bump
+    assert_no_double_ownership(c)
+
+
+def test_leave_bumps_epoch_and_frees_partitions():
+    c = Ctx()
+    c.hb("A")
+    c.hb("B")
+    c.hb("A", 1, owned={0, 1, 2, 3, 4, 5})
+    c.hb("A", 1, owned={0, 2, 4})
+    c.hb("B", 2, owned=set())
+    left = c.hb("B", -1)
+    assert (left.error_code, left.member_epoch) == (0, -1)
+    a = c.hb("A", 2, owned={0, 2, 4})
+    assert (a.member_epoch, parts(a)) == (3, {0, 1, 2, 3, 4, 5})
+
+
+def test_fenced_epoch_removes_the_member_and_unknown_member():
+    c = Ctx()
+    c.hb("A")
+    r = c.hb("A", 7, owned=set())
+    assert r.error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    assert "A" not in c.group.members
+    r = c.hb("Z", 1, owned=set())
+    assert r.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_lost_response_previous_epoch_is_accepted_when_owned_is_a_subset():
+    c = Ctx()
+    c.hb("A")
+    c.hb("B")
+    c.hb("A", 1, owned={0, 1, 2, 3, 4, 5})
+    c.hb("A", 1, owned={0, 2, 4})  # response (epoch 2) lost: the client still says epoch 1
+    r = c.hb("A", 1, owned={0, 2, 4})
+    assert (r.error_code, r.member_epoch) == (0, 2)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(group=""), "GroupId can't be empty."),
+        (dict(member_id="", epoch=0), "MemberId can't be empty."),
+        (dict(member_id="A", epoch=0, rebalance=-1), "RebalanceTimeoutMs must be provided in first request."),
+        (
+            dict(member_id="A", epoch=0, subscribe=None),
+            "SubscribedTopicNames or SubscribedTopicRegex must be set",
+        ),
+        (dict(member_id="A", epoch=-2), "InstanceId can't be null."),
+        (dict(member_id="A", epoch=-3), "MemberEpoch is invalid."),
+        (dict(member_id="A", epoch=0, instance=""), "InstanceId can't be empty."),
+    ],
+)
+def test_invalid_requests(kwargs, message):
+    c = Ctx()
+    r = c.hb(**kwargs)
+    assert r.error_code == ErrorCode.INVALID_REQUEST
+    assert r.error_message.startswith(message)
+
+
+def test_unsupported_assignor():
+    r = Ctx().hb("A", assignor="sticky-ish")
+    assert r.error_code == ErrorCode.UNSUPPORTED_ASSIGNOR and "uniform" in r.error_message
+
+
+def test_v0_join_gets_a_generated_member_id():
+    r = Ctx().hb("", version=0)
+    assert r.error_code == 0 and len(r.member_id) >= 32
+
+
+def test_static_member_leaves_with_minus_two_and_takes_over_on_rejoin():
+    c = Ctx()
+    c.hb("A", instance="i1")
+    c.hb("B")
+    c.hb("A", 1, owned={0, 1, 2, 3, 4, 5}, instance="i1")
+    c.hb("A", 1, owned={0, 2, 4}, instance="i1")
+    c.hb("B", 2, owned=set())
+    epoch_before = c.group.group_epoch
+    r = c.hb("A", -2, instance="i1")
+    assert (r.error_code, r.member_epoch) == (0, -2)
+    # the same instance rejoins under a new member id: same epoch and assignment, no rebalance
+    r = c.hb("A2", 0, instance="i1")
+    assert (r.error_code, r.member_epoch, parts(r)) == (0, 2, {0, 2, 4})
+    assert c.group.group_epoch == epoch_before
+    assert set(c.group.members) == {"A2", "B"}
+    # an active static member's instance id cannot be taken
+    r = c.hb("A3", 0, instance="i1")
+    assert r.error_code == ErrorCode.UNRELEASED_INSTANCE_ID
+
+
+def test_partition_added_case_study_bumps_the_epoch():
+    c = Ctx()
+    c.hb("A")
+    c.topics.registry.topics["t"] = TopicInfo(T, 8)
+    r = c.hb("A", 1, owned={0, 1, 2, 3, 4, 5})
+    assert (r.member_epoch, parts(r)) == (2, set(range(8)))
+
+
+def test_group_max_size():
+    c = Ctx()
+    c.state.consumer_config = ConsumerGroupConfig(max_size=1)
+    c.hb("A")
+    assert c.hb("B").error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+def test_restart_replays_to_the_same_group():
+    c = Ctx()
+    c.hb("A")
+    c.hb("B")
+    c.hb("A", 1, owned={0, 1, 2, 3, 4, 5})
+    again = c.restart()
+    g, h = c.group, again.group
+    assert (g.group_epoch, g.assignment_epoch, g.target, g.topics) == (
+        h.group_epoch,
+        h.assignment_epoch,
+        h.target,
+        h.topics,
+    )
+    assert {m: x.progress for m, x in g.members.items()} == {m: x.progress for m, x in h.members.items()}
+    # members carry on at their epochs after the restart
+    r = again.hb("A", 1, owned={0, 2, 4})
+    assert (r.error_code, r.member_epoch) == (0, 2)
+
+
+def test_classic_group_with_members_is_not_a_consumer_group():
+    from broker.coordinator.classic.group import ClassicGroup, Member
+
+    c = Ctx()
+    g = ClassicGroup("g")
+    g.add(Member("m", None, "c", "/h", 1000, 10000, "consumer", [("range", b"")]))
+    c.state.groups["g"] = g
+    assert c.hb("A").error_code == ErrorCode.GROUP_ID_NOT_FOUND
