@@ -19,12 +19,14 @@ from broker.protocol.generated.describe_groups import (
 from broker.protocol.generated.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
 
 from .classic.group import GroupState
+from .consumer import records as crec
 from .runtime import Result
 
 if TYPE_CHECKING:
     from .state import CoordinatorState
 
 CLASSIC = "classic"
+CONSUMER = "consumer"
 
 
 def describe(
@@ -83,15 +85,19 @@ def describe(
 def list_groups(st: CoordinatorState, req: ListGroupsRequest, version: int) -> ListGroupsResponse:
     states = {s.lower() for s in req.states_filter} if version >= 4 else set()
     types = {t.lower() for t in req.types_filter} if version >= 5 else set()
+    listed = [
+        (gid, g.protocol_type or "", g.state.value, CLASSIC)
+        for gid, g in st.groups.items()
+        if not g.is_in(GroupState.DEAD)
+    ]
+    listed += [(gid, "consumer", g.state.value, CONSUMER) for gid, g in st.consumer_groups.items()]
     out = []
-    for gid, group in sorted(st.groups.items()):
-        if group.is_in(GroupState.DEAD):
+    for gid, ptype, state, gtype in sorted(listed):
+        if states and state.lower() not in states:
             continue
-        if states and group.state.value.lower() not in states:
+        if types and gtype not in types:
             continue
-        if types and CLASSIC not in types:
-            continue
-        out.append(ListedGroup(gid, group.protocol_type or "", group.state.value, CLASSIC))
+        out.append(ListedGroup(gid, ptype, state, gtype))
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=out)
 
 
@@ -100,6 +106,16 @@ def delete_groups(st: CoordinatorState, req: DeleteGroupsRequest) -> Result:
     out = []
     for gid in req.groups_names:
         group = st.groups.get(gid)
+        cgroup = st.consumer_groups.get(gid)
+        if cgroup is not None:
+            if cgroup.members:
+                code = ErrorCode.NON_EMPTY_GROUP
+            else:
+                code = ErrorCode.NONE
+                _offset_tombstones(st, gid, result)
+                result.records.extend(crec.group_tombstones(gid))
+            out.append(DeletableGroupResult(gid, int(code)))
+            continue
         if not gid:
             code = ErrorCode.INVALID_GROUP_ID
         elif group is None or group.is_in(GroupState.DEAD):
@@ -108,12 +124,16 @@ def delete_groups(st: CoordinatorState, req: DeleteGroupsRequest) -> Result:
             code = ErrorCode.NON_EMPTY_GROUP
         else:
             code = ErrorCode.NONE
-            offsets = st.offsets.get(gid)
-            if offsets is not None:
-                for topic, parts in offsets.by_topic.items():
-                    for partition in parts:
-                        result.records.append(st.offset_record(gid, topic, partition, None))
+            _offset_tombstones(st, gid, result)
             result.records.append(st.group_tombstone(gid))
         out.append(DeletableGroupResult(gid, int(code)))
     result.response = DeleteGroupsResponse(throttle_time_ms=0, results=out)
     return result
+
+
+def _offset_tombstones(st: CoordinatorState, gid: str, result: Result) -> None:
+    offsets = st.offsets.get(gid)
+    if offsets is not None:
+        for topic, parts in offsets.by_topic.items():
+            for partition in parts:
+                result.records.append(st.offset_record(gid, topic, partition, None))

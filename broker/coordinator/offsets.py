@@ -77,12 +77,30 @@ def _commit_check(group: ClassicGroup | None, req: OffsetCommitRequest, version:
     return ErrorCode.NONE
 
 
+def _consumer_member_check(group: Any, member_id: str | None, epoch: int, stale: ErrorCode) -> ErrorCode:
+    """KIP-848 groups: an admin request (epoch < 0, no member id) only while the group is empty;
+    otherwise the member must exist and be at its current epoch."""
+    if epoch < 0 and not member_id:
+        return ErrorCode.NONE if not group.members else ErrorCode.UNKNOWN_MEMBER_ID
+    member = group.members.get(member_id or "")
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if epoch != member.member_epoch:
+        return stale
+    return ErrorCode.NONE
+
+
 def commit(
     st: CoordinatorState, req: OffsetCommitRequest, version: int, topics: TopicLookup, now: int
 ) -> Result:
     group = st.groups.get(req.group_id)
+    cgroup = st.consumer_groups.get(req.group_id)
     if not req.group_id:
         code = ErrorCode.INVALID_GROUP_ID
+    elif cgroup is not None:
+        epoch = req.generation_id_or_member_epoch if version >= 1 else -1
+        stale = ErrorCode.STALE_MEMBER_EPOCH if version >= 9 else ErrorCode.ILLEGAL_GENERATION
+        code = _consumer_member_check(cgroup, req.member_id if version >= 1 else "", epoch, stale)
     else:
         code = _commit_check(group, req, version)
     result = Result()
@@ -136,6 +154,12 @@ def fetch(
         if not g.group_id:
             groups.append(OffsetFetchResponseGroup(g.group_id, [], int(ErrorCode.INVALID_GROUP_ID)))
             continue
+        cgroup = st.consumer_groups.get(g.group_id)
+        if version >= 9 and cgroup is not None and (g.member_id or g.member_epoch >= 0):
+            code = _consumer_member_check(cgroup, g.member_id, g.member_epoch, ErrorCode.STALE_MEMBER_EPOCH)
+            if code:
+                groups.append(OffsetFetchResponseGroup(g.group_id, [], int(code)))
+                continue
         topic_list = _fetch_group(
             st,
             g.group_id,

@@ -315,3 +315,107 @@ def test_classic_group_with_members_is_not_a_consumer_group():
     g.add(Member("m", None, "c", "/h", 1000, 10000, "consumer", [("range", b"")]))
     c.state.groups["g"] = g
     assert c.hb("A").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+# ---------------------------------------------------------------------- offsets and admin
+
+
+class _Lookup:
+    def exists(self, name, partition):
+        return name == "t" and 0 <= partition < 6
+
+    def name_for_id(self, tid):
+        return "t" if tid == T else None
+
+    def id_for_name(self, name):
+        return T if name == "t" else None
+
+
+def _commit(c: Ctx, member_id: str, epoch: int, version: int = 9) -> int:
+    from broker.coordinator import offsets
+    from broker.protocol.generated.offset_commit import (
+        OffsetCommitRequest,
+        OffsetCommitRequestPartition,
+        OffsetCommitRequestTopic,
+    )
+
+    req = OffsetCommitRequest(
+        group_id="g",
+        generation_id_or_member_epoch=epoch,
+        member_id=member_id,
+        topics=[
+            OffsetCommitRequestTopic(
+                "t", partitions=[OffsetCommitRequestPartition(0, 5, committed_metadata="")]
+            )
+        ],
+    )
+    return (
+        c.run(lambda now: offsets.commit(c.state, req, version, _Lookup(), now))
+        .response.topics[0]
+        .partitions[0]
+        .error_code
+    )
+
+
+def _fetch(c: Ctx, member_id, epoch) -> tuple[int, list]:
+    from broker.coordinator import offsets
+    from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
+
+    req = OffsetFetchRequest(groups=[OffsetFetchRequestGroup("g", member_id, epoch, None)])
+    g = offsets.fetch(c.state, req, 9, _Lookup()).groups[0]
+    return g.error_code, [(p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions]
+
+
+def test_offset_commit_and_fetch_check_member_epochs():
+    c = Ctx()
+    c.hb("A")
+    assert _commit(c, "A", 1) == 0
+    assert _commit(c, "A", 0) == ErrorCode.STALE_MEMBER_EPOCH
+    assert _commit(c, "A", 0, version=8) == ErrorCode.ILLEGAL_GENERATION
+    assert _commit(c, "nobody", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert _commit(c, "", -1) == ErrorCode.UNKNOWN_MEMBER_ID, "admin commits only while the group is empty"
+    assert _fetch(c, "A", 1) == (0, [(0, 5)])
+    assert _fetch(c, "A", 3)[0] == ErrorCode.STALE_MEMBER_EPOCH
+    assert _fetch(c, None, -1) == (0, [(0, 5)]), "an admin fetch needs no member"
+    c.hb("A", -1)
+    assert _commit(c, "", -1) == 0
+
+
+def test_list_delete_and_describe_consumer_groups():
+    from broker.coordinator import admin
+    from broker.coordinator.consumer import describe as cdesc
+    from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest
+    from broker.protocol.generated.delete_groups import DeleteGroupsRequest
+    from broker.protocol.generated.list_groups import ListGroupsRequest
+
+    c = Ctx()
+    c.hb("A")
+    c.hb("B")
+    listed = admin.list_groups(c.state, ListGroupsRequest(types_filter=["Consumer"]), 5).groups
+    assert [(g.group_id, g.protocol_type, g.group_type, g.group_state) for g in listed] == [
+        ("g", "consumer", "consumer", "Reconciling")
+    ]
+    assert admin.list_groups(c.state, ListGroupsRequest(types_filter=["classic"]), 5).groups == []
+    d = cdesc.describe(c.state, ConsumerGroupDescribeRequest(["g", "nope"]), 1, -(2**31)).groups
+    assert (d[0].error_code, d[0].group_epoch, d[0].assignment_epoch, d[0].assignor_name) == (
+        0,
+        2,
+        2,
+        "uniform",
+    )
+    assert {m.member_id: m.member_epoch for m in d[0].members} == {"A": 1, "B": 2}
+    assert sorted(p for tp in d[0].members[1].target_assignment.topic_partitions for p in tp.partitions) == [
+        1,
+        3,
+        5,
+    ]
+    assert d[1].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    _commit(c, "A", 1)
+    res = c.run(lambda now: admin.delete_groups(c.state, DeleteGroupsRequest(["g"])))
+    assert res.response.results[0].error_code == ErrorCode.NON_EMPTY_GROUP
+    c.hb("A", -1)
+    c.hb("B", -1)
+    res = c.run(lambda now: admin.delete_groups(c.state, DeleteGroupsRequest(["g"])))
+    assert res.response.results[0].error_code == 0
+    assert "g" not in c.state.consumer_groups and "g" not in c.state.offsets
+    assert "g" not in c.restart().state.consumer_groups
