@@ -80,7 +80,9 @@ _SETTINGS = [
     Setting("group.consumer.session.timeout.ms", int, 45000, "Session timeout of consumer-group members.", 1),
     Setting("group.consumer.heartbeat.interval.ms", int, 5000, "Heartbeat interval given to members.", 1),
     Setting("group.consumer.max.size", int, 2147483647, "Most members in one consumer group.", 1),
-    Setting("group.consumer.assignors", str, "uniform,range", "Server-side assignors; the first is the default."),
+    Setting(
+        "group.consumer.assignors", str, "uniform,range", "Server-side assignors; the first is the default."
+    ),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
 

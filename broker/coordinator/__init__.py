@@ -18,6 +18,7 @@ from broker.protocol.errors import ErrorCode
 
 from . import admin, offsets
 from .classic import join, sync
+from .consumer import describe as cg_describe
 from .consumer import heartbeat as cg_heartbeat
 from .consumer.assign import assign
 from .runtime import CoordinatorRuntime, LoopTimers, Result, SystemClock
@@ -143,6 +144,9 @@ class GroupCoordinator:
                 self.state, req, ctx.api_version, ctx.client_id or "", host, self.topics, assign, now
             )
         )
+
+    def consumer_group_describe(self, ctx: Any, req: Any, authorized_ops: int) -> Any:
+        return cg_describe.describe(self.state, req, ctx.api_version, authorized_ops)
 
     def describe_groups(self, ctx: Any, req: Any, authorized_ops: int) -> Any:
         return admin.describe(self.state, req, ctx.api_version, authorized_ops)

@@ -32,6 +32,8 @@ HANDLERS = [
     "incremental_alter_configs",  # 44
     "offset_delete",  # 47
     "describe_cluster",  # 60
+    "consumer_group_heartbeat",  # 68
+    "consumer_group_describe",  # 69
 ]
 
 

@@ -274,6 +274,14 @@ def join_group(
     )
     protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
     group = st.groups.get(gid)
+    prelude = []
+    cgroup = st.consumer_groups.get(gid)
+    if cgroup is not None:
+        if cgroup.members:  # a KIP-848 group (online migration is not supported yet)
+            return err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        from ..consumer import records as crec
+
+        prelude = crec.group_tombstones(gid)  # an empty consumer group becomes a classic group
     if group is None:
         if mid:
             return err(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -294,9 +302,13 @@ def join_group(
         protocol_type=req.protocol_type,
         protocols=protocols,
     )
-    if not mid:
-        return _join_unknown(st, group, version, spec, waiter, now)
-    return _join_known(st, group, mid, version, spec, waiter, now)
+    result = (
+        _join_unknown(st, group, version, spec, waiter, now)
+        if not mid
+        else _join_known(st, group, mid, version, spec, waiter, now)
+    )
+    result.records[:0] = prelude
+    return result
 
 
 def _park(

@@ -10,7 +10,8 @@ from .group import ConsumerGroup, ConsumerMember, TopicMeta
 def assign(
     assignor: str, group: ConsumerGroup, members: dict[str, ConsumerMember], topics: dict[UUID, TopicMeta]
 ) -> dict[str, dict[UUID, frozenset[int]]]:
-    from broker.coordinator.assignors import ASSIGNORS, MemberSpec, TopicInfo
+    from broker.coordinator.assignors import MemberSpec, TopicInfo
+    from broker.coordinator.assignors import assign as run_assignor
 
     by_name = {meta.name: tid for tid, meta in topics.items()}
     specs = {
@@ -18,9 +19,10 @@ def assign(
             rack_id=m.rack_id,
             subscribed_topic_ids=frozenset(by_name[n] for n in m.subscribed_topic_names if n in by_name),
             assignment=group.target.get(mid, {}),
+            instance_id=m.instance_id,
         )
         for mid, m in members.items()
     }
     infos = {tid: TopicInfo(meta.name, meta.partitions) for tid, meta in topics.items()}
     # static members that left with epoch -2 are included: their target waits for them to return
-    return ASSIGNORS[assignor](specs, infos)
+    return run_assignor(assignor, specs, infos)
