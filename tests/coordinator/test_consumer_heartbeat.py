@@ -14,6 +14,7 @@ import pytest
 from broker.coordinator.consumer import heartbeat as hb
 from broker.coordinator.consumer.group import ConsumerGroupState
 from broker.coordinator.consumer.reconcile import MemberState
+from broker.coordinator.consumer.regex import matching
 from broker.coordinator.records import decode_record
 from broker.coordinator.runtime import ManualClock, ManualTimers
 from broker.coordinator.state import ConsumerGroupConfig, CoordinatorState, GroupConfig
@@ -39,10 +40,18 @@ class Registry:
     def get(self, name: str) -> TopicInfo | None:
         return self.topics.get(name)
 
+    def all(self) -> list:
+        return [type("Topic", (), {"name": n})() for n in self.topics]
+
 
 class Topics:
     def __init__(self) -> None:
         self.registry = Registry()
+
+
+def _subscribes(member, name: str) -> bool:
+    regex = member.subscribed_topic_regex
+    return name in member.subscribed_topic_names or bool(regex and matching(regex, [name]))
 
 
 def round_robin(assignor, group, members, topics):
@@ -51,10 +60,7 @@ def round_robin(assignor, group, members, topics):
     out = {m: {} for m in ids}
     k = 0
     for tid, meta in sorted(topics.items()):
-        subs = [
-            m for m in ids if meta.name in members[m].subscribed_topic_names and members[m].member_epoch != -2
-        ]
-        subs = subs or []
+        subs = [m for m in ids if _subscribes(members[m], meta.name) and members[m].member_epoch != -2]
         for p in range(meta.partitions):
             if not subs:
                 break
@@ -419,3 +425,22 @@ def test_list_delete_and_describe_consumer_groups():
     assert res.response.results[0].error_code == 0
     assert "g" not in c.state.consumer_groups and "g" not in c.state.offsets
     assert "g" not in c.restart().state.consumer_groups
+
+
+def test_regex_subscription_matches_topics_and_new_ones_bump_the_epoch():
+    c = Ctx()
+    c.topics.registry.topics = {"orders-eu": TopicInfo(T, 2), "other": TopicInfo(uuid.UUID(int=0xB), 2)}
+    r = c.hb("A", subscribe=[], subscribed_topic_regex="orders-.*")
+    assert (r.error_code, parts(r)) == (0, {0, 1})
+    assert {m.name for m in c.group.topics.values()} == {"orders-eu"}
+    c.topics.registry.topics["orders-us"] = TopicInfo(uuid.UUID(int=0xC), 1)
+    epoch = c.group.group_epoch
+    r = c.hb("A", r.member_epoch, owned={0, 1}, subscribe=None)
+    assert c.group.group_epoch == epoch + 1
+    assert {m.name for m in c.group.topics.values()} == {"orders-eu", "orders-us"}
+
+
+def test_invalid_regex_is_refused():
+    r = Ctx().hb("A", subscribe=[], subscribed_topic_regex="(?<=a)b")
+    assert r.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION
+    assert "not a valid regular expression" in r.error_message

@@ -5,6 +5,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from .group import ConsumerGroup, ConsumerMember, TopicMeta
+from .regex import matching
 
 
 def assign(
@@ -14,10 +15,18 @@ def assign(
     from broker.coordinator.assignors import assign as run_assignor
 
     by_name = {meta.name: tid for tid, meta in topics.items()}
+    names = sorted(by_name)
+
+    def subscribed(m: ConsumerMember) -> frozenset[UUID]:
+        wanted = {n for n in m.subscribed_topic_names if n in by_name}
+        if m.subscribed_topic_regex:
+            wanted.update(matching(m.subscribed_topic_regex, names))
+        return frozenset(by_name[n] for n in wanted)
+
     specs = {
         mid: MemberSpec(
             rack_id=m.rack_id,
-            subscribed_topic_ids=frozenset(by_name[n] for n in m.subscribed_topic_names if n in by_name),
+            subscribed_topic_ids=subscribed(m),
             assignment=group.target.get(mid, {}),
             instance_id=m.instance_id,
         )

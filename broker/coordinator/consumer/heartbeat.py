@@ -38,6 +38,7 @@ from ..runtime import Result
 from . import records as rec
 from .group import STATIC_LEFT_EPOCH, ConsumerGroup, ConsumerMember, TopicMeta
 from .reconcile import MemberState, Progress, reconcile, subset
+from .regex import InvalidRegex, compile_pattern, matching
 
 if TYPE_CHECKING:
     from ..state import CoordinatorState
@@ -95,6 +96,11 @@ def validate(req: ConsumerGroupHeartbeatRequest, version: int, assignors: list[s
             raise bad("InstanceId can't be null.")
     elif epoch < STATIC_LEFT_EPOCH:
         raise bad("MemberEpoch is invalid.")
+    if version >= 1 and req.subscribed_topic_regex is not None:
+        try:
+            compile_pattern(req.subscribed_topic_regex)
+        except InvalidRegex as e:
+            raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION, str(e)) from None
     if req.server_assignor is not None and req.server_assignor not in assignors:
         raise HeartbeatError(
             ErrorCode.UNSUPPORTED_ASSIGNOR,
@@ -223,8 +229,13 @@ def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, 
     members[updated.member_id] = updated
     # ---------------------------------------------------------------- partition metadata
     subscribed = set()
+    all_names = None
     for m in members.values():
         subscribed.update(m.subscribed_topic_names)
+        if m.subscribed_topic_regex:
+            if all_names is None:
+                all_names = sorted(t.name for t in topics.registry.all())
+            subscribed.update(matching(m.subscribed_topic_regex, all_names))
     new_topics = {}
     for name in sorted(subscribed):
         info = topics.registry.get(name)
