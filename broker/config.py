@@ -79,6 +79,14 @@ _SETTINGS = [
     Setting("offsets.retention.check.interval.ms", int, 600000, "How often offsets expire.", 1),
     Setting("group.consumer.session.timeout.ms", int, 45000, "Session timeout of consumer-group members.", 1),
     Setting("group.consumer.heartbeat.interval.ms", int, 5000, "Heartbeat interval given to members.", 1),
+    Setting("group.consumer.min.session.timeout.ms", int, 45000, "Smallest per-group session timeout.", 1),
+    Setting("group.consumer.max.session.timeout.ms", int, 60000, "Largest per-group session timeout.", 1),
+    Setting(
+        "group.consumer.min.heartbeat.interval.ms", int, 5000, "Smallest per-group heartbeat interval.", 1
+    ),
+    Setting(
+        "group.consumer.max.heartbeat.interval.ms", int, 15000, "Largest per-group heartbeat interval.", 1
+    ),
     Setting("group.consumer.max.size", int, 2147483647, "Most members in one consumer group.", 1),
     Setting(
         "group.consumer.assignors", str, "uniform,range", "Server-side assignors; the first is the default."

@@ -21,6 +21,7 @@ from .classic import join, sync
 from .consumer import describe as cg_describe
 from .consumer import heartbeat as cg_heartbeat
 from .consumer.assign import assign
+from .group_configs import GroupConfigStore
 from .runtime import CoordinatorRuntime, LoopTimers, Result, SystemClock
 from .state import ConsumerGroupConfig, CoordinatorState, GroupConfig
 
@@ -71,6 +72,8 @@ class GroupCoordinator:
             timers=None,  # type: ignore[arg-type]
             consumer_config=ConsumerGroupConfig.from_config(broker.config),
         )
+        self.configs = GroupConfigStore(broker.config.data_dir, broker.config)
+        self.state.group_configs = self.configs
         self._log = _LazyLog(broker)
         self.runtime = CoordinatorRuntime(self.state, broker.logs, None, clock or SystemClock())
         self.state.timers = LoopTimers(self.runtime)

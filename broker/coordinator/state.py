@@ -100,6 +100,18 @@ class CoordinatorState:
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, Offsets] = {}
+        #: per-group overrides (GroupConfigStore); None means broker defaults only
+        self.group_configs: Any = None
+
+    def consumer_session_timeout_ms(self, group_id: str) -> int:
+        if self.group_configs is not None:
+            return self.group_configs.value(group_id, "consumer.session.timeout.ms")
+        return self.consumer_config.session_timeout_ms
+
+    def consumer_heartbeat_interval_ms(self, group_id: str) -> int:
+        if self.group_configs is not None:
+            return self.group_configs.value(group_id, "consumer.heartbeat.interval.ms")
+        return self.consumer_config.heartbeat_interval_ms
 
     # ------------------------------------------------------------------ replay
 

@@ -11,7 +11,8 @@ Resources, each answered on its own:
 * BROKER (4), named "" or this node's id: every broker setting (broker.config.SETTINGS), read-only
   (they are static), STATIC_BROKER_CONFIG when set explicitly, else DEFAULT_CONFIG. Another id or a
   non-integer name is INVALID_REQUEST, as in Kafka.
-* GROUP (32): not yet (INVALID_REQUEST); the KIP-848 group coordinator fills ``_describe_group``.
+* GROUP (32): the KIP-848 group settings (broker/coordinator/group_configs.py) with source
+  GROUP_CONFIG when set on the group; groups need not exist, as in Kafka.
 * anything else (BROKER_LOGGER, CLIENT_METRICS, unknown codes): INVALID_REQUEST.
 
 ``configuration_keys`` null or empty means every key (as in Kafka); unknown keys are left out.
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.cluster import validate_topic_name
+from broker.coordinator.group_configs import GROUP_SETTINGS
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.describe_configs import (
     DescribeConfigsRequest,
@@ -32,7 +34,15 @@ from broker.protocol.generated.describe_configs import (
     DescribeConfigsSynonym,
 )
 
-from .config_entries import Entry, ResourceType, broker_entries, check_broker_name, topic_entries
+from .config_entries import (
+    ConfigSource,
+    ConfigType,
+    Entry,
+    ResourceType,
+    broker_entries,
+    check_broker_name,
+    topic_entries,
+)
 from .registry import RequestContext
 
 API_KEY = 32
@@ -52,9 +62,32 @@ def _describe_broker(ctx: RequestContext, name: str) -> list[Entry]:
 
 
 def _describe_group(ctx: RequestContext, name: str) -> list[Entry]:
-    # Hook for the KIP-848 group coordinator: the group's configs (consumer.session.timeout.ms,
-    # consumer.heartbeat.interval.ms, ...) with source GROUP_CONFIG or the broker default.
-    raise KafkaError(ErrorCode.INVALID_REQUEST, "group configs are not supported yet")
+    """The group's configs: GROUP_CONFIG when set on the group, else the broker's value."""
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_GROUP_ID, "group id can't be empty")
+    store = ctx.broker.groups.configs
+    out = []
+    for setting in GROUP_SETTINGS.values():
+        override = store.overrides.get(name, {}).get(setting.name)
+        if override is not None:
+            source = ConfigSource.GROUP_CONFIG
+        elif setting.broker_key in ctx.broker.config.explicit:
+            source = ConfigSource.STATIC_BROKER_CONFIG
+        else:
+            source = ConfigSource.DEFAULT_CONFIG
+        value = str(store.value(name, setting.name))
+        out.append(
+            Entry(
+                setting.name,
+                value,
+                source,
+                False,
+                ConfigType.INT,
+                setting.doc,
+                [(setting.name, value, source)],
+            )
+        )
+    return out
 
 
 DESCRIBERS: dict[int, Callable[[RequestContext, str], list[Entry]]] = {

@@ -12,7 +12,8 @@ null value for anything but DELETE, an unknown operation (all INVALID_REQUEST). 
   in the topic registry and applied to the topic's open logs at once. A bad name is
   INVALID_TOPIC_EXCEPTION, an unknown topic UNKNOWN_TOPIC_OR_PARTITION.
 * BROKER (4): INVALID_REQUEST. Kafka has dynamic broker configs; this broker's settings are static.
-* GROUP (32): not yet (INVALID_REQUEST); the KIP-848 group coordinator fills ``_alter_group``.
+* GROUP (32): SET/DELETE of consumer.session.timeout.ms and consumer.heartbeat.interval.ms within
+  the broker's group.consumer.min/max bounds (INVALID_CONFIG otherwise), persisted.
 * anything else: INVALID_REQUEST.
 
 validate_only runs every check and changes nothing.
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from enum import IntEnum
 
 from broker.cluster import validate_topic_name
+from broker.coordinator.group_configs import GROUP_SETTINGS
 from broker.log.config import effective
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.incremental_alter_configs import (
@@ -110,9 +112,26 @@ def _alter_broker(ctx: RequestContext, r: AlterConfigsResource, validate_only: b
 
 
 def _alter_group(ctx: RequestContext, r: AlterConfigsResource, validate_only: bool) -> None:
-    # Hook for the KIP-848 group coordinator: validate and store the group's configs
-    # (consumer.session.timeout.ms, consumer.heartbeat.interval.ms, ...).
-    raise KafkaError(ErrorCode.INVALID_REQUEST, "group configs are not supported yet")
+    """SET / DELETE of the group settings, validated against the broker's bounds and persisted."""
+    if not r.resource_name:
+        raise KafkaError(ErrorCode.INVALID_GROUP_ID, "group id can't be empty")
+    store = ctx.broker.groups.configs
+    configs = dict(store.overrides.get(r.resource_name, {}))
+    for c in r.configs:
+        op = Op(c.config_operation)
+        if op == Op.SET:
+            store.validate(c.name, c.value)
+            configs[c.name] = c.value
+        elif op == Op.DELETE:
+            if c.name not in GROUP_SETTINGS:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {c.name}")
+            configs.pop(c.name, None)
+        else:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, f"Can't {op.name} to key {c.name} because its type is not LIST."
+            )
+    if not validate_only:
+        store.replace(r.resource_name, configs)
 
 
 ALTERERS: dict[int, Callable[[RequestContext, AlterConfigsResource, bool], None]] = {

@@ -222,7 +222,7 @@ def test_describe_errors_per_resource(broker, version):
         (BROKER, "one", ErrorCode.INVALID_REQUEST, "Broker id must be an integer, but it is: one", 0),
         (BROKER_LOGGER, "1", ErrorCode.INVALID_REQUEST, "Unsupported resource type: BROKER_LOGGER", 0),
         (CLIENT_METRICS, "sub", ErrorCode.INVALID_REQUEST, "Unsupported resource type: CLIENT_METRICS", 0),
-        (GROUP, "g", ErrorCode.INVALID_REQUEST, "group configs are not supported yet", 0),
+        (GROUP, "g", 0, None, 2),
         (99, "x", ErrorCode.INVALID_REQUEST, "Unsupported resource type: 99", 0),
         (TOPIC, "t", 0, None, 1),
     ]
@@ -288,7 +288,7 @@ def test_alter_errors(broker, version):
         (TOPIC, "bad name", [("retention.ms", SET, "1")]),
         (BROKER, "1", [("num.partitions", SET, "3")]),
         (BROKER, "2", [("num.partitions", SET, "3")]),
-        (GROUP, "g", [("consumer.session.timeout.ms", SET, "45000")]),
+        (GROUP, "g", [("consumer.session.timeout.ms", SET, "30000")]),
         (BROKER_LOGGER, "1", [("root", SET, "DEBUG")]),
         (TOPIC, "dup", []),
         (TOPIC, "dup", []),
@@ -304,7 +304,10 @@ def test_alter_errors(broker, version):
     assert (
         by[(BROKER, "2")][0] == ErrorCode.INVALID_REQUEST and "Unexpected broker id" in by[(BROKER, "2")][1]
     )
-    assert by[(GROUP, "g")] == (ErrorCode.INVALID_REQUEST, "group configs are not supported yet")
+    assert by[(GROUP, "g")] == (
+        ErrorCode.INVALID_CONFIG,
+        "consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms 45000",
+    )
     assert by[(BROKER_LOGGER, "1")] == (ErrorCode.INVALID_REQUEST, "Unsupported resource type: BROKER_LOGGER")
     assert by[(TOPIC, "dup")] == (ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
     assert broker.broker.topics.get("t").configs == {"retention.ms": "77"}
@@ -392,3 +395,37 @@ def test_configs_persist_across_restart(broker_factory, tmp_path):
     }
     assert second.broker.logs.get("t", 0).config.max_message_bytes == 300
     assert produce(second, "t", [b"y" * 400]).error_code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_group_configs_are_set_described_bounded_and_persisted(broker_factory, tmp_path):
+    data = tmp_path / "gc"
+    b = broker_factory(data_dir=data)
+    (before,) = describe(b, (GROUP, "orders", None))
+    assert {c.name: (c.value, c.config_source) for c in before.configs} == {
+        "consumer.heartbeat.interval.ms": ("5000", 5),
+        "consumer.session.timeout.ms": ("45000", 5),
+    }
+    results = alter(
+        b,
+        (
+            GROUP,
+            "orders",
+            [("consumer.session.timeout.ms", SET, "50000"), ("consumer.heartbeat.interval.ms", SET, "6000")],
+        ),
+    )
+    assert [(r[2], r[3]) for r in results] == [(0, None)]
+    results = alter(b, (GROUP, "orders", [("consumer.heartbeat.interval.ms", SET, "99999")]))
+    assert (
+        results[0][2] == ErrorCode.INVALID_CONFIG
+        and "group.consumer.max.heartbeat.interval.ms 15000" in results[0][3]
+    )
+    assert b.broker.groups.state.consumer_session_timeout_ms("orders") == 50000
+    b.stop()
+    again = broker_factory(data_dir=data)
+    (after,) = describe(again, (GROUP, "orders", None))
+    assert {c.name: (c.value, c.config_source) for c in after.configs} == {
+        "consumer.heartbeat.interval.ms": ("6000", 8),
+        "consumer.session.timeout.ms": ("50000", 8),
+    }
+    alter(again, (GROUP, "orders", [("consumer.session.timeout.ms", DELETE, None)]))
+    assert again.broker.groups.state.consumer_session_timeout_ms("orders") == 45000

@@ -286,7 +286,7 @@ def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, 
         error_message=None,
         member_id=updated.member_id,
         member_epoch=progress.member_epoch,
-        heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+        heartbeat_interval_ms=st.consumer_heartbeat_interval_ms(group.group_id),
         assignment=_response_assignment(progress.assigned) if send else None,
     )
     return result
@@ -377,7 +377,7 @@ def _fence(st, group: ConsumerGroup, member: ConsumerMember, now: int, result: R
 def _schedule_session(st, gid: str, member_id: str, now: int) -> None:
     st.timers.schedule(
         f"csession:{gid}:{member_id}",
-        now + st.consumer_config.session_timeout_ms,
+        now + st.consumer_session_timeout_ms(gid),
         lambda t: expire(st, gid, member_id, "session timeout", t),
     )
 
@@ -389,7 +389,7 @@ def _timers(st, gid: str, member: ConsumerMember, before: Progress, after: Progr
         timeout = (
             member.rebalance_timeout_ms
             if member.rebalance_timeout_ms > 0
-            else st.consumer_config.session_timeout_ms
+            else st.consumer_session_timeout_ms(gid)
         )
         st.timers.schedule(
             key,
