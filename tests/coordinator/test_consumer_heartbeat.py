@@ -78,6 +78,7 @@ class Ctx:
         self.topics = Topics()
         self.topics.registry.topics["t"] = TopicInfo(T, partitions)
         self.log: list = []
+        self.assign = round_robin
 
     def run(self, op):
         result = op(self.clock.ms)
@@ -105,7 +106,7 @@ class Ctx:
             **kw,
         )
         return self.run(
-            lambda now: hb.heartbeat(self.state, req, version, "c", "/h", self.topics, round_robin, now)
+            lambda now: hb.heartbeat(self.state, req, version, "c", "/h", self.topics, self.assign, now)
         ).response
 
     @property
@@ -115,6 +116,7 @@ class Ctx:
     def restart(self) -> Ctx:
         fresh = Ctx()
         fresh.topics = self.topics
+        fresh.assign = self.assign
         for r in self.log:
             fresh.state.replay(r)
             fresh.log.append(r)

@@ -28,9 +28,9 @@ Input handling, shared by every assignor:
 * Invalid input (a negative partition count, a member spec of the wrong type) raises
   :class:`AssignorError`; the coordinator should then keep the previous target assignment.
 
-Speed: hashing a topic id is cheap, but comparing the subscriptions of many members is not, so
-members with the same subscription should share one ``frozenset`` object (``is`` is checked before
-``==``), as they naturally do when the coordinator resolves names through one registry.
+Speed: subscriptions are compared as frozensets, which is fast when the topic id objects are
+shared (equal sets then compare by identity), as they are when the coordinator resolves topic
+names through one registry; sharing one frozenset between members is faster still.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ class TopicInfo:
 
     name: str
     num_partitions: int
-    # partition -> racks of its replicas; optional, and not used by the assignors (see README notes).
+    # partition -> racks of its replicas; optional, and not used by either assignor (nor by Kafka's
+    # uniform one; only recent Kafka versions made the range assignor rack-aware).
     partition_racks: Mapping[int, frozenset[str]] | None = None
 
 
