@@ -209,12 +209,17 @@ def test_leave_bumps_epoch_and_frees_partitions():
     assert (a.member_epoch, parts(a)) == (3, {0, 1, 2, 3, 4, 5})
 
 
-def test_fenced_epoch_removes_the_member_and_unknown_member():
+def test_fenced_epoch_changes_nothing_and_unknown_member():
     c = Ctx()
     c.hb("A")
+    epoch = c.group.group_epoch
     r = c.hb("A", 7, owned=set())
     assert r.error_code == ErrorCode.FENCED_MEMBER_EPOCH
-    assert "A" not in c.group.members
+    # as in Kafka 4.x a fenced heartbeat writes nothing: no rebalance for the others
+    assert "A" in c.group.members and c.group.group_epoch == epoch
+    # the fenced member rejoins with epoch 0 under its id and starts over
+    r = c.hb("A", 0)
+    assert (r.error_code, r.member_epoch) == (0, epoch + 1)
     r = c.hb("Z", 1, owned=set())
     assert r.error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
@@ -232,7 +237,7 @@ def test_lost_response_previous_epoch_is_accepted_when_owned_is_a_subset():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(group=""), "GroupId can't be empty."),
+        (dict(group="", member_id="A"), "GroupId can't be empty."),
         (dict(member_id="", epoch=0), "MemberId can't be empty."),
         (dict(member_id="A", epoch=0, rebalance=-1), "RebalanceTimeoutMs must be provided in first request."),
         (

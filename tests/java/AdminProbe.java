@@ -50,6 +50,8 @@ import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.message.ApiVersionsResponseData;
+import org.apache.kafka.common.message.ConsumerGroupDescribeRequestData;
+import org.apache.kafka.common.message.ConsumerGroupDescribeResponseData;
 import org.apache.kafka.common.message.FindCoordinatorRequestData;
 import org.apache.kafka.common.message.FindCoordinatorResponseData;
 import org.apache.kafka.common.protocol.ApiKeys;
@@ -58,6 +60,8 @@ import org.apache.kafka.common.requests.AbstractRequest;
 import org.apache.kafka.common.requests.AbstractResponse;
 import org.apache.kafka.common.requests.ApiVersionsRequest;
 import org.apache.kafka.common.requests.ApiVersionsResponse;
+import org.apache.kafka.common.requests.ConsumerGroupDescribeRequest;
+import org.apache.kafka.common.requests.ConsumerGroupDescribeResponse;
 import org.apache.kafka.common.requests.FindCoordinatorRequest;
 import org.apache.kafka.common.requests.FindCoordinatorResponse;
 import org.apache.kafka.common.requests.RequestHeader;
@@ -102,6 +106,14 @@ import org.apache.kafka.common.requests.RequestHeader;
  *                                memberId, instanceId, clientId, host and assignment as "topic-p")
  *                                or {"error": exception class}
  *   delete-groups G1,G2          deleteConsumerGroups: "results" by id, null or the exception class
+ *   consumer-group-describe G1,G2
+ *                                ConsumerGroupDescribe (KIP-848) at the newest version both sides
+ *                                support, over a plain socket with the client's own request and
+ *                                response classes (Admin 3.9 does not expose epochs): "version" and
+ *                                "groups" by id, each error (name), errorMessage, state, groupEpoch,
+ *                                assignmentEpoch, assignor and members (sorted by memberId) with
+ *                                memberId, instanceId, memberEpoch, clientId, clientHost,
+ *                                subscribedTopicNames, assignment and targetAssignment as "topic-p"
  *   group-offsets G              listConsumerGroupOffsets: "offsets" {"topic-p": offset}
  *   delete-group-offsets G T:P,...
  *                                deleteConsumerGroupOffsets: "partitions" {"topic-p": null or the
@@ -213,6 +225,9 @@ public class AdminProbe {
                     break;
                 case "delete-groups":
                     deleteGroups(out, arg(words, 1));
+                    break;
+                case "consumer-group-describe":
+                    consumerGroupDescribe(out, arg(words, 1));
                     break;
                 case "group-offsets":
                     groupOffsets(out, arg(words, 1));
@@ -452,6 +467,9 @@ public class AdminProbe {
                     m.put("clientId", md.clientId());
                     m.put("host", md.host());
                     m.put("assignment", partitionNames(md.assignment().topicPartitions()));
+                    if (md.targetAssignment().isPresent()) { // only from ConsumerGroupDescribe
+                        m.put("targetAssignment", partitionNames(md.targetAssignment().get().topicPartitions()));
+                    }
                     members.put(md.consumerId(), m);
                 }
                 g.put("members", new ArrayList<>(members.values()));
@@ -461,6 +479,65 @@ public class AdminProbe {
             groups.put(e.getKey(), g);
         }
         out.put("groups", groups);
+    }
+
+    /** ConsumerGroupDescribe sent directly to the (single) broker, which is every group's coordinator. */
+    private void consumerGroupDescribe(Map<String, Object> out, String ids) throws Exception {
+        String[] hp = bootstrap.split(",")[0].split(":");
+        try (Socket s = new Socket()) {
+            s.connect(new InetSocketAddress(hp[0], Integer.parseInt(hp[1])), 10000);
+            s.setSoTimeout(10000);
+            DataOutputStream os = new DataOutputStream(s.getOutputStream());
+            DataInputStream is = new DataInputStream(s.getInputStream());
+            ApiVersionsResponse av = (ApiVersionsResponse) roundTrip(
+                    os, is, new ApiVersionsRequest.Builder().build(ApiKeys.API_VERSIONS.latestVersion()), "admin-probe");
+            ApiVersionsResponseData.ApiVersion cgd = av.apiVersion(ApiKeys.CONSUMER_GROUP_DESCRIBE.id);
+            if (cgd == null) {
+                throw new IllegalStateException("broker does not advertise ConsumerGroupDescribe");
+            }
+            short v = (short) Math.min(cgd.maxVersion(), ApiKeys.CONSUMER_GROUP_DESCRIBE.latestVersion(true));
+            ConsumerGroupDescribeRequestData data = new ConsumerGroupDescribeRequestData()
+                    .setGroupIds(new ArrayList<>(Arrays.asList(ids.split(","))));
+            ConsumerGroupDescribeResponse r = (ConsumerGroupDescribeResponse) roundTrip(
+                    os, is, new ConsumerGroupDescribeRequest.Builder(data, true).build(v), "admin-probe");
+            Map<String, Object> groups = new TreeMap<>();
+            for (ConsumerGroupDescribeResponseData.DescribedGroup g : r.data().groups()) {
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("error", Errors.forCode(g.errorCode()).name());
+                m.put("errorMessage", g.errorMessage());
+                m.put("state", g.groupState());
+                m.put("groupEpoch", g.groupEpoch());
+                m.put("assignmentEpoch", g.assignmentEpoch());
+                m.put("assignor", g.assignorName());
+                TreeMap<String, Object> members = new TreeMap<>();
+                for (ConsumerGroupDescribeResponseData.Member md : g.members()) {
+                    Map<String, Object> mm = new LinkedHashMap<>();
+                    mm.put("memberId", md.memberId());
+                    mm.put("instanceId", md.instanceId());
+                    mm.put("memberEpoch", md.memberEpoch());
+                    mm.put("clientId", md.clientId());
+                    mm.put("clientHost", md.clientHost());
+                    mm.put("subscribedTopicNames", md.subscribedTopicNames());
+                    mm.put("assignment", describedPartitions(md.assignment()));
+                    mm.put("targetAssignment", describedPartitions(md.targetAssignment()));
+                    members.put(md.memberId(), mm);
+                }
+                m.put("members", new ArrayList<>(members.values()));
+                groups.put(g.groupId(), m);
+            }
+            out.put("version", (int) v);
+            out.put("groups", groups);
+        }
+    }
+
+    private static List<Object> describedPartitions(ConsumerGroupDescribeResponseData.Assignment a) {
+        List<TopicPartition> tps = new ArrayList<>();
+        for (ConsumerGroupDescribeResponseData.TopicPartitions t : a.topicPartitions()) {
+            for (int p : t.partitions()) {
+                tps.add(new TopicPartition(t.topicName(), p));
+            }
+        }
+        return partitionNames(tps);
     }
 
     private void deleteGroups(Map<String, Object> out, String ids) throws Exception {

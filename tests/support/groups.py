@@ -4,7 +4,10 @@ and the check that a group has settled.
 A member is a process we can SIGKILL (a real crash: no LeaveGroup, no more heartbeats). Python
 members run this module (``python -m tests.support.groups CONFIG_JSON``) with kafka-python,
 aiokafka or confluent-kafka; Java members run tests/java/GroupProbe.java. Both speak the same
-line protocol:
+line protocol. A confluent-kafka member with ``"protocol": "consumer"`` in its config joins a
+KIP-848 consumer group (``group.protocol=consumer``, optional ``"remote_assignor"``); its
+"generation" is then the member epoch, as is the Java member's with ``group.protocol=consumer``.
+For those groups use :func:`consumer_group_view` and :func:`wait_consumer_settled`.
 
 stdin, one command a line: ``commit`` (commit the position of every assigned partition, i.e.
 exactly the records delivered so far), ``state`` (report the state now), ``close`` (close the
@@ -337,6 +340,109 @@ def _unsettled(view: GroupView | None, members: list[Member], partitions: int) -
     return ""
 
 
+# ------------------------------------------------------------------------ KIP-848 consumer groups
+
+
+@dataclass
+class ConsumerGroupView:
+    """The broker's view of a KIP-848 consumer group (read on the broker's loop)."""
+
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    #: member id -> (instance id, member epoch, partitions of the topic it owns now)
+    members: dict[str, tuple[str | None, int, list[int]]]
+    #: member id -> partitions of the topic in its target assignment
+    target: dict[str, list[int]]
+
+    def member_of(self, instance_id: str) -> str:
+        return next(m for m, (inst, _, _) in self.members.items() if inst == instance_id)
+
+
+def consumer_group_view(bt: Any, group_id: str, topic: str) -> ConsumerGroupView | None:
+    def read() -> ConsumerGroupView | None:
+        g = bt.broker.groups.state.consumer_groups.get(group_id)
+        if g is None:
+            return None
+        ids = {tid for tid, meta in g.topics.items() if meta.name == topic}
+
+        def of(parts: dict) -> list[int]:
+            return sorted(p for tid, ps in parts.items() if tid in ids for p in ps)
+
+        members = {mid: (m.instance_id, m.member_epoch, of(m.assigned)) for mid, m in g.members.items()}
+        target = {mid: of(t) for mid, t in g.target.items()}
+        return ConsumerGroupView(g.state.value, g.group_epoch, g.assignment_epoch, members, target)
+
+    return bt.call(read)
+
+
+def wait_consumer_settled(
+    bt: Any,
+    group: str,
+    topic: str,
+    members: list[Member],
+    partitions: int = 6,
+    timeout: float = SETTLE_TIMEOUT,
+) -> ConsumerGroupView:
+    """The KIP-848 counterpart of :func:`wait_settled`: the consumer group is Stable with exactly
+    ``members``, each member's epoch is the assignment epoch, every member reports the member id
+    and the partitions the broker holds for it, and the assignments are disjoint, complete and
+    balanced."""
+    deadline = time.monotonic() + timeout
+    while True:
+        view = consumer_group_view(bt, group, topic)
+        problem = _consumer_unsettled(view, members, partitions)
+        if not problem:
+            return view  # type: ignore[return-value]
+        for m in members:
+            if not m.alive:
+                raise AssertionError(f"{m.name} exited\n{m.describe()}")
+        if time.monotonic() > deadline:
+            details = "\n".join(m.describe() for m in members)
+            raise AssertionError(
+                f"consumer group {group} did not settle: {problem}\nbroker: {view}\n{details}"
+            )
+        time.sleep(0.05)
+
+
+def _consumer_unsettled(view: ConsumerGroupView | None, members: list[Member], partitions: int) -> str:
+    if view is None:
+        return "no such group"
+    if view.state != "Stable":
+        return f"state {view.state}"
+    states = {m.name: m.state for m in members}
+    if any(s is None for s in states.values()):
+        return "a member has not reported yet"
+    ids = {s["memberId"] for s in states.values()}  # type: ignore[index]
+    if ids != set(view.members) or len(ids) != len(members):
+        return f"members {sorted(ids)} != broker's {sorted(view.members)}"
+    for name, s in states.items():
+        assert s is not None
+        _, epoch, owned = view.members[s["memberId"]]
+        if epoch != view.assignment_epoch:
+            return f"{name} at epoch {epoch}, assignment epoch {view.assignment_epoch}"
+        if s["generation"] is not None and s["generation"] != epoch:
+            return f"{name} reports epoch {s['generation']}, broker has {epoch}"
+        if s["assignment"] != owned:
+            return f"{name} holds {s['assignment']}, broker assigned {owned}"
+    owned_all = [p for s in states.values() for p in s["assignment"]]  # type: ignore[index]
+    if sorted(owned_all) != list(range(partitions)):
+        return f"assignments not disjoint and complete: {sorted(owned_all)}"
+    sizes = [len(s["assignment"]) for s in states.values()]  # type: ignore[index]
+    if max(sizes) - min(sizes) > 1:
+        return f"unbalanced: {sizes}"
+    return ""
+
+
+def wait_consumer_empty(bt: Any, group: str, topic: str, timeout: float = 30) -> ConsumerGroupView:
+    """Wait until the broker has the consumer group Empty (it exists, without members)."""
+    deadline = time.monotonic() + timeout
+    while (view := consumer_group_view(bt, group, topic)) is None or view.state != "Empty" or view.members:
+        assert time.monotonic() < deadline, f"consumer group {group} is not Empty: {view}"
+        time.sleep(0.02)
+    return view
+
+
 def assignments(members: list[Member]) -> dict[str, list[int]]:
     return {m.name: m.state["assignment"] for m in members}  # type: ignore[index]
 
@@ -444,10 +550,12 @@ def resume_after_commit(
     group: str,
     topic: str,
     start: Callable[[Any, str, int | None], Member],
+    wait_empty: Callable[[Any, str, str], Any] | None = None,
 ) -> None:
     """Member A delivers part of the topic, commits exactly what it delivered and closes; (the broker
     restarts on the same data directory;) member B of the same group starts exactly at the
-    committed offsets: together they deliver every record once."""
+    committed offsets: together they deliver every record once. ``wait_empty`` waits until the
+    broker has the group without members (default: a classic group, :func:`wait_state` Empty)."""
     bt = bt_factory()
     bt.call(bt.broker.create_topic, topic, PARTITIONS)
     expected = produce(bt, topic, PARTITIONS, 50)
@@ -465,8 +573,11 @@ def resume_after_commit(
     assert all(off == 0 for p, off in committed.items() if p not in delivered_to), committed
     if restart is not None:
         bt = restart(bt)
-    view = wait_state(bt, group, topic, "Empty")
-    assert not view.members, view
+    if wait_empty is None:
+        view = wait_state(bt, group, topic, "Empty")
+        assert not view.members, view
+    else:
+        wait_empty(bt, group, topic)
     fetched = bt.call(lambda: _committed(bt, group, topic))
     assert fetched == {p: off for p, off in committed.items()}, "the broker lost committed offsets"
 
@@ -696,11 +807,18 @@ def _member_confluent(cfg: dict, commands: queue.Queue[str]) -> None:
         "client.id": cfg.get("client_id", "ck-member"),
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
-        "session.timeout.ms": cfg["session_ms"],
-        "heartbeat.interval.ms": cfg["heartbeat_ms"],
         "max.poll.interval.ms": cfg.get("max_poll_ms", 30000),
-        "partition.assignment.strategy": cfg.get("strategy", "range"),
     }
+    if cfg.get("protocol") == "consumer":
+        # KIP-848: the session timeout, heartbeat interval and assignor live on the broker; the
+        # client may only name a server-side assignor (librdkafka refuses the classic settings)
+        conf["group.protocol"] = "consumer"
+        if cfg.get("remote_assignor"):
+            conf["group.remote.assignor"] = cfg["remote_assignor"]
+    else:
+        conf["session.timeout.ms"] = cfg["session_ms"]
+        conf["heartbeat.interval.ms"] = cfg["heartbeat_ms"]
+        conf["partition.assignment.strategy"] = cfg.get("strategy", "range")
     if cfg.get("instance_id"):
         conf["group.instance.id"] = cfg["instance_id"]
     tracker = _Tracker(cfg.get("limit"))

@@ -72,17 +72,15 @@ def validate(req: ConsumerGroupHeartbeatRequest, version: int, assignors: list[s
     def bad(msg: str) -> HeartbeatError:
         return HeartbeatError(ErrorCode.INVALID_REQUEST, msg)
 
+    epoch = req.member_epoch
+    if (version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH) and not req.member_id:
+        raise bad("MemberId can't be empty.")
     if not req.group_id:
         raise bad("GroupId can't be empty.")
     if req.instance_id is not None and not req.instance_id:
         raise bad("InstanceId can't be empty.")
     if req.rack_id is not None and not req.rack_id:
         raise bad("RackId can't be empty.")
-    if version >= 1 and not req.member_id:
-        raise bad("MemberId can't be empty.")
-    epoch = req.member_epoch
-    if epoch > 0 and not req.member_id:
-        raise bad("MemberId can't be empty.")
     if epoch == 0:
         if req.rebalance_timeout_ms == -1:
             raise bad("RebalanceTimeoutMs must be provided in first request.")
@@ -154,10 +152,7 @@ def heartbeat(
     try:
         return _heartbeat(st, group, req, version, client_id, client_host, topics, assign, now, result)
     except HeartbeatError as e:
-        failed = _error(e.code, e.message)
-        if e.code == ErrorCode.FENCED_MEMBER_EPOCH:
-            failed.records = result.records  # the fenced member's removal is written
-        return failed
+        return _error(e.code, e.message)
 
 
 def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, now, result) -> Result:
@@ -194,7 +189,8 @@ def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, 
                 and subset(owned, member.assigned)
             )
             if not lost_response:
-                _fence(st, group, member, now, result)
+                # as in Kafka 4.x, nothing is written: the member must rejoin with epoch 0 (which
+                # resets it) or its session expires
                 raise HeartbeatError(
                     ErrorCode.FENCED_MEMBER_EPOCH,
                     f"The member epoch {epoch} does not match the expected epoch {member.member_epoch}.",
@@ -362,16 +358,6 @@ def _remove(st, group: ConsumerGroup, member_id: str, result: Result) -> None:
     result.records.append(rec.group_epoch(gid, group.group_epoch + 1))
     st.timers.cancel(f"csession:{gid}:{member_id}")
     st.timers.cancel(f"crevoke:{gid}:{member_id}")
-
-
-def _fence(st, group: ConsumerGroup, member: ConsumerMember, now: int, result: Result) -> None:
-    log.info(
-        "consumer group %s: fencing member %s at epoch %d",
-        group.group_id,
-        member.member_id,
-        member.member_epoch,
-    )
-    _remove(st, group, member.member_id, result)
 
 
 def _schedule_session(st, gid: str, member_id: str, now: int) -> None:
