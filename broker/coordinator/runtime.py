@@ -20,6 +20,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from time import time as _time
 from typing import Any, Protocol
 
 from broker.log.batch import validate_produce
@@ -70,6 +71,13 @@ class ManualTimers:
     def cancel(self, key: str) -> None:
         self.timers.pop(key, None)
 
+    def extend(self, key: str, deadline_ms: int) -> bool:
+        entry = self.timers.get(key)
+        if entry is None or deadline_ms < entry[0]:
+            return False
+        self.timers[key] = (deadline_ms, entry[1])
+        return True
+
     def due(self) -> list[tuple[str, int]]:
         return sorted(((k, d) for k, (d, _op) in self.timers.items()), key=lambda kv: (kv[1], kv[0]))
 
@@ -89,38 +97,70 @@ class Coordinator(Protocol):
 
 
 class LoopTimers:
-    """Keyed timers on the event loop; a fired timer runs its operation through the runtime."""
+    """Keyed timers on the event loop; a fired timer runs its operation through the runtime.
+
+    Pushing a deadline later (every heartbeat does, for the session timer) only records it: the
+    armed loop timer, when it fires early, re-arms itself for the remainder. So the hot path is a
+    dict store, not a cancel and a new loop timer.
+    """
 
     def __init__(self, runtime: CoordinatorRuntime):
         self.runtime = runtime
-        self.handles: dict[str, asyncio.TimerHandle] = {}
+        self.deadlines: dict[str, tuple[int, Callable[[int], Result]]] = {}
+        self.handles: dict[str, tuple[int, asyncio.TimerHandle]] = {}  # key -> (armed for, handle)
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def schedule(self, key: str, deadline_ms: int, op: Callable[[int], Result]) -> None:
-        self.cancel(key)
-        loop = asyncio.get_event_loop()
-        delay = max(0.0, (deadline_ms - self.runtime.clock.now_ms()) / 1000)
-        self.handles[key] = loop.call_later(delay, self._fire, key, op)
+        self.deadlines[key] = (deadline_ms, op)
+        armed = self.handles.get(key)
+        if armed is not None and armed[0] <= deadline_ms:
+            return  # fires first and re-arms for the rest
+        if armed is not None:
+            armed[1].cancel()
+        self._arm(key, deadline_ms)
 
-    def _fire(self, key: str, op: Callable[[int], Result]) -> None:
+    def extend(self, key: str, deadline_ms: int) -> bool:
+        """Move a scheduled timer's deadline later, keeping its operation; False if none is set."""
+        entry = self.deadlines.get(key)
+        if entry is None or deadline_ms < entry[0]:
+            return False
+        self.deadlines[key] = (deadline_ms, entry[1])
+        return True
+
+    def _arm(self, key: str, deadline_ms: int) -> None:
+        if self.loop is None:
+            self.loop = asyncio.get_event_loop()
+        delay = max(0.0, (deadline_ms - self.runtime.clock.now_ms()) / 1000)
+        self.handles[key] = (deadline_ms, self.loop.call_later(delay, self._fire, key))
+
+    def _fire(self, key: str) -> None:
         self.handles.pop(key, None)
+        entry = self.deadlines.get(key)
+        if entry is None:
+            return
+        deadline, op = entry
+        if deadline > self.runtime.clock.now_ms():
+            self._arm(key, deadline)  # pushed later since it was armed
+            return
+        del self.deadlines[key]
         self.runtime.run_detached(op)
 
     def cancel(self, key: str) -> None:
-        h = self.handles.pop(key, None)
-        if h is not None:
-            h.cancel()
+        self.deadlines.pop(key, None)
+        armed = self.handles.pop(key, None)
+        if armed is not None:
+            armed[1].cancel()
 
     def cancel_all(self) -> None:
-        for h in self.handles.values():
+        for _deadline, h in self.handles.values():
             h.cancel()
         self.handles.clear()
+        self.deadlines.clear()
 
 
 class SystemClock:
     def now_ms(self) -> int:
-        import time
-
-        return int(time.time() * 1000)
+        return int(_time() * 1000)
 
 
 class CoordinatorRuntime:

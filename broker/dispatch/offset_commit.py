@@ -4,14 +4,19 @@ flexible; v9 member epochs for consumer groups; v10 topic ids. Rules: broker/coo
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from broker.protocol.generated.offset_commit import OffsetCommitRequest
 
-from .registry import RequestContext
+from .registry import Deferred, RequestContext
 
 API_KEY = 8
 
 
 def handle(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
-    return ctx.broker.groups.commit_offsets(ctx, req)
+    result = ctx.broker.groups.commit_offsets(ctx, req)
+    if asyncio.iscoroutine(result):
+        # the commit is applied; only its flush is awaited: the connection may go on meanwhile
+        return Deferred(result)
+    return result

@@ -59,8 +59,14 @@ class Listener:
             self._sweeper.cancel()
         if self.server is not None:
             self.server.close()
+        pending = []
         for conn in list(self.broker.connections):
+            pending += [t for t in (conn._task, *conn._deferred_tasks) if t is not None and not t.done()]
             if conn.transport is not None:
                 conn.transport.close()
+        for task in pending:
+            task.cancel()
+        if pending:  # let parked requests (long polls, joins) finish cancelling
+            await asyncio.gather(*pending, return_exceptions=True)
         if self.server is not None:
             await self.server.wait_closed()

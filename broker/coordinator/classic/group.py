@@ -57,6 +57,14 @@ class Member:
     join: tuple[asyncio.Future | Any, int] | None = None
     sync: tuple[asyncio.Future | Any, int] | None = None
     is_new: bool = False
+    _session_key: str | None = field(default=None, repr=False, compare=False)
+
+    def session_key(self, group_id: str) -> str:
+        """The key of this member's session timer (built once)."""
+        key = self._session_key
+        if key is None:
+            key = self._session_key = f"session:{group_id}:{self.member_id}"
+        return key
 
     def metadata(self, protocol: str) -> bytes:
         for name, meta in self.protocols:

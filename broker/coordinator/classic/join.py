@@ -75,7 +75,7 @@ def _answer(group: ClassicGroup, member: Member, version: int, skip: bool = Fals
 
 
 def schedule_session(st: CoordinatorState, group: ClassicGroup, member: Member, now: int) -> None:
-    key = f"session:{group.group_id}:{member.member_id}"
+    key = member.session_key(group.group_id)
     st.timers.schedule(
         key, now + member.session_timeout_ms, lambda t: session_expired(st, group, member.member_id, t)
     )
