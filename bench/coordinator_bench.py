@@ -52,6 +52,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,11 @@ def proc_user_sys(pid: int) -> tuple[float, float]:
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated import APIS, codec, request_header
+from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest
+from broker.protocol.generated.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatRequestTopicPartitions,
+)
 from broker.protocol.generated.create_topics import CreatableTopic, CreateTopicsRequest
 from broker.protocol.generated.heartbeat import HeartbeatRequest
 from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
@@ -90,7 +96,11 @@ HEARTBEAT_BAR = 0.5
 REBALANCE_BAR_MS = 50.0
 
 JOIN, SYNC, HEARTBEAT, COMMIT, CREATE_TOPICS = 11, 14, 12, 8, 19
-VERSIONS = {JOIN: 9, SYNC: 5, HEARTBEAT: 4, COMMIT: 9, CREATE_TOPICS: 5}
+CG_HEARTBEAT, CG_DESCRIBE = 68, 69
+VERSIONS = {JOIN: 9, SYNC: 5, HEARTBEAT: 4, COMMIT: 9, CREATE_TOPICS: 5, CG_HEARTBEAT: 1, CG_DESCRIBE: 1}
+CG_REBALANCE_TIMEOUT_MS = 60_000
+CLASSIC_PARTS = {"heartbeat", "commit", "rebalance"}
+CONSUMER_PARTS = {"consumer-heartbeat", "consumer-rebalance"}
 PROTOCOL_TYPE = "consumer"
 ASSIGNOR = "range"
 COMMITTED_OFFSET = 4242
@@ -595,6 +605,222 @@ async def rebalance_series(
     return times, splits
 
 
+# ---------------------------------------------------------------------------------------- KIP-848
+
+
+def cg_request(group_id: str, member_id: str, epoch: int, owned: dict, topic: str | None = None) -> Any:
+    """ConsumerGroupHeartbeat v1: a join (epoch 0: subscription and rebalance timeout, no owned
+    partitions) or a heartbeat carrying the member's epoch and everything it owns."""
+    joining = epoch == 0
+    return ConsumerGroupHeartbeatRequest(
+        group_id=group_id,
+        member_id=member_id,
+        member_epoch=epoch,
+        rebalance_timeout_ms=CG_REBALANCE_TIMEOUT_MS if joining else -1,
+        subscribed_topic_names=[topic] if joining else None,
+        topic_partitions=[
+            ConsumerGroupHeartbeatRequestTopicPartitions(t, sorted(ps)) for t, ps in sorted(owned.items())
+        ],
+    )
+
+
+class CgMember:
+    """A KIP-848 consumer as the coordinator sees it: it adopts every assignment it is sent (revoking
+    at once) and reports what it owns on its next heartbeat."""
+
+    __slots__ = ("member_id", "epoch", "owned")
+
+    def __init__(self) -> None:
+        self.member_id = str(uuid.uuid4())
+        self.epoch = 0
+        self.owned: dict = {}
+
+    def apply(self, resp: Any, label: str) -> bool:
+        """Take a response in; True when the member's epoch or assignment changed."""
+        if resp.error_code:
+            raise BenchError(
+                f"{label}: ConsumerGroupHeartbeat: {err_name(resp.error_code)} {resp.error_message}"
+            )
+        changed = resp.member_epoch != self.epoch
+        self.epoch = resp.member_epoch
+        if resp.assignment is not None:
+            owned = {
+                tp.topic_id: frozenset(tp.partitions)
+                for tp in resp.assignment.topic_partitions
+                if tp.partitions
+            }
+            changed = changed or owned != self.owned
+            self.owned = owned
+        return changed
+
+
+async def create_topics(port: int, names: list[str], partitions: int) -> None:
+    conn = await Conn.open(port, "CreateTopics")
+    try:
+        req = CreateTopicsRequest(
+            topics=[CreatableTopic(name=n, num_partitions=partitions, replication_factor=1) for n in names],
+            timeout_ms=30000,
+            validate_only=False,
+        )
+        resp = await conn.call(CREATE_TOPICS, req)
+        for t in resp.topics:
+            if t.error_code not in (0, ErrorCode.TOPIC_ALREADY_EXISTS):
+                raise BenchError(f"CreateTopics {t.name}: {err_name(t.error_code)} {t.error_message}")
+    finally:
+        conn.close()
+
+
+async def cg_describe(conn: Conn, group_id: str) -> Any:
+    resp = await conn.call(CG_DESCRIBE, ConsumerGroupDescribeRequest(group_ids=[group_id]))
+    g = resp.groups[0]
+    if g.error_code:
+        raise BenchError(f"ConsumerGroupDescribe {group_id}: {err_name(g.error_code)} {g.error_message}")
+    return g
+
+
+def cg_stable(g: Any, members: list[CgMember]) -> bool:
+    """Stable at the group epoch, every member at it and owning exactly what the coordinator says."""
+    if g.group_state != "Stable" or g.assignment_epoch != g.group_epoch or len(g.members) != len(members):
+        return False
+    described = {
+        m.member_id: (
+            m.member_epoch,
+            {tp.topic_id: frozenset(tp.partitions) for tp in m.assignment.topic_partitions if tp.partitions},
+        )
+        for m in g.members
+    }
+    return all(described.get(m.member_id) == (g.group_epoch, m.owned) for m in members)
+
+
+async def cg_settle(port: int, group_id: str, n: int, topic: str, args: Any) -> list[CgMember]:
+    """``n`` members join ``group_id`` and heartbeat (one connection, in turn) until the group is Stable."""
+    conn = await Conn.open(port, f"consumer group {group_id}")
+    members = [CgMember() for _ in range(n)]
+    deadline = time.monotonic() + args.setup_timeout
+    try:
+        joins = [conn.send(CG_HEARTBEAT, cg_request(group_id, m.member_id, 0, {}, topic)) for m in members]
+        for m, fut in zip(members, joins, strict=True):
+            m.apply(await conn.wait(fut, CG_HEARTBEAT), f"{group_id} {m.member_id}")
+        while not cg_stable(await cg_describe(conn, group_id), members):
+            if time.monotonic() > deadline:
+                raise BenchError(f"consumer group {group_id}: not Stable within {args.setup_timeout:g} s")
+            for m in members:
+                resp = await conn.call(CG_HEARTBEAT, cg_request(group_id, m.member_id, m.epoch, m.owned))
+                m.apply(resp, f"{group_id} {m.member_id}")
+        return members
+    finally:
+        conn.close()
+
+
+async def cg_setup(port: int, args: Any) -> Workload:
+    """Topics (one per group), settled groups, and each member's steady-state heartbeat verified."""
+    topics = [f"cg-bench-topic-{g}" for g in range(args.groups)]
+    await create_topics(port, topics, args.consumer_partitions)
+    sem = asyncio.Semaphore(args.setup_concurrency)
+
+    async def settled(g: int) -> list[CgMember]:
+        async with sem:
+            return await cg_settle(port, f"cg-bench-group-{g}", args.members, topics[g], args)
+
+    groups = await gather_all(settled(g) for g in range(args.groups))
+    frames = [
+        [
+            request_frame(CG_HEARTBEAT, cg_request(f"cg-bench-group-{g}", m.member_id, m.epoch, m.owned))
+            for m in ms
+        ]
+        for g, ms in enumerate(groups)
+    ]
+
+    def steady(resp: Any) -> str | None:
+        if resp.error_code:
+            return f"error {err_name(resp.error_code)}"
+        if resp.assignment is not None:
+            return "a settled member was sent a new assignment"
+        return None
+
+    answers = await verify(port, CG_HEARTBEAT, frames, steady)
+    return Workload(
+        "consumer heartbeat",
+        CG_HEARTBEAT,
+        [list(zip(f, a, strict=True)) for f, a in zip(frames, answers, strict=True)],
+    )
+
+
+async def cg_timed_rebalance(port: int, group_id: str, n: int, topic: str, args: Any) -> float:
+    """Milliseconds from writing ``n`` joins (epoch 0, each member on its own connection) to the
+    response after which every member is at the group epoch, owning its target: then the group is
+    Stable, which ConsumerGroupDescribe confirms (untimed)."""
+    conns = [await Conn.open(port, f"{group_id} member {i}") for i in range(n)]
+    members = [CgMember() for _ in range(n)]
+    poll = args.consumer_poll_ms / 1000
+    done = asyncio.Event()
+    t1 = 0.0
+    nparts = args.consumer_partitions
+
+    def converged() -> bool:
+        top = max(m.epoch for m in members)
+        if any(m.epoch != top for m in members):
+            return False
+        # all at the newest epoch, so nobody is revoking; owned partitions are within each
+        # member's target, so when they cover every partition each member owns its whole target
+        return sum(len(ps) for m in members for ps in m.owned.values()) == nparts
+
+    try:
+        futs = [
+            c.send(CG_HEARTBEAT, cg_request(group_id, m.member_id, 0, {}, topic))
+            for c, m in zip(conns, members, strict=True)
+        ]
+        t0 = time.perf_counter()
+
+        async def member(i: int) -> None:
+            nonlocal t1
+            conn, m = conns[i], members[i]
+            changed = m.apply(await conn.wait(futs[i], CG_HEARTBEAT), conn.label)
+            while True:
+                if not done.is_set() and converged():
+                    t1 = time.perf_counter()
+                    done.set()
+                if done.is_set():
+                    return
+                if not changed:  # waiting for others to release: heartbeat again shortly
+                    try:
+                        await asyncio.wait_for(done.wait(), poll)
+                        return
+                    except TimeoutError:
+                        pass
+                resp = await conn.call(CG_HEARTBEAT, cg_request(group_id, m.member_id, m.epoch, m.owned))
+                changed = m.apply(resp, conn.label)
+
+        await asyncio.wait_for(gather_all(member(i) for i in range(n)), args.setup_timeout)
+        elapsed = (t1 - t0) * 1000
+        g = await cg_describe(conns[0], group_id)
+        if not cg_stable(g, members):
+            raise BenchError(
+                f"{group_id}: the members converged but ConsumerGroupDescribe says {g.group_state} "
+                f"(group epoch {g.group_epoch}, assignment epoch {g.assignment_epoch})"
+            )
+        return elapsed
+    except TimeoutError:
+        raise BenchError(f"{group_id}: not Stable within {args.setup_timeout:g} s") from None
+    finally:
+        for c in conns:
+            c.close()
+
+
+async def cg_rebalance_series(port: int, args: Any, tag: str) -> list[float]:
+    topic = f"cg-bench-rebalance-{tag}"
+    await create_topics(port, [topic], args.consumer_partitions)
+    times = []
+    for k in range(args.rebalance_groups):
+        times.append(
+            await cg_timed_rebalance(
+                port, f"cg-bench-rebalance-{tag}-{k}", args.rebalance_members, topic, args
+            )
+        )
+        await asyncio.sleep(0.2)
+    return times
+
+
 # ---------------------------------------------------------------------------------------- load generator
 
 
@@ -790,7 +1016,7 @@ def describe_error(api_key: int, payload: bytes) -> str:
         resp = decode_response(api_key, payload)
     except Exception as e:
         return f"undecodable answer {payload[:80]!r} ({e!r})"
-    if api_key == HEARTBEAT:
+    if api_key in (HEARTBEAT, CG_HEARTBEAT):
         return f"error {err_name(resp.error_code)}"
     return "errors " + ", ".join(err_name(p.error_code) for t in resp.topics for p in t.partitions)
 
@@ -873,18 +1099,37 @@ def main() -> int:
     ap.add_argument("--broker-config", action="append", default=[], metavar="K=V", help="extra broker config")
     ap.add_argument(
         "--parts",
-        default="heartbeat,commit,rebalance",
+        default="heartbeat,commit,rebalance,consumer-heartbeat,consumer-rebalance",
         help="which measurements to run (comma-separated; default all)",
     )
+    ap.add_argument(
+        "--consumer-protocol",
+        action="store_true",
+        help="only the KIP-848 measurements (same as --parts consumer-heartbeat,consumer-rebalance)",
+    )
+    ap.add_argument(
+        "--consumer-partitions", type=int, default=6, help="partitions of each KIP-848 group's topic"
+    )
+    ap.add_argument(
+        "--consumer-poll-ms",
+        type=float,
+        default=2.0,
+        help="KIP-848 rebalance: pause before heartbeating again when the last answer changed nothing",
+    )
     args = ap.parse_args()
+    if args.consumer_protocol:
+        args.parts = ",".join(sorted(CONSUMER_PARTS))
     modes = [m.strip() for m in args.flush.split(",") if m.strip()]
     if not modes or any(m not in ("always", "interval", "never") for m in modes):
         ap.error("--flush takes always, interval and/or never, comma-separated")
     if not (args.broker_root / "broker" / "__main__.py").is_file():
         ap.error(f"--broker-root {args.broker_root}: no broker/__main__.py there")
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    if not parts or parts - {"heartbeat", "commit", "rebalance"}:
-        ap.error("--parts takes heartbeat, commit and/or rebalance, comma-separated")
+    if not parts or parts - CLASSIC_PARTS - CONSUMER_PARTS:
+        ap.error(
+            "--parts takes heartbeat, commit, rebalance, consumer-heartbeat and/or consumer-rebalance, "
+            "comma-separated"
+        )
 
     import uvloop
 
@@ -921,20 +1166,26 @@ def main() -> int:
             bport = free_port()
             data = tmpdir / f"data-{mode}"
             cmd = [sys.executable, "-m", "broker", "serve", "--port", str(bport), "--data-dir", str(data)]
-            for kv in ["group.initial.rebalance.delay.ms=0", f"log.flush={mode}", *args.broker_config]:
+            for kv in [
+                "group.initial.rebalance.delay.ms=0",
+                "group.consumer.session.timeout.ms=60000",
+                f"log.flush={mode}",
+                *args.broker_config,
+            ]:
                 cmd += ["--config", kv]
             broker = start(cmd, tmpdir / f"broker-{mode}.log", cwd=args.broker_root)
             if load_cpus:
                 os.sched_setaffinity(broker.pid, {cpus[0]})
             wait_ready(broker, bport, 30, f"broker (log.flush={mode})")
             print(f"log.flush={mode} (broker pid {broker.pid})", flush=True)
-            t = time.perf_counter()
-            groups, hb, commits = uvloop.run(setup(bport, args, topic))
-            print(
-                f"  setup: {len(groups)} groups x {args.members} members joined, synced, heartbeat and commit "
-                f"verified in {time.perf_counter() - t:.1f} s",
-                flush=True,
-            )
+            if parts & CLASSIC_PARTS:
+                t = time.perf_counter()
+                groups, hb, commits = uvloop.run(setup(bport, args, topic))
+                print(
+                    f"  setup: {len(groups)} groups x {args.members} members joined, synced, heartbeat and "
+                    f"commit verified in {time.perf_counter() - t:.1f} s",
+                    flush=True,
+                )
             if i == 0 and "heartbeat" in parts:
                 b, e = compare("heartbeat", hb, broker.pid, bport, echo.pid, eport, args, load_cpus)
                 ratio = b["rate"] / e["rate"]
@@ -985,6 +1236,32 @@ def main() -> int:
                     f"rebalance {args.rebalance_members} members (log.flush={mode}): last JoinGroup -> last "
                     f"SyncGroup best {best:.1f} ms, median {med:.1f} ms of {len(times)} "
                     f"({', '.join(f'{x:.1f}' for x in times)})  <{REBALANCE_BAR_MS:g} ms {'ok' if ok else 'MISS'}"
+                )
+                print("  " + line, flush=True)
+                summary.append(line)
+            if i == 0 and "consumer-heartbeat" in parts:
+                t = time.perf_counter()
+                cg = uvloop.run(cg_setup(bport, args))
+                print(
+                    f"  setup: {args.groups} KIP-848 groups x {args.members} members ({args.consumer_partitions}-"
+                    f"partition topic each) Stable, ConsumerGroupHeartbeat verified in "
+                    f"{time.perf_counter() - t:.1f} s",
+                    flush=True,
+                )
+                b, e = compare("consumer-heartbeat", cg, broker.pid, bport, echo.pid, eport, args, load_cpus)
+                line = (
+                    f"ConsumerGroupHeartbeat v1/s {b['rate']:,.0f} ({args.groups * args.members} members), "
+                    f"echo round trips/s {e['rate']:,.0f}, ratio {b['rate'] / e['rate']:.2f} (no bar)"
+                )
+                print("  " + line, flush=True)
+                summary.append(line)
+            if "consumer-rebalance" in parts:
+                times = uvloop.run(cg_rebalance_series(bport, args, mode))
+                line = (
+                    f"KIP-848 rebalance {args.rebalance_members} members (log.flush={mode}): joins sent -> "
+                    f"Stable at the group epoch best {min(times):.1f} ms, median "
+                    f"{statistics.median(times):.1f} ms of {len(times)} ({', '.join(f'{x:.1f}' for x in times)}) "
+                    "(no bar)"
                 )
                 print("  " + line, flush=True)
                 summary.append(line)
