@@ -40,10 +40,11 @@ def describe(
             continue
         if group is None or group.is_in(GroupState.DEAD):
             if version >= 6:
+                kind = "is not a classic group" if gid in st.consumer_groups else "not found"
                 out.append(
                     DescribedGroup(
                         int(ErrorCode.GROUP_ID_NOT_FOUND),
-                        f"group {gid} not found",
+                        f"Group {gid} {kind}.",
                         gid,
                         GroupState.DEAD.value,
                         "",
