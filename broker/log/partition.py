@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 
 from . import records
-from .batch import HEADER, HEADER_SIZE, BatchInfo, assign_offsets
+from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets
 from .config import LogConfig
 from .producers import ProducerState
 from .segment import LogCorruption, Segment
@@ -221,7 +221,11 @@ class PartitionLog:
             if info.base_offset >= self.high_watermark:
                 return None
             if info.max_timestamp >= ts:
-                found = records.offset_for_timestamp(os.pread(seg.fd, info.size, info.position), ts)
+                try:
+                    found = records.offset_for_timestamp(os.pread(seg.fd, info.size, info.position), ts)
+                except InvalidBatch:
+                    # stored as produced (records are not parsed on produce): answer at batch level
+                    return info.base_offset, info.max_timestamp
                 if found is not None:
                     return found
         return None
