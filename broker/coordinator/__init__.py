@@ -106,6 +106,11 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ operations
 
+    def ensure_log(self) -> None:
+        """Create the coordinator's log now (as Metadata for __consumer_offsets does in Kafka)."""
+        if self.runtime.plog is None:
+            self.runtime.plog = self._log.get()
+
     def _run(self, op: Any) -> Any:
         if self.runtime.plog is None:
             self.runtime.plog = self._log.get()

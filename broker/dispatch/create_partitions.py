@@ -23,7 +23,7 @@ from broker.protocol.generated.create_partitions import (
     CreatePartitionsTopicResult,
 )
 
-from .create_topics import check_partition_count, check_replicas
+from .create_topics import MAX_PARTITIONS, check_partition_count, check_replicas
 from .registry import RequestContext
 
 API_KEY = 37
@@ -56,6 +56,20 @@ def _grow(ctx: RequestContext, t: CreatePartitionsTopic, validate_only: bool) ->
 
 
 def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    # the cap on new partitions is for the whole request, as in Kafka's controller
+    added = 0
+    for t in req.topics:
+        current = ctx.broker.topics.get(t.name)
+        added += max(t.count - (current.partitions if current is not None else 0), 0)
+    if added > MAX_PARTITIONS:
+        message = (
+            f"Unable to perform excessively large batch operation ({added} partitions; "
+            f"at most {MAX_PARTITIONS} per request)."
+        )
+        return CreatePartitionsResponse(
+            throttle_time_ms=0,
+            results=[_result(t.name, ErrorCode.POLICY_VIOLATION, message) for t in req.topics],
+        )
     counts = Counter(t.name for t in req.topics)
     reported: set[str] = set()
     results: list[CreatePartitionsTopicResult] = []

@@ -178,6 +178,21 @@ def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> Crea
 
 def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     validate_only = ctx.api_version >= 1 and req.validate_only
+    # like Kafka's controller, the cap is on the whole request, not per topic
+    default = ctx.broker.config["num.partitions"]
+    total = sum(
+        len(t.assignments) or (default if t.num_partitions == -1 else max(t.num_partitions, 0))
+        for t in req.topics
+    )
+    if total > MAX_PARTITIONS:
+        message = (
+            f"Unable to perform excessively large batch operation ({total} partitions; "
+            f"at most {MAX_PARTITIONS} per request)."
+        )
+        return CreateTopicsResponse(
+            throttle_time_ms=0,
+            topics=[_error(t.name, ErrorCode.POLICY_VIOLATION, message) for t in req.topics],
+        )
     counts = Counter(t.name for t in req.topics)
     reported: set[str] = set()
     results: list[CreatableTopicResult] = []

@@ -9,7 +9,10 @@ This node leads every partition. Unknown topics are created when both the broker
 
 from __future__ import annotations
 
+import logging
+
 from broker.cluster import Topic
+from broker.coordinator import OFFSETS_TOPIC
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.metadata import (
     MetadataRequest,
@@ -24,6 +27,8 @@ from . import acl
 from .registry import RequestContext
 
 API_KEY = 3
+
+log = logging.getLogger(__name__)
 
 
 def broker_entry(ctx: RequestContext) -> MetadataResponseBroker:
@@ -76,6 +81,9 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
         seen: set[str] = set()
         for rt in req.topics:
             name = rt.name
+            if name is None and v < 12:  # lookups by topic id only exist from v12, as in Kafka
+                out.append(_error_topic(ErrorCode.INVALID_REQUEST, "", rt.topic_id))
+                continue
             if name is None:
                 topic = registry.by_id(rt.topic_id)
                 if topic is None:
@@ -88,9 +96,17 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             topic = registry.get(name)
             if topic is None and may_create:
                 try:
-                    topic = ctx.broker.create_topic(name, ctx.broker.config["num.partitions"])
+                    if name == OFFSETS_TOPIC:  # created as the coordinator's internal, compacted log
+                        ctx.broker.groups.ensure_log()
+                        topic = registry.get(name)
+                    else:
+                        topic = ctx.broker.create_topic(name, ctx.broker.config["num.partitions"])
                 except KafkaError as e:
                     out.append(_error_topic(e.code, name))
+                    continue
+                except OSError as e:  # e.g. out of file descriptors or disk space
+                    log.error("auto-creating topic %s failed: %s", name, e)
+                    out.append(_error_topic(ErrorCode.KAFKA_STORAGE_ERROR, name))
                     continue
             if topic is None:
                 out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))

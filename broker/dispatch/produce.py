@@ -71,6 +71,13 @@ def handle(ctx: RequestContext, req: ProduceRequest):
             elif topic is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 resp = _error(pd.index, code)
+            elif topic.internal or topic.name.startswith("__"):
+                # the coordinator's own log (and Kafka's other internal topics) take no client writes
+                resp = _error(
+                    pd.index,
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"Cannot append to internal topic {topic.name}",
+                )
             else:
                 resp = _append(ctx, name, pd.index, pd.records, req.transactional_id, now, waits)
             any_error = any_error or resp.error_code != 0

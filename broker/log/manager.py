@@ -114,12 +114,15 @@ class LogManager:
     def delete_topic(self, topic: str) -> None:
         """Close the topic's logs and remove their directories (renamed first, then deleted)."""
         for key in [k for k in self.logs if k[0] == topic]:
-            plog = self.logs.pop(key)
+            plog = self.logs[key]
+            suffix = f".{uuid.uuid4().hex}-delete"
+            # like Kafka's logDeleteDirName: keep the whole name within the 255-byte limit
+            doomed = plog.dir.with_name(plog.dir.name[: 255 - len(suffix)] + suffix)
+            os.rename(plog.dir, doomed)  # only then is the partition gone from the manager
+            del self.logs[key]
             self._dirty.discard(plog)
             self.recovery_points.pop(key, None)
             plog.close_for_delete()
-            doomed = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}-delete")
-            os.rename(plog.dir, doomed)
             shutil.rmtree(doomed, ignore_errors=True)
         # a recreated topic must not inherit the old partitions' recovery points
         self.write_checkpoint()

@@ -176,6 +176,8 @@ class Segment:
         self, data: bytes | bytearray | memoryview, first_offset: int, next_offset: int, max_ts: int
     ) -> int:
         """Append whole batches; returns the position they start at."""
+        if self.closed:  # never write through a file descriptor number that may have been reused
+            raise OSError(9, f"{self.path} is closed")
         position = self.size
         n = os.write(self.fd, data)
         if n != len(data):  # a short write: undo it so nothing half-written is ever read
@@ -216,7 +218,7 @@ class Segment:
     def read(self, position: int, max_bytes: int, limit: int) -> bytes:
         """Whole batches from ``position`` (a batch start) up to ``limit`` (a batch end): at most
         ``max_bytes``, but always the first batch whole even when it is larger (KIP-74)."""
-        if position >= limit:
+        if position >= limit or self.closed:
             return b""
         data = os.pread(self.fd, min(max_bytes, limit - position), position)
         end = 0
