@@ -112,8 +112,7 @@ class GroupCoordinator:
             self.runtime.plog = self._log.get()
 
     def _run(self, op: Any) -> Any:
-        if self.runtime.plog is None:
-            self.runtime.plog = self._log.get()
+        self.ensure_log()
         return self.runtime.run(op)
 
     def join_group(self, ctx: Any, req: Any) -> Any:

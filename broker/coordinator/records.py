@@ -18,6 +18,18 @@ from broker.log.records import build_batch, iter_records
 
 _I16 = Struct(">h")
 
+#: type id -> (key encoder, value version, value encoders, key decoder, value decoders), resolved once
+_CODECS = {
+    rid: (
+        rt.key_codec().ENCODERS[0],
+        rt.value_version,
+        rt.value_codec().ENCODERS,
+        rt.key_codec().DECODERS[0],
+        rt.value_codec().DECODERS,
+    )
+    for rid, rt in RECORD_TYPES.items()
+}
+
 OFFSET_COMMIT = BY_NAME["OffsetCommit"].id
 GROUP_METADATA = BY_NAME["GroupMetadata"].id
 
@@ -29,14 +41,13 @@ class CoordinatorRecord:
     value: Any | None  # None: tombstone
 
     def key_bytes(self) -> bytes:
-        rt = RECORD_TYPES[self.type]
-        return _I16.pack(self.type) + rt.key_codec().ENCODERS[0](self.key)
+        return _I16.pack(self.type) + _CODECS[self.type][0](self.key)
 
     def value_bytes(self) -> bytes | None:
         if self.value is None:
             return None
-        rt = RECORD_TYPES[self.type]
-        return _I16.pack(rt.value_version) + rt.value_codec().ENCODERS[rt.value_version](self.value)
+        _ke, version, encoders, _kd, _vd = _CODECS[self.type]
+        return _I16.pack(version) + encoders[version](self.value)
 
 
 class RecordError(ValueError):
@@ -47,16 +58,16 @@ def decode_record(key: bytes, value: bytes | None) -> CoordinatorRecord:
     if key is None or len(key) < 2:
         raise RecordError("coordinator record without a key")
     rtype = _I16.unpack_from(key, 0)[0]
-    rt = RECORD_TYPES.get(rtype)
-    if rt is None:
+    codecs = _CODECS.get(rtype)
+    if codecs is None:
         raise RecordError(f"unknown coordinator record type {rtype}")
-    k, _ = rt.key_codec().DECODERS[0](bytes(key), 2)
+    _ke, _vv, _ve, key_decoder, decoders = codecs
+    k, _ = key_decoder(bytes(key), 2)
     if value is None or len(value) == 0:
         return CoordinatorRecord(rtype, k, None)
     version = _I16.unpack_from(value, 0)[0]
-    decoders = rt.value_codec().DECODERS
     if not 0 <= version < len(decoders) or decoders[version] is None:
-        raise RecordError(f"{rt.name} value version {version} is not known")
+        raise RecordError(f"{RECORD_TYPES[rtype].name} value version {version} is not known")
     v, _ = decoders[version](bytes(value), 2)
     return CoordinatorRecord(rtype, k, v)
 

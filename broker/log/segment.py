@@ -57,6 +57,7 @@ class Segment:
         self._idx_offsets = array("q")
         self._idx_positions = array("q")
         self._bytes_since_index = 0
+        self._durable_offset = 0  # below this offset, damage is corruption (set by recover)
         self.closed = False
 
     # ------------------------------------------------------------------ loading
@@ -118,7 +119,7 @@ class Segment:
         return 0
 
     def _bad(self, pos: int, reason: str, truncate: bool) -> int:
-        if not truncate or self.next_offset < getattr(self, "_durable_offset", 0):
+        if not truncate or self.next_offset < self._durable_offset:
             raise LogCorruption(self.path, pos, reason)
         dropped = self.size - pos
         log.warning(

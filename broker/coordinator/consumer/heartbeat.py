@@ -159,6 +159,7 @@ def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, 
     cfg = st.consumer_config
     epoch = req.member_epoch
     records = result.records
+    owned = _owned(req)  # what the member says it still holds (None: not said)
     bump = False
     member: ConsumerMember | None
     # ---------------------------------------------------------------- the member
@@ -181,7 +182,6 @@ def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, 
             return _leave(st, group, member, epoch, now, result)
         if member.member_epoch == STATIC_LEFT_EPOCH:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member.member_id} left the group.")
-        owned = _owned(req)
         if epoch != member.member_epoch:
             lost_response = (
                 epoch == member.progress.previous_member_epoch
@@ -262,20 +262,14 @@ def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, 
         return owner is not None and owner != updated.member_id
 
     before = updated.progress
-    progress = reconcile(
-        before, assignment_epoch, target.get(updated.member_id, {}), _owned(req), held_by_other
-    )
+    progress = reconcile(before, assignment_epoch, target.get(updated.member_id, {}), owned, held_by_other)
     if progress != before or epoch == 0:
         records.append(rec.current_assignment(group.group_id, updated.member_id, progress))
     _timers(st, group.group_id, updated, before, progress, now)
     send = (
         epoch == 0
         or progress.assigned != before.assigned
-        or (
-            _owned(req) is not None
-            and _owned(req) != progress.assigned
-            and progress.state == MemberState.STABLE
-        )
+        or (owned is not None and owned != progress.assigned and progress.state == MemberState.STABLE)
     )
     result.response = ConsumerGroupHeartbeatResponse(
         error_code=0,
