@@ -91,6 +91,13 @@ _SETTINGS = [
     Setting(
         "group.consumer.assignors", str, "uniform,range", "Server-side assignors; the first is the default."
     ),
+    Setting(
+        "group.consumer.migration.policy",
+        str,
+        "bidirectional",
+        "Online conversion between classic and consumer groups: bidirectional, upgrade, downgrade, disabled.",
+        choices=("bidirectional", "upgrade", "downgrade", "disabled"),
+    ),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
 
@@ -113,6 +120,8 @@ def _coerce(setting: Setting, raw: Any) -> Any:
         raise ConfigError(f"{setting.name}: expected {setting.type.__name__}, got {raw!r}") from None
     if setting.minimum is not None and value < setting.minimum:
         raise ConfigError(f"{setting.name}: must be at least {setting.minimum}, got {value}")
+    if setting.choices is not None and isinstance(value, str) and value.lower() in setting.choices:
+        value = value.lower()  # Kafka reads enumerated values case-insensitively
     if setting.choices is not None and value not in setting.choices:
         raise ConfigError(f"{setting.name}: must be one of {', '.join(setting.choices)}, got {value!r}")
     return value

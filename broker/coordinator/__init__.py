@@ -77,6 +77,8 @@ class GroupCoordinator:
         )
         self.configs = GroupConfigStore(broker.config.data_dir, broker.config)
         self.state.group_configs = self.configs
+        self.state.topics = self.topics
+        self.state.assign = assign
         self._log = _LazyLog(broker)
         self._heartbeat_ok: dict[int, bytes] = {}
         self.runtime = CoordinatorRuntime(self.state, broker.logs, None, clock or SystemClock())

@@ -77,16 +77,33 @@ def _commit_check(group: ClassicGroup | None, req: OffsetCommitRequest, version:
     return ErrorCode.NONE
 
 
-def _consumer_member_check(group: Any, member_id: str | None, epoch: int, stale: ErrorCode) -> ErrorCode:
-    """KIP-848 groups: an admin request (epoch < 0, no member id) only while the group is empty;
-    otherwise the member must exist and be at its current epoch."""
-    if epoch < 0 and not member_id:
-        return ErrorCode.NONE if not group.members else ErrorCode.UNKNOWN_MEMBER_ID
+def _consumer_commit_check(group: Any, member_id: str, epoch: int, version: int) -> ErrorCode:
+    """KIP-848 groups, as Kafka's ConsumerGroup.validateOffsetCommit: without a member epoch
+    (admin, manual assignment) only while the group is empty; else the member must exist, a
+    consumer-protocol member must use v9+, and the epoch must be the member's (a classic member's
+    generation is its member epoch: ILLEGAL_GENERATION; otherwise STALE_MEMBER_EPOCH)."""
+    if epoch < 0 and not group.members:
+        return ErrorCode.NONE
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if member.classic is None and version < 9:
+        return ErrorCode.UNSUPPORTED_VERSION
+    if epoch != member.member_epoch:
+        return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE
+
+
+def _consumer_fetch_check(group: Any, member_id: str | None, epoch: int) -> ErrorCode:
+    """KIP-848 groups, as Kafka's ConsumerGroup.validateOffsetFetch: a request without member id
+    and epoch (admin clients, classic consumers) is always served; a member's must match."""
+    if member_id is None and epoch < 0:
+        return ErrorCode.NONE
     member = group.members.get(member_id or "")
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
     if epoch != member.member_epoch:
-        return stale
+        return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
     return ErrorCode.NONE
 
 
@@ -99,8 +116,7 @@ def commit(
         code = ErrorCode.INVALID_GROUP_ID
     elif cgroup is not None:
         epoch = req.generation_id_or_member_epoch if version >= 1 else -1
-        stale = ErrorCode.STALE_MEMBER_EPOCH if version >= 9 else ErrorCode.ILLEGAL_GENERATION
-        code = _consumer_member_check(cgroup, req.member_id if version >= 1 else "", epoch, stale)
+        code = _consumer_commit_check(cgroup, req.member_id if version >= 1 else "", epoch, version)
     else:
         code = _commit_check(group, req, version)
     result = Result()
@@ -156,7 +172,7 @@ def fetch(
             continue
         cgroup = st.consumer_groups.get(g.group_id)
         if version >= 9 and cgroup is not None and (g.member_id or g.member_epoch >= 0):
-            code = _consumer_member_check(cgroup, g.member_id, g.member_epoch, ErrorCode.STALE_MEMBER_EPOCH)
+            code = _consumer_fetch_check(cgroup, g.member_id, g.member_epoch)
             if code:
                 groups.append(OffsetFetchResponseGroup(g.group_id, [], int(code)))
                 continue

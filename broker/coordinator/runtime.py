@@ -37,6 +37,8 @@ class Result:
     records: list[CoordinatorRecord] = field(default_factory=list)
     #: (future of a parked request, its response) pairs to resolve with this operation
     completions: list[tuple[asyncio.Future | Any, Any]] = field(default_factory=list)
+    #: steps on transient state (timers, an in-memory rebalance) once the records are replayed
+    after: list[Callable[[int], None]] = field(default_factory=list)
 
 
 class Clock(Protocol):
@@ -46,6 +48,7 @@ class Clock(Protocol):
 class Timers(Protocol):
     def schedule(self, key: str, deadline_ms: int, op: Callable[[int], Result]) -> None: ...
     def cancel(self, key: str) -> None: ...
+    def scheduled(self, key: str) -> bool: ...
 
 
 class ManualClock:
@@ -70,6 +73,9 @@ class ManualTimers:
 
     def cancel(self, key: str) -> None:
         self.timers.pop(key, None)
+
+    def scheduled(self, key: str) -> bool:
+        return key in self.timers
 
     def extend(self, key: str, deadline_ms: int) -> bool:
         entry = self.timers.get(key)
@@ -145,6 +151,9 @@ class LoopTimers:
         del self.deadlines[key]
         self.runtime.run_detached(op)
 
+    def scheduled(self, key: str) -> bool:
+        return key in self.deadlines
+
     def cancel(self, key: str) -> None:
         self.deadlines.pop(key, None)
         armed = self.handles.pop(key, None)
@@ -206,6 +215,8 @@ class CoordinatorRuntime:
             raise error from e
         for i, record in enumerate(result.records):
             self.coordinator.replay(record, base + i, now)
+        for step in result.after:
+            step(now)
         fut = self.logs.appended(self.plog)
         if fut is None:
             self._complete(result.completions)

@@ -18,7 +18,7 @@ from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 
 from .classic.group import ClassicGroup, GroupState, Member
 from .consumer import records as crec
-from .consumer.group import ConsumerGroup, ConsumerMember, TopicMeta
+from .consumer.group import ClassicMeta, ConsumerGroup, ConsumerMember, TopicMeta
 from .consumer.reconcile import MemberState, Progress
 from .records import GROUP_METADATA, OFFSET_COMMIT, CoordinatorRecord
 from .runtime import Timers
@@ -57,6 +57,7 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5000
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ("uniform", "range")
+    migration_policy: str = "bidirectional"
 
     @classmethod
     def from_config(cls, c: Any) -> ConsumerGroupConfig:
@@ -65,6 +66,7 @@ class ConsumerGroupConfig:
             heartbeat_interval_ms=c["group.consumer.heartbeat.interval.ms"],
             max_size=c["group.consumer.max.size"],
             assignors=tuple(a.strip() for a in c["group.consumer.assignors"].split(",") if a.strip()),
+            migration_policy=c["group.consumer.migration.policy"],
         )
 
 
@@ -102,6 +104,10 @@ class CoordinatorState:
         self.offsets: dict[str, Offsets] = {}
         #: per-group overrides (GroupConfigStore); None means broker defaults only
         self.group_configs: Any = None
+        #: the broker's topics (TopicLookup) and the server-side assignor entry point, for classic
+        #: members of consumer groups (migration.py)
+        self.topics: Any = None
+        self.assign: Any = None
 
     def consumer_session_timeout_ms(self, group_id: str) -> int:
         if self.group_configs is not None:
@@ -248,6 +254,14 @@ class CoordinatorState:
                     server_assignor=v.server_assignor,
                     rebalance_timeout_ms=v.rebalance_timeout_ms,
                     progress=old.progress if old is not None else Progress(0, 0, MemberState.STABLE),
+                    classic=None
+                    if v.classic_member_metadata is None
+                    else ClassicMeta(
+                        v.classic_member_metadata.session_timeout_ms,
+                        tuple(
+                            (p.name, bytes(p.metadata)) for p in v.classic_member_metadata.supported_protocols
+                        ),
+                    ),
                 )
             )
         elif t == crec.CURRENT_ASSIGNMENT:

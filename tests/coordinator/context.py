@@ -328,6 +328,8 @@ class CoordinatorContext:
         for record in result.records:
             self.log.append(LogEntry(record.key_bytes(), record.value_bytes(), now))
             self.state.replay(record, len(self.log) - 1, now)
+        for step in result.after:
+            step(now)
         for fut, response in result.completions:
             if not fut.done():
                 fut.set_result(response)

@@ -277,8 +277,13 @@ def join_group(
     prelude = []
     cgroup = st.consumer_groups.get(gid)
     if cgroup is not None:
-        if cgroup.members:  # a KIP-848 group (online migration is not supported yet)
-            return err(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if cgroup.members:  # a classic member of a KIP-848 group (online migration)
+            from .. import migration
+            from ..consumer.assign import assign
+
+            return migration.join(
+                st, cgroup, req, version, client_id, client_host, st.topics, st.assign or assign, now
+            )
         from ..consumer import records as crec
 
         prelude = crec.group_tombstones(gid)  # an empty consumer group becomes a classic group

@@ -59,8 +59,18 @@ def _check_member(group: ClassicGroup | None, member_id: str, instance_id: str |
     return ErrorCode.NONE
 
 
+def _consumer_group(st: CoordinatorState, group_id: str) -> Any:
+    """The KIP-848 group a classic request is for, if any (its classic members: migration.py)."""
+    return st.consumer_groups.get(group_id) if group_id not in st.groups else None
+
+
 def sync_group(st: CoordinatorState, req: SyncGroupRequest, version: int, waiter: Any, now: int) -> Result:
     group = st.groups.get(req.group_id)
+    cgroup = _consumer_group(st, req.group_id)
+    if cgroup is not None:
+        from .. import migration
+
+        return migration.sync(st, cgroup, req, version, now)
     instance = req.group_instance_id if version >= 3 else None
     code = _check_member(group, req.member_id, instance)
     if code:
@@ -130,6 +140,11 @@ def _synced(st: CoordinatorState, group: ClassicGroup, member_id: str) -> None:
 
 def heartbeat(st: CoordinatorState, req: HeartbeatRequest, version: int, now: int) -> Result:
     group = st.groups.get(req.group_id)
+    cgroup = _consumer_group(st, req.group_id)
+    if cgroup is not None:
+        from .. import migration
+
+        return migration.heartbeat(st, cgroup, req, version, now)
     instance = req.group_instance_id if version >= 3 else None
     code = _check_member(group, req.member_id, instance)
     if code:
@@ -146,6 +161,11 @@ def heartbeat(st: CoordinatorState, req: HeartbeatRequest, version: int, now: in
 
 def leave_group(st: CoordinatorState, req: LeaveGroupRequest, version: int, now: int) -> Result:
     group = st.groups.get(req.group_id)
+    cgroup = _consumer_group(st, req.group_id)
+    if cgroup is not None:
+        from .. import migration
+
+        return migration.leave(st, cgroup, req, version, now)
     if group is None:
         return Result(LeaveGroupResponse(error_code=int(ErrorCode.UNKNOWN_MEMBER_ID)))
     if group.is_in(GroupState.DEAD):

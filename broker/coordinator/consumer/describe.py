@@ -20,6 +20,7 @@ from .heartbeat import _select_assignor
 if TYPE_CHECKING:
     from ..state import CoordinatorState
 
+CLASSIC_MEMBER = 0
 CONSUMER_MEMBER = 1
 
 
@@ -56,7 +57,7 @@ def describe(
                 subscribed_topic_regex=m.subscribed_topic_regex,
                 assignment=_assignment(m.assigned, names),
                 target_assignment=_assignment(group.target.get(m.member_id, {}), names),
-                member_type=CONSUMER_MEMBER,
+                member_type=CONSUMER_MEMBER if m.classic is None else CLASSIC_MEMBER,
             )
             for m in group.members.values()
         ]

@@ -29,6 +29,20 @@ class ConsumerGroupState(Enum):
     DEAD = "Dead"
 
 
+@dataclass(frozen=True)
+class ClassicMeta:
+    """A member that speaks the classic protocol inside a consumer group (online migration): its
+    JoinGroup session timeout and protocols, most preferred first."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol named in its JoinGroup/SyncGroup responses: its first, as Kafka does."""
+        return self.protocols[0][0]
+
+
 @dataclass
 class ConsumerMember:
     member_id: str
@@ -41,6 +55,8 @@ class ConsumerMember:
     server_assignor: str | None = None
     rebalance_timeout_ms: int = -1
     progress: Progress = field(default_factory=lambda: Progress(0, 0, MemberState.STABLE))
+    #: set while the member uses JoinGroup/SyncGroup/Heartbeat (a classic consumer)
+    classic: ClassicMeta | None = None
 
     @property
     def member_epoch(self) -> int:
@@ -89,6 +105,34 @@ class ConsumerGroup:
             ) or partition in m.progress.pending_revocation.get(topic, ()):
                 return m.member_id
         return None
+
+    def classic_members(self) -> list[ConsumerMember]:
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Every member but ``member_id`` speaks the classic protocol (a downgrade candidate)."""
+        return all(m.classic is not None for mid, m in self.members.items() if mid != member_id)
+
+    def supports_classic(self, protocol_type: str, names: set[str]) -> bool:
+        """Whether a classic member with these protocols may join: type "consumer" and a protocol
+        every classic member supports (any, when it would be the first classic member)."""
+        if not self.members:
+            return bool(protocol_type) and bool(names)
+        if protocol_type != "consumer" or not names:
+            return False
+        for m in self.classic_members():
+            names = names & {n for n, _ in m.classic.protocols}  # type: ignore[union-attr]
+        return bool(names)
+
+    def waiting_on_unreleased(self, member: ConsumerMember, target: dict) -> bool:
+        """Whether some partition of the member's target is still held by another member."""
+        for t, ps in target.items():
+            have = member.progress.assigned.get(t, frozenset())
+            for p in ps - have:
+                owner = self.owner_of(t, p)
+                if owner is not None and owner != member.member_id:
+                    return True
+        return False
 
     def subscribed_names(self) -> set[str]:
         names: set[str] = set()

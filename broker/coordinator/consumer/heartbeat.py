@@ -137,10 +137,18 @@ def heartbeat(
         return _error(e.code, e.message)
     gid = req.group_id
     classic = st.groups.get(gid)
-    if classic is not None and classic.members:
-        return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
-    group = st.consumer_groups.get(gid)
     result = Result()
+    if classic is not None and classic.members:
+        from .. import migration
+
+        if req.member_epoch != 0 or not migration.can_upgrade(st, classic):
+            return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+        group = migration.upgrade(st, classic, topics, result, now)  # online upgrade (KIP-848)
+        try:
+            return _heartbeat(st, group, req, version, client_id, client_host, topics, assign, now, result)
+        except HeartbeatError as e:
+            return _error(e.code, e.message)
+    group = st.consumer_groups.get(gid)
     if group is None:
         if req.member_epoch != 0:
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
@@ -156,7 +164,6 @@ def heartbeat(
 
 
 def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, now, result) -> Result:
-    cfg = st.consumer_config
     epoch = req.member_epoch
     records = result.records
     owned = _owned(req)  # what the member says it still holds (None: not said)
@@ -172,6 +179,11 @@ def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, 
             raise HeartbeatError(
                 ErrorCode.UNKNOWN_MEMBER_ID,
                 f"Member {req.member_id} is not a member of group {group.group_id}.",
+            )
+        if member.classic is not None:
+            raise HeartbeatError(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {req.member_id} uses the classic protocol; it must join with epoch 0.",
             )
         if req.instance_id is not None and member.instance_id != req.instance_id:
             raise HeartbeatError(
@@ -221,51 +233,9 @@ def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, 
         bump = True
     if epoch == 0 or updated != member:
         records.append(rec.member_metadata(group.group_id, updated))
-    members = dict(group.members)
-    members[updated.member_id] = updated
-    # ---------------------------------------------------------------- partition metadata
-    subscribed = set()
-    all_names = None
-    for m in members.values():
-        subscribed.update(m.subscribed_topic_names)
-        if m.subscribed_topic_regex:
-            if all_names is None:
-                all_names = sorted(t.name for t in topics.registry.all())
-            subscribed.update(matching(m.subscribed_topic_regex, all_names))
-    new_topics = {}
-    for name in sorted(subscribed):
-        info = topics.registry.get(name)
-        if info is not None:
-            new_topics[info.topic_id] = TopicMeta(name, info.partitions)
-    if new_topics != group.topics:
-        records.append(rec.partition_metadata(group.group_id, new_topics))
-        bump = True
-    group_epoch = group.group_epoch + 1 if bump else group.group_epoch
-    if bump:
-        records.append(rec.group_epoch(group.group_id, group_epoch))
-    # ---------------------------------------------------------------- target assignment
-    target = group.target
-    assignment_epoch = group.assignment_epoch
-    if group_epoch > assignment_epoch:
-        assignor = _select_assignor(cfg.assignors, members)
-        new_target = assign(assignor, group, members, new_topics)
-        for mid, parts in new_target.items():
-            if target.get(mid) != parts:
-                records.append(rec.target_member(group.group_id, mid, parts))
-        target = new_target
-        assignment_epoch = group_epoch
-        records.append(rec.target_epoch(group.group_id, assignment_epoch))
-
-    # ---------------------------------------------------------------- reconcile this member
-    def held_by_other(t: UUID, p: int) -> bool:
-        owner = group.owner_of(t, p)
-        return owner is not None and owner != updated.member_id
-
+    assignment_epoch, target = advance_group(st, group, updated, bump, topics, assign, records)
     before = updated.progress
-    progress = reconcile(before, assignment_epoch, target.get(updated.member_id, {}), owned, held_by_other)
-    if progress != before or epoch == 0:
-        records.append(rec.current_assignment(group.group_id, updated.member_id, progress))
-    _timers(st, group.group_id, updated, before, progress, now)
+    progress = reconcile_member(st, group, updated, assignment_epoch, target, owned, now, records, epoch == 0)
     send = (
         epoch == 0
         or progress.assigned != before.assigned
@@ -280,6 +250,81 @@ def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, 
         assignment=_response_assignment(progress.assigned) if send else None,
     )
     return result
+
+
+def advance_group(
+    st: CoordinatorState,
+    group: ConsumerGroup,
+    updated: ConsumerMember,
+    bump: bool,
+    topics: Any,
+    assign: Callable,
+    records: list,
+) -> tuple[int, dict[str, dict[UUID, frozenset[int]]]]:
+    """After a member changed (``bump``: its subscription did, or it joined): refresh the group's
+    partition metadata, bump the group epoch, and compute a new target assignment when the epoch
+    moved past it. Returns the assignment epoch and the target."""
+    cfg = st.consumer_config
+    gid = group.group_id
+    members = dict(group.members)
+    members[updated.member_id] = updated
+    subscribed = set()
+    all_names = None
+    for m in members.values():
+        subscribed.update(m.subscribed_topic_names)
+        if m.subscribed_topic_regex:
+            if all_names is None:
+                all_names = sorted(t.name for t in topics.registry.all())
+            subscribed.update(matching(m.subscribed_topic_regex, all_names))
+    new_topics = {}
+    for name in sorted(subscribed):
+        info = topics.registry.get(name)
+        if info is not None:
+            new_topics[info.topic_id] = TopicMeta(name, info.partitions)
+    if new_topics != group.topics:
+        records.append(rec.partition_metadata(gid, new_topics))
+        bump = True
+    group_epoch = group.group_epoch + 1 if bump else group.group_epoch
+    if bump:
+        records.append(rec.group_epoch(gid, group_epoch))
+    target = group.target
+    assignment_epoch = group.assignment_epoch
+    if group_epoch > assignment_epoch:
+        assignor = _select_assignor(cfg.assignors, members)
+        new_target = assign(assignor, group, members, new_topics)
+        for mid, parts in new_target.items():
+            if target.get(mid) != parts:
+                records.append(rec.target_member(gid, mid, parts))
+        target = new_target
+        assignment_epoch = group_epoch
+        records.append(rec.target_epoch(gid, assignment_epoch))
+    return assignment_epoch, target
+
+
+def reconcile_member(
+    st: CoordinatorState,
+    group: ConsumerGroup,
+    member: ConsumerMember,
+    assignment_epoch: int,
+    target: dict[str, dict[UUID, frozenset[int]]],
+    owned: dict[UUID, frozenset[int]] | None,
+    now: int,
+    records: list,
+    always_write: bool = False,
+) -> Progress:
+    """Move the member one step towards its target (reconcile.py), record the step, re-arm its
+    session and revocation timers."""
+
+    def held_by_other(t: UUID, p: int) -> bool:
+        owner = group.owner_of(t, p)
+        return owner is not None and owner != member.member_id
+
+    before = member.progress
+    progress = reconcile(before, assignment_epoch, target.get(member.member_id, {}), owned, held_by_other)
+    if progress != before or always_write:
+        records.append(rec.current_assignment(group.group_id, member.member_id, progress))
+    _timers(st, group.group_id, member, before, progress, now)
+    return progress
 
 
 def _select_assignor(assignors: list[str], members: dict[str, ConsumerMember]) -> str:
@@ -320,6 +365,12 @@ def _join(st, group: ConsumerGroup, req, now: int, records: list) -> tuple[Consu
             ErrorCode.GROUP_MAX_SIZE_REACHED,
             f"The consumer group has reached its maximum capacity of {cfg.max_size} members.",
         )
+    if existing is not None and existing.classic is not None:
+        # a classic member switching protocols under its own id: same member, same epoch and
+        # partitions, now heartbeating (its epoch-0 answer carries its whole assignment)
+        for key in (f"cjoin:{group.group_id}:{member_id}", f"csync:{group.group_id}:{member_id}"):
+            st.timers.cancel(key)
+        return replace(existing, classic=None), True
     if existing is not None:
         # rejoining with the same id after being fenced or losing state: start over
         return replace(existing, progress=Progress(0, 0, MemberState.STABLE)), False
@@ -337,7 +388,7 @@ def _leave(st, group: ConsumerGroup, member: ConsumerMember, epoch: int, now: in
         st.timers.cancel(f"crevoke:{gid}:{member.member_id}")
         _schedule_session(st, gid, member.member_id, now)
     else:
-        _remove(st, group, member.member_id, result)
+        _remove(st, group, member.member_id, result, now)
     result.response = ConsumerGroupHeartbeatResponse(
         error_code=0, member_id=member.member_id, member_epoch=epoch, heartbeat_interval_ms=0, assignment=None
     )
@@ -345,25 +396,37 @@ def _leave(st, group: ConsumerGroup, member: ConsumerMember, epoch: int, now: in
     return result
 
 
-def _remove(st, group: ConsumerGroup, member_id: str, result: Result) -> None:
-    """Remove a member and bump the group epoch (the next heartbeat computes a new target)."""
+def _remove(st, group: ConsumerGroup, member_id: str, result: Result, now: int) -> None:
+    """Remove a member and bump the group epoch (the next heartbeat computes a new target); when
+    only classic members would remain, the group goes back to being a classic group instead."""
+    from .. import migration
+
+    if migration.maybe_downgrade(st, group, member_id, result, now):
+        return
     gid = group.group_id
     result.records.extend(rec.member_tombstones(gid, member_id))
     result.records.append(rec.group_epoch(gid, group.group_epoch + 1))
-    st.timers.cancel(f"csession:{gid}:{member_id}")
-    st.timers.cancel(f"crevoke:{gid}:{member_id}")
+    for kind in ("csession", "crevoke", "cjoin", "csync"):
+        st.timers.cancel(f"{kind}:{gid}:{member_id}")
 
 
-def _schedule_session(st, gid: str, member_id: str, now: int) -> None:
+def session_timeout_ms(st, gid: str, member: ConsumerMember | None) -> int:
+    """A classic member keeps the session timeout of its JoinGroup; others get the group's."""
+    if member is not None and member.classic is not None:
+        return member.classic.session_timeout_ms
+    return st.consumer_session_timeout_ms(gid)
+
+
+def _schedule_session(st, gid: str, member_id: str, now: int, member: ConsumerMember | None = None) -> None:
     st.timers.schedule(
         f"csession:{gid}:{member_id}",
-        now + st.consumer_session_timeout_ms(gid),
+        now + session_timeout_ms(st, gid, member),
         lambda t: expire(st, gid, member_id, "session timeout", t),
     )
 
 
 def _timers(st, gid: str, member: ConsumerMember, before: Progress, after: Progress, now: int) -> None:
-    _schedule_session(st, gid, member.member_id, now)
+    _schedule_session(st, gid, member.member_id, now, member)
     key = f"crevoke:{gid}:{member.member_id}"
     if after.state == MemberState.UNREVOKED_PARTITIONS and before.state != MemberState.UNREVOKED_PARTITIONS:
         timeout = (
@@ -392,5 +455,5 @@ def expire(st, gid: str, member_id: str, reason: str, now: int, epoch: int | Non
     ):
         return result
     log.info("consumer group %s: member %s removed (%s)", gid, member_id, reason)
-    _remove(st, group, member_id, result)
+    _remove(st, group, member_id, result, now)
     return result

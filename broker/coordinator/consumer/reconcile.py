@@ -5,7 +5,8 @@ a heartbeat response:
 
 1. UNREVOKED_PARTITIONS: it must first give up what is not in its target; it keeps
    ``current & target`` and stays at its epoch until a heartbeat shows it no longer owns the
-   revoked partitions (or its rebalance timeout fences it).
+   revoked partitions (or its rebalance timeout fences it). A member that already says it does
+   not own them (an eager classic member rejoins having revoked everything) skips this step.
 2. Then it moves to the target epoch. Partitions of its target that another member still owns
    (assigned or pending revocation) are held back: UNRELEASED_PARTITIONS, until their owner
    releases them. So no partition is ever owned by two members.
@@ -102,7 +103,7 @@ def reconcile(
         return current
     keep = _and(current.assigned, target)
     revoke = _minus(current.assigned, target)
-    if revoke:
+    if revoke and owns_any(owned_by_client, revoke):
         return Progress(
             current.member_epoch,
             current.previous_member_epoch,

@@ -58,6 +58,12 @@ def member_metadata(gid: str, m: ConsumerMember) -> CoordinatorRecord:
         subscribed_topic_regex=m.subscribed_topic_regex,
         server_assignor=m.server_assignor,
         rebalance_timeout_ms=m.rebalance_timeout_ms,
+        classic_member_metadata=None
+        if m.classic is None
+        else mem_v.ClassicMemberMetadata(
+            session_timeout_ms=m.classic.session_timeout_ms,
+            supported_protocols=[mem_v.ClassicProtocol(n, md) for n, md in m.classic.protocols],
+        ),
     )
     return CoordinatorRecord(MEMBER_METADATA, mem_k.ConsumerGroupMemberMetadataKey(gid, m.member_id), value)
 

@@ -41,10 +41,11 @@ class ConsumerGroupMemberMetadataValue(Message):
     subscribed_topic_regex: v0 (nullable v0). RE2 pattern subscribed to, or null.
     server_assignor: v0 (nullable v0). Assignor the member asked for, or null.
     rebalance_timeout_ms: v0. Time allowed for revoking partitions.
+    classic_member_metadata: v0 (nullable v0, tag 0 v0). Set while the member speaks the classic protocol (online migration); null otherwise.
     """
 
-    __slots__ = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'rebalance_timeout_ms', '_unknown_tagged')
-    _fields = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'rebalance_timeout_ms')
+    __slots__ = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'rebalance_timeout_ms', 'classic_member_metadata', '_unknown_tagged')
+    _fields = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'rebalance_timeout_ms', 'classic_member_metadata')
 
     def __init__(
         self,
@@ -56,6 +57,7 @@ class ConsumerGroupMemberMetadataValue(Message):
         subscribed_topic_regex: str | None = None,
         server_assignor: str | None = None,
         rebalance_timeout_ms: int = -1,
+        classic_member_metadata: ClassicMemberMetadata | None = None,
         _unknown_tagged: list[tuple[int, bytes]] | None = None,
     ) -> None:
         self.instance_id = instance_id
@@ -66,6 +68,49 @@ class ConsumerGroupMemberMetadataValue(Message):
         self.subscribed_topic_regex = subscribed_topic_regex
         self.server_assignor = server_assignor
         self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.classic_member_metadata = classic_member_metadata
+        self._unknown_tagged = _unknown_tagged
+
+
+class ClassicProtocol(Message):
+    """ClassicProtocol inside ConsumerGroupMemberMetadataValue.
+
+    name: v0. Protocol (assignor) name.
+    metadata: v0. Its metadata (a ConsumerProtocolSubscription).
+    """
+
+    __slots__ = ('name', 'metadata', '_unknown_tagged')
+    _fields = ('name', 'metadata')
+
+    def __init__(
+        self,
+        name: str = '',
+        metadata: bytes = b"",
+        _unknown_tagged: list[tuple[int, bytes]] | None = None,
+    ) -> None:
+        self.name = name
+        self.metadata = metadata
+        self._unknown_tagged = _unknown_tagged
+
+
+class ClassicMemberMetadata(Message):
+    """ClassicMemberMetadata inside ConsumerGroupMemberMetadataValue.
+
+    session_timeout_ms: v0. Session timeout from its JoinGroup.
+    supported_protocols: v0. The JoinGroup protocols, in the member's order of preference.
+    """
+
+    __slots__ = ('session_timeout_ms', 'supported_protocols', '_unknown_tagged')
+    _fields = ('session_timeout_ms', 'supported_protocols')
+
+    def __init__(
+        self,
+        session_timeout_ms: int = 0,
+        supported_protocols: list[ClassicProtocol] = MISSING,
+        _unknown_tagged: list[tuple[int, bytes]] | None = None,
+    ) -> None:
+        self.session_timeout_ms = session_timeout_ms
+        self.supported_protocols = [] if supported_protocols is MISSING else supported_protocols
         self._unknown_tagged = _unknown_tagged
 
 
@@ -157,12 +202,91 @@ def decode_v0(b: bytes, p: int = 0) -> tuple[ConsumerGroupMemberMetadataValue, i
     p += 4
     t10 = b[p]
     p += 1
+    o.classic_member_metadata = None
+    o._unknown_tagged = None
     if t10:
+        u11 = None
         if t10 > 127:
             t10, p = _uvt(b, p, t10)
-        o._unknown_tagged, p = _read_unknown(b, p, t10)
-    else:
-        o._unknown_tagged = None
+        last12 = -1
+        for _ in range(t10):
+            tag13, p = _ruv(b, p)
+            end14, p = _ruv(b, p)
+            end14 += p
+            if tag13 <= last12:
+                raise DecodeError("ConsumerGroupMemberMetadataValue: tagged fields out of order")
+            last12 = tag13
+            if tag13 == 0:
+                if b[p] == 255:
+                    o.classic_member_metadata = None
+                    p += 1
+                else:
+                    p += 1
+                    o15 = _new(ClassicMemberMetadata)
+                    o15.session_timeout_ms = _S0.unpack_from(b, p)[0]
+                    p += 4
+                    n16 = b[p] - 1
+                    p += 1
+                    if n16 > 126:
+                        n16, p = _uvt(b, p, n16 + 1)
+                        n16 -= 1
+                    if n16 < 0:
+                        raise DecodeError("ConsumerGroupMemberMetadataValue: null in non-nullable field SupportedProtocols")
+                    else:
+                        if n16 > len(b) - p:
+                            raise DecodeError("ConsumerGroupMemberMetadataValue: SupportedProtocols count exceeds the frame")
+                        o15.supported_protocols = []
+                        a17 = o15.supported_protocols.append
+                        for _ in range(n16):
+                            o18 = _new(ClassicProtocol)
+                            n19 = b[p] - 1
+                            p += 1
+                            if n19 > 126:
+                                n19, p = _uvt(b, p, n19 + 1)
+                                n19 -= 1
+                            if n19 < 0:
+                                raise DecodeError("ConsumerGroupMemberMetadataValue: null in non-nullable field Name")
+                            else:
+                                o18.name = b[p : p + n19].decode()
+                                p += n19
+                            n20 = b[p] - 1
+                            p += 1
+                            if n20 > 126:
+                                n20, p = _uvt(b, p, n20 + 1)
+                                n20 -= 1
+                            if n20 < 0:
+                                raise DecodeError("ConsumerGroupMemberMetadataValue: null in non-nullable field Metadata")
+                            else:
+                                o18.metadata = b[p : p + n20]
+                                p += n20
+                            t21 = b[p]
+                            p += 1
+                            if t21:
+                                if t21 > 127:
+                                    t21, p = _uvt(b, p, t21)
+                                o18._unknown_tagged, p = _read_unknown(b, p, t21)
+                            else:
+                                o18._unknown_tagged = None
+                            a17(o18)
+                    t22 = b[p]
+                    p += 1
+                    if t22:
+                        if t22 > 127:
+                            t22, p = _uvt(b, p, t22)
+                        o15._unknown_tagged, p = _read_unknown(b, p, t22)
+                    else:
+                        o15._unknown_tagged = None
+                    o.classic_member_metadata = o15
+                if p != end14:
+                    raise DecodeError("ConsumerGroupMemberMetadataValue: tagged field ClassicMemberMetadata has a bad size")
+            else:
+                if end14 > len(b):
+                    raise DecodeError("ConsumerGroupMemberMetadataValue: tagged field runs past the frame")
+                if u11 is None:
+                    u11 = []
+                u11.append((tag13, b[p:end14]))
+                p = end14
+        o._unknown_tagged = u11
     if p > len(b):
         raise DecodeError("ConsumerGroupMemberMetadataValue v0: frame ends inside the message")
     return o, p
@@ -224,10 +348,37 @@ def encode_v0(o: ConsumerGroupMemberMetadataValue) -> bytes:
         w(_UV[n16] if n16 < 128 else _uv(n16))
         w(s15)
     w(_S0.pack(o.rebalance_timeout_ms))
-    if o._unknown_tagged:
-        _write_tagged(w, None, o._unknown_tagged)
-    else:
-        w(b"\x00")
+    tg17 = []
+    if o.classic_member_metadata is not None:
+        parts18: list[bytes] = []
+        o19 = o.classic_member_metadata
+        if o19 is None:
+            parts18.append(b"\xff")
+        else:
+            parts18.append(b"\x01")
+            a20 = o19.supported_protocols
+            parts18.append(_S0.pack(o19.session_timeout_ms))
+            n21 = len(a20) + 1
+            parts18.append(_UV[n21] if n21 < 128 else _uv(n21))
+            for e22 in a20:
+                s23 = e22.name.encode()
+                n24 = len(s23) + 1
+                parts18.append(_UV[n24] if n24 < 128 else _uv(n24))
+                parts18.append(s23)
+                s25 = e22.metadata
+                n26 = len(s25) + 1
+                parts18.append(_UV[n26] if n26 < 128 else _uv(n26))
+                parts18.append(s25)
+                if e22._unknown_tagged:
+                    _write_tagged(parts18.append, None, e22._unknown_tagged)
+                else:
+                    parts18.append(b"\x00")
+            if o19._unknown_tagged:
+                _write_tagged(parts18.append, None, o19._unknown_tagged)
+            else:
+                parts18.append(b"\x00")
+        tg17.append((0, b"".join(parts18)))
+    _write_tagged(w, tg17, o._unknown_tagged)
     return b"".join(out)
 
 
