@@ -338,20 +338,14 @@ def classic_join(conn: WireClient, group: str, protocol_type: str) -> str:
     return joined.member_id
 
 
-@pytest.mark.parametrize("protocol_type", ["consumer", "connect"])
-def test_heartbeat_on_a_live_classic_group_is_group_id_not_found(bt, protocol_type):
-    """Kafka refuses a ConsumerGroupHeartbeat for a classic group's id with GROUP_ID_NOT_FOUND
-    ("Group X is not a consumer group.", or "Cannot upgrade classic group ..." in 4.x). For a group
-    of another protocol type ("connect") that is so in every version; a "consumer" classic group
-    would be upgraded online by Kafka 4.x under the default group.consumer.migration.policy
-    (bidirectional), which this broker does not do: it answers as Kafka with the policy disabled."""
+def test_heartbeat_on_a_live_classic_group_of_another_protocol_is_group_id_not_found(bt):
+    """Kafka refuses a ConsumerGroupHeartbeat for a classic group that does not use the consumer
+    embedded protocol ("connect") with GROUP_ID_NOT_FOUND, whatever the migration policy."""
     with WireClient(bt.port) as classic, WireClient(bt.port) as c:
-        classic_join(classic, "classic", protocol_type)
+        classic_join(classic, "classic", "connect")
         r = c.call(HEARTBEAT, 1, join_request("classic"))
         assert r.error_code == ErrorCode.GROUP_ID_NOT_FOUND, r
         assert "classic" in (r.error_message or ""), r
-        r0 = c.call(HEARTBEAT, 0, join_request("classic", member_id=""))
-        assert r0.error_code == ErrorCode.GROUP_ID_NOT_FOUND, r0
         view = group_view(bt, "classic", TOPIC)
         assert view is not None and len(view.members) == 1, view
         assert consumer_group_view(bt, "classic", TOPIC) is None
@@ -359,20 +353,34 @@ def test_heartbeat_on_a_live_classic_group_is_group_id_not_found(bt, protocol_ty
         assert d.error_code == ErrorCode.GROUP_ID_NOT_FOUND, d
 
 
-@pytest.mark.parametrize("protocol_type", ["consumer", "connect"])
-def test_join_group_on_a_live_consumer_group_is_inconsistent_group_protocol(bt, protocol_type):
-    """JoinGroup for the id of a consumer group with members: INCONSISTENT_GROUP_PROTOCOL. Kafka
-    answers so when the joining member's protocols are not the consumer group's ("connect"); a
-    "consumer"/"range" classic member would be admitted into the consumer group by Kafka 4.x
-    (a mixed group), which this broker does not support (no online migration)."""
+def test_heartbeat_on_a_live_classic_consumer_group_upgrades_it(bt):
+    """A "consumer" classic group is upgraded online by the first ConsumerGroupHeartbeat join (Kafka
+    4.x, group.consumer.migration.policy=bidirectional); a heartbeat that is not a join is refused."""
+    with WireClient(bt.port) as classic, WireClient(bt.port) as c:
+        member = classic_join(classic, "upgrading", "consumer")
+        r = c.call(HEARTBEAT, 1, join_request("upgrading", member_epoch=3))
+        assert r.error_code == ErrorCode.GROUP_ID_NOT_FOUND, r
+        r0 = c.call(HEARTBEAT, 1, join_request("upgrading"))
+        assert r0.error_code == 0, r0
+        view = consumer_group_view(bt, "upgrading", TOPIC)
+        assert view is not None and set(view.members) == {member, r0.member_id}, view
+        assert group_view(bt, "upgrading", TOPIC) is None, "no classic group is left"
+
+
+def test_join_group_on_a_live_consumer_group(bt):
+    """JoinGroup for the id of a consumer group with members: a "connect" member gets
+    INCONSISTENT_GROUP_PROTOCOL; a "consumer" classic member is admitted into the consumer group
+    (Kafka 4.x online migration) and answered with its member epoch as the generation."""
     with WireClient(bt.port) as member, WireClient(bt.port) as classic:
         r = member.call(HEARTBEAT, 1, join_request())
         assert r.error_code == 0, r
-        j = classic.call(JOIN, 9, classic_join_request(GROUP, "", protocol_type))
+        j = classic.call(JOIN, 9, classic_join_request(GROUP, "", "connect"))
         assert j.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, j
         assert group_view(bt, GROUP, TOPIC) is None, "no classic group may appear"
+        mid = classic_join(classic, GROUP, "consumer")
+        assert group_view(bt, GROUP, TOPIC) is None, "still one consumer group"
         view = consumer_group_view(bt, GROUP, TOPIC)
-        assert view is not None and list(view.members) == [r.member_id], view
+        assert view is not None and set(view.members) == {r.member_id, mid}, view
 
 
 def test_unsupported_assignor(bt):
