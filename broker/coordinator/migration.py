@@ -8,7 +8,8 @@ Group Upgrade"), as Apache Kafka 4.x does it.
   partition. The joining member is then handled as any consumer-protocol join.
 - Classic members of a consumer group keep using JoinGroup/SyncGroup/Heartbeat/LeaveGroup, each
   translated for that member alone (``join``, ``sync``, ``heartbeat``, ``leave``): JoinGroup updates
-  its subscription and reconciles it (owned partitions from the embedded protocol); the answer's
+  its subscription and reconciles it (owned partitions from the embedded protocol, whose
+  GenerationId (v2+) must be the member epoch or -1: ILLEGAL_GENERATION); the answer's
   generation is its member epoch. SyncGroup returns its assigned partitions (``current & target``
   while it revokes) in the embedded protocol. Heartbeat answers REBALANCE_IN_PROGRESS when it must
   rejoin: its epoch is behind the group's, it is revoking, or the partitions it waits for are free.
@@ -386,6 +387,10 @@ def join(
             member = group.members[mid]
             if member.classic is None:
                 return err(ErrorCode.UNKNOWN_MEMBER_ID)
+    if not rewrite and sub.generation_id >= 0 and sub.generation_id != member.member_epoch:
+        # the KIP's check: owned partitions (v2+) are from the generation the member names, which
+        # must be its member epoch; a member that reset its generation (-1) is not held to it
+        return err(ErrorCode.ILLEGAL_GENERATION)
     rebalance_timeout = (
         req.rebalance_timeout_ms if version >= 1 and req.rebalance_timeout_ms >= 0 else req.session_timeout_ms
     )

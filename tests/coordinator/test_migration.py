@@ -43,8 +43,12 @@ UNREVOKED = MemberState.UNREVOKED_PARTITIONS
 UNRELEASED = MemberState.UNRELEASED_PARTITIONS
 
 
-def sub(owned: list[int] | None = None, version: int = 1, topics: tuple[str, ...] = ("foo",)) -> bytes:
-    return encode_subscription(topics, {"foo": owned} if owned else {}, version=version)
+def sub(
+    owned: list[int] | None = None, version: int = 1, topics: tuple[str, ...] = ("foo",), generation: int = -1
+) -> bytes:
+    return encode_subscription(
+        topics, {"foo": owned} if owned else {}, version=version, generation=generation
+    )
 
 
 class MigCtx(Ctx):
@@ -597,3 +601,15 @@ def test_restart_in_the_middle_of_a_migration():
     assert again.cheartbeat("x", 7) == ErrorCode.REBALANCE_IN_PROGRESS
     j = again.cjoin("x", owned=[])
     assert j.error_code == 0 and j.generation_id == 8
+
+
+def test_join_checks_the_generation_in_the_embedded_protocol():
+    c = MigCtx()
+    _mixed(c)
+    epoch, owned = c.members()["x"][1], c.members()["x"][3]
+    stale = c.cjoin("x", protocols=[("range", sub(owned, version=3, generation=epoch - 1))])
+    assert stale.error_code == ErrorCode.ILLEGAL_GENERATION
+    ok = c.cjoin("x", protocols=[("range", sub(owned, version=3, generation=epoch))])
+    assert ok.error_code == 0 and ok.generation_id == epoch
+    reset = c.cjoin("x", protocols=[("range", sub([], version=3, generation=-1))])
+    assert reset.error_code == 0, "a member that reset its generation may rejoin"
