@@ -45,7 +45,9 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * {@code state} (print the state now), {@code close} (KafkaConsumer.close(): a dynamic member leaves
  * the group, a static one does not; then exit 0). EOF is {@code close}.
  *
- * <p>Output, one JSON object a line, each with an "event":
+ * <p>Output, one JSON object a line, each with an "event" and "ts" (System.nanoTime() / 1e9 when it
+ * was printed: CLOCK_MONOTONIC on Linux, the clock of Python's time.monotonic(), so the events of
+ * different processes can be ordered):
  * <pre>
  *   state      generation and memberId (from groupMetadata()) and assignment (sorted partitions of
  *              TOPIC), whenever one of them changes, and on "state"
@@ -247,6 +249,7 @@ public class GroupProbe {
     private static synchronized void emit(String event, Map<String, Object> fields) {
         Map<String, Object> m = new LinkedHashMap<>();
         m.put("event", event);
+        m.put("ts", System.nanoTime() / 1e9);
         m.putAll(fields);
         StringBuilder sb = new StringBuilder();
         json(sb, m);

@@ -13,7 +13,8 @@ stdin, one command a line: ``commit`` (commit the position of every assigned par
 exactly the records delivered so far), ``state`` (report the state now), ``close`` (close the
 consumer -- a dynamic member leaves the group, a static one does not -- and exit). EOF is ``close``.
 
-stdout, one JSON object a line, each with an ``event``:
+stdout, one JSON object a line, each with an ``event`` and ``ts`` (``time.monotonic()`` when it was
+printed; the Java probe prints the same clock, so events of different processes can be ordered):
 
 - ``state``: ``generation``, ``memberId``, ``assignment`` (sorted partitions of the topic); printed
   whenever one of them changes (and on ``state``)
@@ -605,7 +606,7 @@ def _committed(bt: Any, group: str, topic: str) -> dict[int, int]:
 
 
 def _emit(event: str, **fields: Any) -> None:
-    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.write(json.dumps({"event": event, "ts": time.monotonic(), **fields}) + "\n")
     sys.stdout.flush()
 
 
