@@ -177,6 +177,7 @@ class KafkaConnection(asyncio.Protocol):
             "write": self.transport.get_write_buffer_size() if self.transport is not None else 0,
             "ordered": len(self._ordered),
             "reading_paused": int(self.reading_paused),
+            "writing_paused": int(self.writing_paused),
         }
 
     def stop_reading(self) -> None:
