@@ -1,0 +1,177 @@
+"""Graceful shutdown: stop accepting, answer the requests in flight, flush and fsync, exit 0; a
+second signal exits at once. Checked through the data found after a restart, never through timings
+(timeouts are hang guards)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from broker.log.records import iter_records, simple_batch
+from broker.protocol.generated.api_versions import ApiVersionsRequest
+from broker.protocol.generated.create_topics import CreatableTopic, CreateTopicsRequest
+from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.testing import BrokerThread, running_broker
+from tests.support.produce_consume import fetch_request
+from tests.support.wire import WireClient
+
+PRODUCE, FETCH, API_VERSIONS, CREATE_TOPICS = 0, 1, 18, 19
+GUARD = 30.0
+#: A group commit this far away never happens by itself during a test: only shutdown flushes.
+FAR = {"log.flush": "interval", "log.flush.interval.ms": 3_600_000}
+
+
+def _produce_request(value: bytes) -> ProduceRequest:
+    batch = simple_batch([value])
+    return ProduceRequest(
+        None, -1, 30000, [TopicProduceData("t", partition_data=[PartitionProduceData(0, batch)])]
+    )
+
+
+def _stored_values(port: int) -> list[bytes]:
+    with WireClient(port, timeout=GUARD) as c:
+        resp = c.call(FETCH, 12, fetch_request("t", min_bytes=1, max_wait_ms=0))
+    records = resp.responses[0].partitions[0].records or b""
+    return [value for _off, _ts, _key, value, _h, _info in iter_records(records)]
+
+
+def _create_topic(port: int) -> None:
+    with WireClient(port) as c:
+        r = c.call(CREATE_TOPICS, 5, CreateTopicsRequest([CreatableTopic("t", 1, 1)], 5000, False))
+        assert r.topics[0].error_code == 0
+
+
+def _deferred(bt: BrokerThread) -> int:
+    return bt.call(lambda: sum(len(c._ordered) for c in bt.broker.connections))
+
+
+def test_stop_answers_a_produce_waiting_for_its_group_commit(tmp_path):
+    data = tmp_path / "d"
+    bt = BrokerThread(data, FAR).start()
+    try:
+        _create_topic(bt.port)
+        with WireClient(bt.port, timeout=GUARD) as c:
+            # the first group commit runs at once; the next one would wait an hour
+            assert (
+                c.call(PRODUCE, 9, _produce_request(b"first")).responses[0].partition_responses[0].error_code
+                == 0
+            )
+            cid = c.send(PRODUCE, 9, _produce_request(b"in flight"))
+            deadline = time.monotonic() + GUARD
+            while _deferred(bt) == 0:
+                assert time.monotonic() < deadline, "hang guard: the produce never arrived"
+                time.sleep(0.005)
+            bt.stop(timeout=GUARD)
+            assert not bt._thread.is_alive()
+            corr, resp = c.recv(PRODUCE, 9)  # written before the connection closed
+            part = resp.responses[0].partition_responses[0]
+            assert corr == cid and part.error_code == 0 and part.base_offset == 1
+    finally:
+        bt.stop()
+    with running_broker(data) as again:
+        assert _stored_values(again.port) == [b"first", b"in flight"]
+        recovery = (data / "recovery-point-offset-checkpoint").read_text().split()
+        assert recovery[-3:] == ["t", "0", "2"]  # everything was fsynced before the checkpoint
+
+
+# ---------------------------------------------------------------- the real process
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(data: Path, port: int, *config: str) -> subprocess.Popen:
+    args = [sys.executable, "-m", "broker", "serve", "--port", str(port), "--data-dir", str(data)]
+    for pair in config:
+        args += ["--config", pair]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + GUARD
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"broker exited early: {proc.stderr.read()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            assert time.monotonic() < deadline, "hang guard: the broker did not start"
+            time.sleep(0.02)
+
+
+def _unread_bytes(pid: int, broker_port: int, client_port: int) -> int | None:
+    """Bytes the broker process has not yet read from the connection (its socket's receive
+    queue, from /proc/<pid>/net/tcp), or None if the socket is not listed."""
+    local, remote = f"0100007F:{broker_port:04X}", f"0100007F:{client_port:04X}"
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1] == local and fields[2] == remote:
+            return int(fields[4].split(":")[1], 16)
+    return None
+
+
+@pytest.mark.skipif(not Path("/proc/self/net/tcp").exists(), reason="needs Linux /proc/net/tcp")
+def test_sigterm_answers_the_produce_in_flight_and_exits_0_with_the_data_durable(tmp_path):
+    data, port = tmp_path / "d", _free_port()
+    proc = _serve(data, port, *(f"{k}={v}" for k, v in FAR.items()))
+    try:
+        _create_topic(port)
+        with WireClient(port, timeout=GUARD) as c:
+            assert (
+                c.call(PRODUCE, 9, _produce_request(b"first")).responses[0].partition_responses[0].error_code
+                == 0
+            )
+            cid = c.send(PRODUCE, 9, _produce_request(b"in flight"))
+            client_port = c.sock.getsockname()[1]
+            deadline = time.monotonic() + GUARD
+            while _unread_bytes(proc.pid, port, client_port) != 0:  # the broker has read it
+                assert time.monotonic() < deadline, "hang guard: the broker never read the produce"
+                time.sleep(0.005)
+            proc.send_signal(signal.SIGTERM)
+            corr, resp = c.recv(PRODUCE, 9)
+            part = resp.responses[0].partition_responses[0]
+            assert corr == cid and part.error_code == 0 and part.base_offset == 1
+            assert c.is_closed_by_peer(timeout=GUARD)
+        assert proc.wait(timeout=GUARD) == 0
+        err = proc.stderr.read()
+        assert "broker stopped" in err and "Traceback" not in err
+        with pytest.raises(OSError):  # no longer accepting
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    finally:
+        proc.kill()
+        proc.wait()
+    proc = _serve(data, port)
+    try:
+        assert _stored_values(port) == [b"first", b"in flight"]
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=GUARD) == 0
+
+
+def test_second_signal_exits_at_once(tmp_path):
+    """Both signals are made pending while the process is stopped, so the second one is handled
+    while the graceful shutdown has only just begun."""
+    port = _free_port()
+    proc = _serve(tmp_path / "d", port)
+    try:
+        with WireClient(port) as c:
+            assert c.call(API_VERSIONS, 3, ApiVersionsRequest("x", "1")).error_code == 0
+        os.kill(proc.pid, signal.SIGSTOP)
+        os.kill(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, signal.SIGCONT)
+        code = proc.wait(timeout=GUARD)
+        err = proc.stderr.read()
+        assert code in (128 + signal.SIGTERM, 128 + signal.SIGINT), err
+        assert "exiting at once" in err and "broker stopped" not in err
+    finally:
+        proc.kill()
+        proc.wait()
