@@ -42,7 +42,7 @@ from typing import Any
 
 import pytest
 from crc32c import crc32c
-from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import HealthCheck, Phase, currently_in_test_context, given, note, settings
 from hypothesis import strategies as st
 
 from broker.dispatch import build_registry
@@ -75,6 +75,7 @@ from broker.protocol.generated.produce import PartitionProduceData, ProduceReque
 from broker.protocol.generated.request_header import RequestHeader
 from broker.protocol.primitives import DecodeError
 from broker.server import connection
+from tests.fuzz import tally
 from tests.support.values import all_specs, class_for, sample
 from tests.support.wire import WireClient, request_bytes
 
@@ -151,7 +152,10 @@ def route(frame: bytes) -> Routed:
     return Routed("request", api_key, version, corr, request)
 
 
-def route_or_fail(frame: bytes) -> Routed:
+def route_or_fail(frame: bytes, layer: str | None = "decoder") -> Routed:
+    """``route``, failing the test if an exception escapes; counted for the summary per ``layer``."""
+    if layer is not None:
+        tally.count(layer, frame)
     try:
         return route(frame)
     except Exception as e:
@@ -426,7 +430,7 @@ class Exchange:
     problems: list[str] = field(default_factory=list)
 
 
-def plan_stream(stream: bytes, cap: int) -> tuple[bytes, Exchange]:
+def plan_stream(stream: bytes, cap: int, layer: str = "tcp") -> tuple[bytes, Exchange]:
     """Complete a trailing partial frame with zeros (when small) and append the sentinel request."""
     for _ in range(3):
         frames, rest = split_frames(stream, cap)
@@ -440,7 +444,7 @@ def plan_stream(stream: bytes, cap: int) -> tuple[bytes, Exchange]:
             break
         stream += bytes(need)
     frames, rest = split_frames(stream, cap)
-    ex = Exchange(frames, [route_or_fail(f) for f in frames], rest is None, bool(rest))
+    ex = Exchange(frames, [route_or_fail(f, layer) for f in frames], rest is None, bool(rest))
     if not ex.framing_error and not ex.incomplete:
         corrs = {r.correlation_id for r in ex.routed}
         corr = SENTINEL_CORR
@@ -450,7 +454,7 @@ def plan_stream(stream: bytes, cap: int) -> tuple[bytes, Exchange]:
         stream += sentinel
         ex.sentinel = corr
         ex.frames.append(sentinel[4:])
-        ex.routed.append(route_or_fail(sentinel[4:]))
+        ex.routed.append(route_or_fail(sentinel[4:], None))
     return stream, ex
 
 
@@ -501,10 +505,12 @@ def error_codes(obj: Any) -> Iterator[int]:
             yield from error_codes(v)
 
 
-def exchange(port: int, stream: bytes, cap: int, timeout: float = 5.0, park_timeout: float = 0.5) -> Exchange:
+def exchange(
+    port: int, stream: bytes, cap: int, timeout: float = 5.0, park_timeout: float = 0.5, layer: str = "tcp"
+) -> Exchange:
     """Send ``stream`` (+ sentinel) on a fresh connection and read until the sentinel's answer, close
     or timeout; check every response against the request it answers."""
-    data, ex = plan_stream(stream, cap)
+    data, ex = plan_stream(stream, cap, layer)
     parkable = any(r.kind == "request" and r.api_key in PARKABLE for r in ex.routed)
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     try:
@@ -696,15 +702,23 @@ class Guarded:
     bt: Any
     bystander: Bystander
     outcomes: dict[str, int] = field(default_factory=dict)
+    layer: str = "tcp"  # what the frames count as in the per-API summary
 
     @property
     def port(self) -> int:
         return self.bt.port
 
-    def run(self, stream: bytes, caplog: pytest.LogCaptureFixture) -> Exchange:
-        note(f"stream ({len(stream)} bytes): {stream.hex()}")
+    def run(self, stream: bytes, caplog: pytest.LogCaptureFixture, park_timeout: float = 0.5) -> Exchange:
+        if currently_in_test_context():  # under hypothesis (failures report the stream anyway)
+            note(f"stream ({len(stream)} bytes): {stream.hex()}")
         start = len(caplog.records)
-        ex = exchange(self.port, stream, self.bt.config["socket.request.max.bytes"])
+        ex = exchange(
+            self.port,
+            stream,
+            self.bt.config["socket.request.max.bytes"],
+            park_timeout=park_timeout,
+            layer=self.layer,
+        )
         self.outcomes[ex.outcome] = self.outcomes.get(ex.outcome, 0) + 1
         assert not ex.problems, report(ex, stream)
         problems = broker_problems(caplog.records[start:])
@@ -737,6 +751,40 @@ def test_connection_fuzzed_frames(fuzzed, caplog, stream):
     """Random bytes with right/wrong/negative/huge size prefixes, mutated valid requests of every
     served API and version, valid headers with garbage bodies; up to three pipelined."""
     fuzzed.run(stream, caplog)
+
+
+def length_count_string_mutations(api_key: int, version: int) -> Iterator[tuple[str, bytes]]:
+    """Deterministic mutations of a valid request aimed at its lengths, counts and strings: the
+    client id's length, the first body field (a count, a string length or a number) and a few seeded
+    positions overwritten with boundary values (-1, 0x7fff..., 0x8000..., huge and overlong varints,
+    invalid UTF-8), one inserted, the body cut short and padded."""
+    frame = sample_frame(api_key, version, False, 0)
+    body = len(header_bytes(api_key, version))
+    rng = random.Random(api_key * 1000 + version)
+    yield "client id length past the end", frame[:8] + b"\x7f\xff" + frame[10:]
+    yield "client id length -2", frame[:8] + b"\xff\xfe" + frame[10:]
+    for chunk in (b"\x7f\xff\xff\xff", b"\xff\xff\xff\xff", b"\xff\xff\xff\xff\x0f"):
+        yield f"first field <- {chunk.hex()}", frame[:body] + chunk + frame[body + len(chunk) :]
+    for _ in range(8):
+        pos, chunk = rng.randrange(body, len(frame) + 1), rng.choice(CHUNKS)
+        yield f"{chunk.hex()} over byte {pos}", frame[:pos] + chunk + frame[pos + len(chunk) :]
+    for _ in range(4):
+        pos, chunk = rng.randrange(body, len(frame) + 1), rng.choice(CHUNKS)
+        yield f"{chunk.hex()} inserted at {pos}", frame[:pos] + chunk + frame[pos:]
+    yield "body cut in half", frame[: (body + len(frame)) // 2]
+    yield "16 bytes of trailing garbage", frame + bytes(range(240, 256))
+
+
+def test_connection_every_api_version_with_mutated_lengths_counts_strings(fuzzed, caplog):
+    """Every served API and version through the real connection handler, while the bystander works:
+    the valid request, then each of ``length_count_string_mutations``, one connection each."""
+    for api_key, version in SERVED:
+        cases = [("valid", sample_frame(api_key, version, False, 0))]
+        cases += list(length_count_string_mutations(api_key, version))
+        for what, frame in cases:
+            ex = fuzzed.run(struct.pack(">i", len(frame)) + frame, caplog, park_timeout=0.2)
+            if what == "valid" and api_key not in PARKABLE:
+                assert ex.outcome == "answered", f"{APIS[api_key].name} v{version}: {ex.outcome}"
 
 
 # ============================================================================ part 3: absurd values
@@ -1097,6 +1145,7 @@ def semantic(broker_factory, caplog):
     pools = setup_semantic(bt)
     with guarded(bt, caplog) as g:
         g.pools = pools  # type: ignore[attr-defined]
+        g.layer = "semantic"
         yield g
 
 
