@@ -12,7 +12,9 @@ sentinel answered (and every decodable request before it answered, in order, wit
 decodes as its API and version) or with the connection closed by the broker; never a silent hang,
 except behind a request that may legitimately park (Fetch long-poll, JoinGroup, SyncGroup). A
 bystander thread keeps sending ApiVersions + Metadata on its own connection throughout, and the
-broker's log must show no tracebacks, "unexpected error" or "handler failed" afterwards.
+broker's log must show no tracebacks, "unexpected error" or "handler failed" afterwards. Besides the
+hypothesis streams, every served API and version is sent valid and with deterministic mutations of
+its lengths, counts and strings.
 
 Part 3 sends structurally valid but semantically absurd requests (field values from pools of
 boundary numbers, real and bad topic/group names, good and corrupt record batches): each must get a
@@ -20,7 +22,8 @@ response with known error codes. Targeted tests cover absurd partition counts, c
 group timeouts. Tests named ``test_bug_*`` reproduce broker bugs and fail until they are fixed.
 
 Everything is derandomized (CI reproduces the same examples); hypothesis prints the falsifying
-example and the ``note()``s hold the frame bytes in hex.
+example and the ``note()``s hold the frame bytes in hex. The cases run per API (by layer: decoder,
+TCP, semantic) are printed in pytest's terminal summary (tests/fuzz/tally.py).
 """
 
 from __future__ import annotations
