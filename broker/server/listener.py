@@ -70,41 +70,60 @@ class Listener:
         self.count = 0
         #: connections refused for max.connections.per.ip, since start
         self.refused = 0
-        self._sock: socket.socket | None = None
-        self._acceptor: asyncio.Task | None = None
+        self._socks: list[socket.socket] = []
+        self._acceptors: list[asyncio.Task] = []
         self._sweeper: asyncio.Task | None = None
         self._slot_freed: asyncio.Event | None = None
 
     async def start(self) -> int:
-        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET, socket.SOCK_STREAM)
+        """Bind every address ``host`` resolves to (all interfaces for "" or 0.0.0.0/::, as asyncio's
+        ``create_server`` does) and start accepting; returns the bound port."""
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(
+            self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+        port = self.port
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self.port))
-            sock.listen(1024)
-            sock.setblocking(False)
+            for family, type_, proto, _name, addr in dict.fromkeys(infos):
+                sock = socket.socket(family, type_, proto)
+                self._socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                if port:  # port 0: every address gets the port the first one was given
+                    addr = (addr[0], port, *addr[2:])
+                sock.bind(addr)
+                sock.listen(1024)
+                sock.setblocking(False)
+                port = sock.getsockname()[1]
         except OSError:
-            sock.close()
+            for sock in self._socks:
+                sock.close()
+            self._socks = []
             raise
-        self._sock = sock
-        self.port = sock.getsockname()[1]
+        self.port = port
         self._slot_freed = asyncio.Event()
-        self._acceptor = asyncio.create_task(self._accept_loop())
+        self._acceptors = [asyncio.create_task(self._accept_loop(sock)) for sock in self._socks]
         self._sweeper = asyncio.create_task(self._sweep_idle())
         return self.port
+
+    @property
+    def accepting(self) -> bool:
+        return bool(self._socks)
 
     def _limit_for(self, ip: str) -> int:
         return self.ip_overrides.get(ip, self.max_per_ip)
 
-    async def _accept_loop(self) -> None:
+    async def _accept_loop(self, sock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        assert self._sock is not None and self._slot_freed is not None
+        assert self._slot_freed is not None
         factory: Callable[[], KafkaConnection] = lambda: KafkaConnection(self.broker)  # noqa: E731
         while True:
-            while self.count >= self.max_connections:
+            while self.count >= self.max_connections:  # as Kafka's acceptor: wait for a free slot
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
             try:
-                client, addr = await loop.sock_accept(self._sock)
+                client, addr = await loop.sock_accept(sock)
             except OSError as e:  # e.g. EMFILE: out of file descriptors; retry shortly
                 log.warning("accept failed: %s", e)
                 await asyncio.sleep(0.1)
@@ -119,6 +138,9 @@ class Listener:
                 )
                 client.close()
                 continue
+            while self.count >= self.max_connections:  # another address's loop took the slot
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
             self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
             self.count += 1
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -161,15 +183,15 @@ class Listener:
 
     def stop_accepting(self) -> None:
         """Close the listening socket: new clients are refused from now on."""
-        if self._acceptor is not None:
-            self._acceptor.cancel()
-            self._acceptor = None
+        for task in self._acceptors:
+            task.cancel()
+        self._acceptors = []
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        for sock in self._socks:
+            sock.close()
+        self._socks = []
 
     def stop_reading(self) -> None:
         """At shutdown: read no more requests on any connection."""

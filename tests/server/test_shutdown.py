@@ -104,7 +104,7 @@ def test_while_draining_new_connections_are_refused_and_no_more_requests_read(tm
             _wait(lambda: _deferred(bt) == 1, "the produce to be parked")
             stopper = threading.Thread(target=bt.stop, args=(GUARD,))
             stopper.start()
-            _wait(lambda: bt.call(lambda: bt.broker.listener._sock is None), "the shutdown to begin")
+            _wait(lambda: bt.call(lambda: not bt.broker.listener.accepting), "the shutdown to begin")
             with pytest.raises(OSError):
                 socket.create_connection(("127.0.0.1", bt.port), timeout=GUARD).close()
             other.send(API_VERSIONS, 3, ApiVersionsRequest("late", "1"))  # not read any more
