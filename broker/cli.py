@@ -66,6 +66,7 @@ def serve(
         raise click.UsageError(str(e)) from e
     from broker.server import new_event_loop
 
+    _raise_fd_limit()
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
@@ -75,6 +76,22 @@ def serve(
         sys.exit(1)
     finally:
         loop.close()
+
+
+def _raise_fd_limit() -> None:
+    """Every connection is a file descriptor: lift the soft RLIMIT_NOFILE (often 1024) to the hard
+    limit, so that thousands of clients (max.connections) are possible."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as e:
+            logging.getLogger("broker").warning("cannot raise the open-files limit from %d: %s", soft, e)
 
 
 async def _run(config: Config) -> None:

@@ -6,6 +6,7 @@ import resource
 import socket
 
 from broker.protocol.generated.api_versions import ApiVersionsRequest
+from tests.support.process import free_port, serve
 from tests.support.produce_consume import assert_round_trip, create, kp_consumer, kp_poll, kp_produce
 from tests.support.wire import WireClient, request_bytes
 
@@ -55,3 +56,26 @@ def test_thousand_idle_connections_while_clients_produce_and_consume(broker):
             except OSError:
                 pass
             c.close()
+
+
+def test_serve_lifts_a_low_open_files_limit(tmp_path):
+    """``serve`` started with a soft RLIMIT_NOFILE of 256 still holds 400 connections."""
+    _raise_fd_limit(1024)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # inherited by the broker process
+    try:
+        port = free_port()
+        proc = serve(tmp_path / "d", port)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    held: list[WireClient] = []
+    try:
+        for i in range(400):
+            c = WireClient(port, timeout=30)
+            held.append(c)
+            assert c.call(18, 3, ApiVersionsRequest(f"c{i}", "1")).error_code == 0
+    finally:
+        for c in held:
+            c.close()
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0

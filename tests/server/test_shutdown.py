@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,6 +19,7 @@ from broker.protocol.generated.api_versions import ApiVersionsRequest
 from broker.protocol.generated.create_topics import CreatableTopic, CreateTopicsRequest
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.testing import BrokerThread, running_broker
+from tests.support.process import free_port, serve, unread_bytes
 from tests.support.produce_consume import fetch_request
 from tests.support.wire import WireClient
 
@@ -109,7 +108,7 @@ def test_while_draining_new_connections_are_refused_and_no_more_requests_read(tm
                 socket.create_connection(("127.0.0.1", bt.port), timeout=GUARD).close()
             other.send(API_VERSIONS, 3, ApiVersionsRequest("late", "1"))  # not read any more
             late = other.sock.getsockname()[1]
-            _wait(lambda: _unread_bytes(os.getpid(), bt.port, late), "the late request to sit unread")
+            _wait(lambda: unread_bytes(os.getpid(), bt.port, late), "the late request to sit unread")
             assert stopper.is_alive()
             bt.call(setattr, logs, "flush_soon", real_flush_soon)
             corr, resp = c.recv(PRODUCE, 9)
@@ -133,44 +132,10 @@ def _wait(cond: Any, what: str) -> None:
 # ---------------------------------------------------------------- the real process
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve(data: Path, port: int, *config: str) -> subprocess.Popen:
-    args = [sys.executable, "-m", "broker", "serve", "--port", str(port), "--data-dir", str(data)]
-    for pair in config:
-        args += ["--config", pair]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + GUARD
-    while True:
-        if proc.poll() is not None:
-            raise AssertionError(f"broker exited early: {proc.stderr.read()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            assert time.monotonic() < deadline, "hang guard: the broker did not start"
-            time.sleep(0.02)
-
-
-def _unread_bytes(pid: int, broker_port: int, client_port: int) -> int | None:
-    """Bytes the broker process has not yet read from the connection (its socket's receive
-    queue, from /proc/<pid>/net/tcp), or None if the socket is not listed."""
-    local, remote = f"0100007F:{broker_port:04X}", f"0100007F:{client_port:04X}"
-    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[1] == local and fields[2] == remote:
-            return int(fields[4].split(":")[1], 16)
-    return None
-
-
 @pytest.mark.skipif(not Path("/proc/self/net/tcp").exists(), reason="needs Linux /proc/net/tcp")
 def test_sigterm_answers_the_produce_in_flight_and_exits_0_with_the_data_durable(tmp_path):
-    data, port = tmp_path / "d", _free_port()
-    proc = _serve(data, port, *(f"{k}={v}" for k, v in FAR.items()))
+    data, port = tmp_path / "d", free_port()
+    proc = serve(data, port, *(f"{k}={v}" for k, v in FAR.items()))
     try:
         _create_topic(port)
         with WireClient(port, timeout=GUARD) as c:
@@ -181,7 +146,7 @@ def test_sigterm_answers_the_produce_in_flight_and_exits_0_with_the_data_durable
             cid = c.send(PRODUCE, 9, _produce_request(b"in flight"))
             client_port = c.sock.getsockname()[1]
             deadline = time.monotonic() + GUARD
-            while _unread_bytes(proc.pid, port, client_port) != 0:  # the broker has read it
+            while unread_bytes(proc.pid, port, client_port) != 0:  # the broker has read it
                 assert time.monotonic() < deadline, "hang guard: the broker never read the produce"
                 time.sleep(0.005)
             proc.send_signal(signal.SIGTERM)
@@ -195,7 +160,7 @@ def test_sigterm_answers_the_produce_in_flight_and_exits_0_with_the_data_durable
     finally:
         proc.kill()
         proc.wait()
-    proc = _serve(data, port)
+    proc = serve(data, port)
     try:
         assert _stored_values(port) == [b"first", b"in flight"]
     finally:
@@ -206,8 +171,8 @@ def test_sigterm_answers_the_produce_in_flight_and_exits_0_with_the_data_durable
 def test_second_signal_exits_at_once(tmp_path):
     """Both signals are made pending while the process is stopped, so the second one is handled
     while the graceful shutdown has only just begun."""
-    port = _free_port()
-    proc = _serve(tmp_path / "d", port)
+    port = free_port()
+    proc = serve(tmp_path / "d", port)
     try:
         with WireClient(port) as c:
             assert c.call(API_VERSIONS, 3, ApiVersionsRequest("x", "1")).error_code == 0
