@@ -12,7 +12,8 @@ is below its high-water mark (asyncio's ``pause_writing``) and one read's answer
 read, and resumes once it drains them. ``memory()`` reports what a connection holds.
 
 A connection is idle (``connections.max.idle.ms``) when no complete request arrived for that long
-and none is being handled: a client dribbling the bytes of one request counts as idle.
+and none is parked or awaiting its fsync: a client dribbling the bytes of one request counts as
+idle, and so does one whose requests wait because it stopped reading the responses.
 
 Anything wrong with the stream itself closes this connection and only this one: a bad length
 prefix, an unknown API key, an unsupported version (except ApiVersions, which gets an
@@ -186,11 +187,6 @@ class KafkaConnection(asyncio.Protocol):
         if not self.reading_paused and not self.closed and self.transport is not None:
             self.reading_paused = True
             self.transport.pause_reading()
-
-    @property
-    def in_flight(self) -> bool:
-        """A request is being handled, waits to be, or its response awaits something (an fsync)."""
-        return self.busy or bool(self._ordered) or bool(self.queue)
 
     # ------------------------------------------------------------------ request path
 

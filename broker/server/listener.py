@@ -178,7 +178,9 @@ class Listener:
             await asyncio.sleep(interval)
             cutoff = time.monotonic() - idle_ms / 1000
             for conn in list(self.broker.connections):
-                if conn.last_active < cutoff and not conn.in_flight:
+                # a parked request (long poll, join) or a response awaiting its fsync keeps a
+                # connection alive; requests queued behind responses the client does not read do not
+                if conn.last_active < cutoff and not conn.busy and not conn._ordered:
                     conn.close(f"idle for more than {idle_ms} ms (connections.max.idle.ms)")
 
     def stop_accepting(self) -> None:

@@ -202,6 +202,7 @@ def test_client_that_never_reads_is_paused_with_bounded_memory(broker):
     pair = request_bytes(METADATA, 12, MetadataRequest(topics=[]), 1) + request_bytes(
         API_VERSIONS, 3, ApiVersionsRequest("flood", "1"), 2
     )
+    smallest = min(len(request_bytes(METADATA, 12, MetadataRequest(topics=[]), 1)), len(pair) // 2)
     with WireClient(broker.port) as flooder, WireClient(broker.port) as bystander:
         total = 0
         # send until the broker neither writes to us (its socket buffer is full) nor reads from us
@@ -212,7 +213,8 @@ def test_client_that_never_reads_is_paused_with_bounded_memory(broker):
         total += _flood(flooder.sock, pair, total, 1 << 20)  # now the kernel buffers fill up too
         for _ in range(3):
             [mem] = [m for m in _memory(broker) if m["reading_paused"]]
-            assert mem["queued"] <= connection.MAX_QUEUED + 4096  # one read's frames at most
+            # beyond the limits: at most the frames of the one read that crossed them (256 KiB)
+            assert mem["queued"] <= connection.MAX_QUEUED + (256 << 10) // smallest
             assert mem["queued_bytes"] <= connection.MAX_QUEUED_BYTES + (256 << 10)
             assert mem["write"] <= (64 << 10) + connection.MAX_OUT_BATCH + (64 << 10)
             assert mem["read"] < len(pair)
@@ -233,6 +235,24 @@ def test_client_that_never_reads_is_paused_with_bounded_memory(broker):
             assert corr == 2 and av.error_code == 0
         assert flooder.call(API_VERSIONS, 3, ApiVersionsRequest("again", "1")).error_code == 0
         assert not any(m["reading_paused"] for m in _memory(broker))
+
+
+def test_client_that_stopped_reading_is_closed_as_idle(broker_factory):
+    b = broker_factory({"connections.max.idle.ms": 300})
+    pair = request_bytes(API_VERSIONS, 3, ApiVersionsRequest("flood", "1"), 2)
+    with WireClient(b.port) as flooder:
+        _wait_for(lambda: _conns(b), "the connection to be accepted")
+        total = 0
+        deadline = time.monotonic() + GUARD
+        while _conns(b):  # keeps sending (as far as the broker lets it), never reads
+            assert time.monotonic() < deadline, "hang guard: a client that stopped reading stays open"
+            try:
+                total += _flood(flooder.sock, pair, total, 1 << 20)
+            except OSError:  # reset by the broker
+                break
+            time.sleep(0.01)
+        _wait_for(lambda: not _conns(b), "the connection to be closed")
+        assert total > 1 << 20  # it was paused (not idle) before it was closed
 
 
 # ---------------------------------------------------------------- slow clients, idle timeout
