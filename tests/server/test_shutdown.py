@@ -17,13 +17,19 @@ import pytest
 from broker.log.records import iter_records, simple_batch
 from broker.protocol.generated.api_versions import ApiVersionsRequest
 from broker.protocol.generated.create_topics import CreatableTopic, CreateTopicsRequest
+from broker.protocol.generated.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from broker.protocol.generated.offset_fetch import OffsetFetchRequest
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.testing import BrokerThread, running_broker
 from tests.support.process import free_port, serve, unread_bytes
 from tests.support.produce_consume import fetch_request
 from tests.support.wire import WireClient
 
-PRODUCE, FETCH, API_VERSIONS, CREATE_TOPICS = 0, 1, 18, 19
+PRODUCE, FETCH, OFFSET_COMMIT, OFFSET_FETCH, API_VERSIONS, CREATE_TOPICS = 0, 1, 8, 9, 18, 19
 GUARD = 30.0
 #: A group commit this far away never happens by itself during a test: only shutdown flushes.
 FAR = {"log.flush": "interval", "log.flush.interval.ms": 3_600_000}
@@ -80,6 +86,35 @@ def test_stop_answers_a_produce_waiting_for_its_group_commit(tmp_path):
         assert _stored_values(again.port) == [b"first", b"in flight"]
         recovery = (data / "recovery-point-offset-checkpoint").read_text().split()
         assert recovery[-3:] == ["t", "0", "2"]  # everything was fsynced before the checkpoint
+
+
+def _commit(offset: int) -> OffsetCommitRequest:
+    part = OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)
+    return OffsetCommitRequest("g", -1, "", None, -1, [OffsetCommitRequestTopic("t", partitions=[part])])
+
+
+def test_stop_answers_an_offset_commit_waiting_for_its_group_commit(tmp_path):
+    """The coordinator's records go through the same group commit: an OffsetCommit in flight at
+    shutdown is answered, and the offset is there after a restart."""
+    data = tmp_path / "d"
+    bt = BrokerThread(data, FAR).start()
+    try:
+        _create_topic(bt.port)
+        with WireClient(bt.port, timeout=GUARD) as c:
+            first = c.call(OFFSET_COMMIT, 8, _commit(5))
+            assert first.topics[0].partitions[0].error_code == 0
+            cid = c.send(OFFSET_COMMIT, 8, _commit(42))
+            _wait(lambda: _deferred(bt) == 1, "the commit to be parked")
+            bt.stop(timeout=GUARD)
+            corr, resp = c.recv(OFFSET_COMMIT, 8)
+            assert corr == cid and resp.topics[0].partitions[0].error_code == 0
+    finally:
+        bt.stop()
+    with running_broker(data) as again, WireClient(again.port) as c:
+        resp = c.call(OFFSET_FETCH, 7, OffsetFetchRequest(group_id="g", topics=None))
+        assert [
+            (t.name, p.partition_index, p.committed_offset) for t in resp.topics for p in t.partitions
+        ] == [("t", 0, 42)]
 
 
 @pytest.mark.skipif(not Path("/proc/self/net/tcp").exists(), reason="needs Linux /proc/net/tcp")
