@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 
 from broker.protocol.generated import APIS
-from tests.fuzz.wire import (
+from tests.fuzz.harness import (
     CHUNKS,
     PARKABLE,
     SERVED,

@@ -14,7 +14,7 @@ from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from broker.protocol.generated import APIS
-from tests.fuzz.wire import (
+from tests.fuzz.harness import (
     CHUNKS,
     DECODE_ERRORS,
     EXPECTED_DECODE_ERRORS,

@@ -46,7 +46,7 @@ from broker.protocol.generated.offset_commit import (
 )
 from broker.protocol.generated.offset_fetch import OffsetFetchRequest
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
-from tests.fuzz.wire import (
+from tests.fuzz.harness import (
     CONSUMER_GROUP_HEARTBEAT,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
