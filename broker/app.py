@@ -28,6 +28,9 @@ from broker.server import Listener
 
 log = logging.getLogger(__name__)
 
+#: Seconds a graceful shutdown waits for the requests already received to be answered.
+SHUTDOWN_GRACE = 5.0
+
 
 class Broker:
     def __init__(self, config: Config):
@@ -140,7 +143,22 @@ class Broker:
             self.config.data_dir,
         )
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float = SHUTDOWN_GRACE) -> None:
+        """Graceful shutdown: stop accepting and reading requests, answer the ones already received
+        (waiting at most ``grace`` seconds; produces waiting for a group commit get it now), close
+        the connections (parked long polls and joins are cancelled), then flush and fsync the logs
+        (the coordinator's included) and write their recovery checkpoint."""
+        self.listener.stop_accepting()
+        self.listener.stop_reading()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while (left := self.listener.unanswered()) and loop.time() < deadline:
+            self.logs.flush_soon()
+            await asyncio.sleep(0.005)
+        if left:
+            log.warning(
+                "shutting down with requests of %d connection(s) unanswered after %.1f s", left, grace
+            )
         await self.listener.stop()
         self.groups.close()
         await self.logs.close()

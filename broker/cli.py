@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -45,7 +46,8 @@ def serve(
     pairs: tuple[str, ...],
     config_file: str | None,
 ) -> None:
-    """Run the broker until SIGTERM or Ctrl-C."""
+    """Run the broker until SIGTERM or Ctrl-C (graceful: in-flight requests are answered and the
+    logs fsynced; a second signal exits at once)."""
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
@@ -64,6 +66,7 @@ def serve(
         raise click.UsageError(str(e)) from e
     from broker.server import new_event_loop
 
+    _raise_fd_limit()
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
@@ -75,6 +78,22 @@ def serve(
         loop.close()
 
 
+def _raise_fd_limit() -> None:
+    """Every connection is a file descriptor: lift the soft RLIMIT_NOFILE (often 1024) to the hard
+    limit, so that thousands of clients (max.connections) are possible."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Windows
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as e:
+            logging.getLogger("broker").warning("cannot raise the open-files limit from %d: %s", soft, e)
+
+
 async def _run(config: Config) -> None:
     from broker.app import Broker
 
@@ -83,10 +102,21 @@ async def _run(config: Config) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, _on_signal, stop, sig)
     await stop.wait()
-    logging.getLogger("broker").info("shutting down")
+    logging.getLogger("broker").info("shutting down (a second SIGTERM or Ctrl-C exits at once)")
     await broker.stop()
+
+
+def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
+    """The first SIGTERM/SIGINT starts a graceful shutdown; a second one exits at once, without
+    waiting for requests in flight or flushing (like a kill: unflushed data may be lost)."""
+    if not stop.is_set():
+        stop.set()
+        return
+    logging.getLogger("broker").warning("second %s: exiting at once", sig.name)
+    logging.shutdown()
+    os._exit(128 + sig)
 
 
 if __name__ == "__main__":

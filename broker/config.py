@@ -38,6 +38,26 @@ _SETTINGS = [
     Setting("default.replication.factor", int, 1, "Replication factor reported for topics.", 1),
     Setting("socket.request.max.bytes", int, 104857600, "Largest request frame accepted.", 1),
     Setting("connections.max.idle.ms", int, 600000, "Close connections idle this long.", 1),
+    Setting(
+        "max.connections",
+        int,
+        2147483647,
+        "Most open connections; at the limit new ones wait until one closes.",
+        0,
+    ),
+    Setting(
+        "max.connections.per.ip",
+        int,
+        2147483647,
+        "Most connections from one address; more are closed at once.",
+        0,
+    ),
+    Setting(
+        "max.connections.per.ip.overrides",
+        str,
+        "",
+        "Per-address limits overriding max.connections.per.ip: host:count,host:count.",
+    ),
     Setting("broker.rack", str, "", "Rack id reported in metadata (empty: none)."),
     Setting(
         "log.flush",
@@ -124,7 +144,25 @@ def _coerce(setting: Setting, raw: Any) -> Any:
         value = value.lower()  # Kafka reads enumerated values case-insensitively
     if setting.choices is not None and value not in setting.choices:
         raise ConfigError(f"{setting.name}: must be one of {', '.join(setting.choices)}, got {value!r}")
+    if setting.name == "max.connections.per.ip.overrides":
+        parse_ip_overrides(value)
     return value
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: comma-separated ``host:count`` (host a name or an
+    address; an IPv6 address may be bracketed). Raises ConfigError naming the bad entry."""
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host or not count.strip().isdigit():
+            raise ConfigError(f"max.connections.per.ip.overrides: expected host:count, got {item!r}")
+        out[host] = int(count)
+    return out
 
 
 class Config:

@@ -140,6 +140,13 @@ class LogManager:
         self._schedule()
         return self._next
 
+    def flush_soon(self) -> None:
+        """Start a group commit that is waiting for its interval now (at shutdown)."""
+        if self._scheduled is not None:
+            self._scheduled.cancel()
+            self._scheduled = None
+            self._start_flush()
+
     def _schedule(self) -> None:
         if self._flushing or self._scheduled is not None or self._next is None:
             return

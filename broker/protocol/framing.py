@@ -13,6 +13,8 @@ _SIZE = Struct(">i")
 #: api_key, api_version, correlation_id: the fixed start of every request header version.
 REQUEST_PREFIX = Struct(">hhi")
 _SIZE_CORR = Struct(">ii")
+#: Incomplete frames larger than this are gathered as chunks instead of re-concatenated per read.
+_CHUNKED = 64 << 10
 
 
 class FrameError(ValueError):
@@ -20,17 +22,34 @@ class FrameError(ValueError):
 
 
 class FrameReader:
-    __slots__ = ("max_size", "_buf")
+    """Splits a stream into frames. A frame still arriving is kept as a list of chunks, joined once
+    complete: memory grows with the bytes received (never preallocated from the size prefix) and a
+    large frame arriving in many reads is copied once, not once per read."""
+
+    __slots__ = ("max_size", "_buf", "_parts", "_have", "_need")
 
     def __init__(self, max_size: int):
         self.max_size = max_size
         self._buf = b""
+        #: chunks of an incomplete frame whose size prefix is known (``_need`` bytes in all)
+        self._parts: list[bytes] = []
+        self._have = 0
+        self._need = 0
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        """Bytes received but not yet returned as frames."""
+        return len(self._buf) + self._have
 
     def feed(self, data: bytes) -> list[bytes]:
+        if self._parts:
+            self._parts.append(data)
+            self._have += len(data)
+            if self._have < self._need:
+                return []
+            data = b"".join(self._parts)
+            self._parts = []
+            self._have = self._need = 0
         buf = self._buf + data if self._buf else data
         frames = []
         pos = 0
@@ -42,6 +61,12 @@ class FrameReader:
                 raise FrameError(f"frame size {size} outside 0..{self.max_size}")
             stop = pos + 4 + size
             if stop > end:
+                if size > _CHUNKED:
+                    self._parts = [buf[pos:]]
+                    self._have = end - pos
+                    self._need = 4 + size
+                    self._buf = b""
+                    return frames
                 break
             frames.append(buf[pos + 4 : stop])
             pos = stop

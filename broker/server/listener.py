@@ -1,4 +1,13 @@
-"""The TCP listener: binds the port, accepts connections, closes idle ones, shuts down cleanly.
+"""The TCP listener: binds the port, accepts connections within the limits, closes idle ones, and
+shuts down gracefully.
+
+Connection limits use Kafka's names and behaviour:
+
+* ``max.connections.per.ip`` (with ``max.connections.per.ip.overrides``, ``host:count,...``): a
+  connection over its address's limit is closed as soon as it is accepted.
+* ``max.connections``: at the limit the listener stops accepting; new clients wait in the kernel's
+  backlog until a connection closes (as Kafka's acceptor blocks).
+* ``connections.max.idle.ms``: see :mod:`broker.server.connection` for what counts as idle.
 
 uvloop is installed here (``new_event_loop``) and nowhere else.
 """
@@ -7,8 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from broker.config import parse_ip_overrides
 
 from .connection import KafkaConnection
 
@@ -27,22 +40,136 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
+def resolve_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` keyed by address: host names are resolved (an entry
+    whose name does not resolve is logged and kept as written)."""
+    out: dict[str, int] = {}
+    for host, count in parse_ip_overrides(text).items():
+        out[host] = count
+        try:
+            infos = socket.getaddrinfo(host, None)
+        except OSError as e:
+            log.warning("max.connections.per.ip.overrides: cannot resolve %r: %s", host, e)
+            continue
+        for info in infos:
+            out[str(info[4][0])] = count
+    return out
+
+
 class Listener:
     def __init__(self, broker: Broker, host: str, port: int):
         self.broker = broker
         self.host = host
         self.port = port
-        self.server: asyncio.base_events.Server | None = None
+        config = broker.config
+        self.max_connections: int = config["max.connections"]
+        self.max_per_ip: int = config["max.connections.per.ip"]
+        self.ip_overrides = resolve_ip_overrides(config["max.connections.per.ip.overrides"])
+        #: open connections per peer address (including ones being set up)
+        self.per_ip: dict[str, int] = {}
+        self.count = 0
+        #: connections refused for max.connections.per.ip, since start
+        self.refused = 0
+        self._socks: list[socket.socket] = []
+        self._acceptors: list[asyncio.Task] = []
         self._sweeper: asyncio.Task | None = None
+        self._slot_freed: asyncio.Event | None = None
 
     async def start(self) -> int:
+        """Bind every address ``host`` resolves to (all interfaces for "" or 0.0.0.0/::, as asyncio's
+        ``create_server`` does) and start accepting; returns the bound port."""
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
-            lambda: KafkaConnection(self.broker), self.host, self.port, reuse_address=True, backlog=1024
+        infos = await loop.getaddrinfo(
+            self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )
-        self.port = self.server.sockets[0].getsockname()[1]
+        port = self.port
+        try:
+            for family, type_, proto, _name, addr in dict.fromkeys(infos):
+                sock = socket.socket(family, type_, proto)
+                self._socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                if port:  # port 0: every address gets the port the first one was given
+                    addr = (addr[0], port, *addr[2:])
+                sock.bind(addr)
+                sock.listen(1024)
+                sock.setblocking(False)
+                port = sock.getsockname()[1]
+        except OSError:
+            for sock in self._socks:
+                sock.close()
+            self._socks = []
+            raise
+        self.port = port
+        self._slot_freed = asyncio.Event()
+        self._acceptors = [asyncio.create_task(self._accept_loop(sock)) for sock in self._socks]
         self._sweeper = asyncio.create_task(self._sweep_idle())
         return self.port
+
+    @property
+    def accepting(self) -> bool:
+        return bool(self._socks)
+
+    def _limit_for(self, ip: str) -> int:
+        return self.ip_overrides.get(ip, self.max_per_ip)
+
+    async def _accept_loop(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._slot_freed is not None
+        factory: Callable[[], KafkaConnection] = lambda: KafkaConnection(self.broker)  # noqa: E731
+        while True:
+            while self.count >= self.max_connections:  # as Kafka's acceptor: wait for a free slot
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+            try:
+                client, addr = await loop.sock_accept(sock)
+            except OSError as e:  # e.g. EMFILE: out of file descriptors; retry shortly
+                log.warning("accept failed: %s", e)
+                await asyncio.sleep(0.1)
+                continue
+            ip = addr[0] if isinstance(addr, tuple) else str(addr)
+            if self.per_ip.get(ip, 0) >= self._limit_for(ip):
+                self.refused += 1
+                log.info(
+                    "refusing connection from %s: %d connections from it already (max.connections.per.ip)",
+                    ip,
+                    self.per_ip[ip],
+                )
+                client.close()
+                continue
+            while self.count >= self.max_connections:  # another address's loop took the slot
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+            self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
+            self.count += 1
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                _transport, conn = await loop.connect_accepted_socket(factory, client)
+            except OSError as e:
+                log.warning("cannot set up the connection from %s: %s", ip, e)
+                client.close()
+                self._release(ip)
+                continue
+            conn.ip = ip
+            if conn.closed:  # gone before we got here: connection_lost came without an ip
+                self._release(ip)
+
+    def connection_closed(self, conn: KafkaConnection) -> None:
+        """Called by a connection once its socket is closed: frees its slot."""
+        if conn.ip is not None:
+            self._release(conn.ip)
+            conn.ip = None
+
+    def _release(self, ip: str) -> None:
+        n = self.per_ip.get(ip, 0) - 1
+        if n > 0:
+            self.per_ip[ip] = n
+        else:
+            self.per_ip.pop(ip, None)
+        self.count -= 1
+        if self._slot_freed is not None:
+            self._slot_freed.set()
 
     async def _sweep_idle(self) -> None:
         idle_ms = self.broker.config["connections.max.idle.ms"]
@@ -51,14 +178,40 @@ class Listener:
             await asyncio.sleep(interval)
             cutoff = time.monotonic() - idle_ms / 1000
             for conn in list(self.broker.connections):
-                if conn.last_active < cutoff and not conn.busy:
+                # a parked request (long poll, join) or a response awaiting its fsync keeps a
+                # connection alive; requests queued behind responses the client does not read do not
+                if conn.last_active < cutoff and not conn.busy and not conn._ordered:
                     conn.close(f"idle for more than {idle_ms} ms (connections.max.idle.ms)")
 
-    async def stop(self) -> None:
+    def stop_accepting(self) -> None:
+        """Close the listening socket: new clients are refused from now on."""
+        for task in self._acceptors:
+            task.cancel()
+        self._acceptors = []
         if self._sweeper is not None:
             self._sweeper.cancel()
-        if self.server is not None:
-            self.server.close()
+            self._sweeper = None
+        for sock in self._socks:
+            sock.close()
+        self._socks = []
+
+    def stop_reading(self) -> None:
+        """At shutdown: read no more requests on any connection."""
+        for conn in self.broker.connections:
+            conn.stop_reading()
+
+    def unanswered(self) -> int:
+        """Connections holding requests that will be answered without waiting for other clients:
+        responses waiting for an fsync, and received requests not parked behind a long poll or a
+        group join (those are cancelled by ``stop``)."""
+        return sum(
+            1 for c in self.broker.connections if not c.closed and (c._ordered or (c.queue and not c.busy))
+        )
+
+    async def stop(self) -> None:
+        """Close every connection (answers already written are flushed), cancelling requests still
+        parked (long polls, joins)."""
+        self.stop_accepting()
         pending = []
         for conn in list(self.broker.connections):
             pending += [t for t in (conn._task, *conn._deferred_tasks) if t is not None and not t.done()]
@@ -68,5 +221,3 @@ class Listener:
             task.cancel()
         if pending:  # let parked requests (long polls, joins) finish cancelling
             await asyncio.gather(*pending, return_exceptions=True)
-        if self.server is not None:
-            await self.server.wait_closed()

@@ -1,0 +1,45 @@
+"""A broker as a real process (``python -m broker serve``) for tests, and a look at its sockets."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+GUARD = 30.0  # seconds: hang guard only
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(data: Path, port: int, *config: str) -> subprocess.Popen:
+    args = [sys.executable, "-m", "broker", "serve", "--port", str(port), "--data-dir", str(data)]
+    for pair in config:
+        args += ["--config", pair]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + GUARD
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"broker exited early: {proc.stderr.read()}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            assert time.monotonic() < deadline, "hang guard: the broker did not start"
+            time.sleep(0.02)
+
+
+def unread_bytes(pid: int, broker_port: int, client_port: int) -> int | None:
+    """Bytes the broker process has not yet read from the connection (its socket's receive
+    queue, from /proc/<pid>/net/tcp), or None if the socket is not listed."""
+    local, remote = f"0100007F:{broker_port:04X}", f"0100007F:{client_port:04X}"
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1] == local and fields[2] == remote:
+            return int(fields[4].split(":")[1], 16)
+    return None
