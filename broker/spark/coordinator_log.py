@@ -30,13 +30,18 @@ CG_CURRENT = BY_NAME["ConsumerGroupCurrentMemberAssignment"].id
 
 OFFSETS_SCHEMA = (
     "group string, topic string, partition int, offset long, leader_epoch int, metadata string, "
-    "commit_timestamp timestamp, generation int, protocol string, deleted boolean, log_offset long"
+    "commit_timestamp timestamp, generation int, protocol string, owned boolean, deleted boolean, "
+    "log_offset long"
 )
 GROUPS_SCHEMA = (
     "group string, protocol string, timestamp timestamp, log_offset long, generation int, event string, "
     "member_id string, instance_id string, client_id string, member_epoch int, members int, "
-    "assignment array<struct<topic:string,partition:int>>"
+    "assignment array<struct<topic:string,partition:int>>, state_timestamp timestamp"
 )
+OFFSETS_COLUMNS = [c.split()[0] for c in OFFSETS_SCHEMA.split(", ")]
+GROUPS_COLUMNS = [c.split()[0] for c in GROUPS_SCHEMA.split(", ")]
+#: columns holding epoch milliseconds that the Spark source turns into timestamps
+TIMESTAMP_COLUMNS = {"commit_timestamp", "timestamp", "state_timestamp"}
 
 
 def decode_consumer_assignment(data: bytes | None) -> list[tuple[str, int]]:
@@ -78,130 +83,105 @@ def iter_coordinator_records(data_dir: str | Path) -> Iterator[tuple[int, int, o
 
 
 def replay(data_dir: str | Path) -> tuple[list[tuple], list[tuple]]:
-    """(offsets rows, groups rows) in the order of OFFSETS_SCHEMA and GROUPS_SCHEMA, with epoch-ms
-    timestamps (the Spark sources convert them)."""
+    """(offsets rows, groups rows) in the column order of OFFSETS_SCHEMA and GROUPS_SCHEMA, with
+    timestamps in epoch ms (the Spark source converts them).
+
+    A commit's ``generation`` is the group's generation (classic) or group epoch (KIP-848) in effect
+    when it was written (the record itself does not carry it); ``owned`` says whether a member of
+    that generation owned the partition (None for a group without members on record, such as one
+    that only ever commits)."""
     topic_names = {t["id"]: name for name, t in logdir.topics(data_dir).items()}
     offsets: list[tuple] = []
     groups: list[tuple] = []
     generation: dict[str, int] = {}
     protocol: dict[str, str] = {}
-    classic_members: dict[str, dict[str, tuple]] = {}
-    cg_members: dict[str, dict[str, tuple]] = {}  # group -> member -> (instance, client)
+    members: dict[str, dict[str, tuple]] = {}  # group -> member id -> (instance id, client id)
+    owners: dict[str, dict[str, set]] = {}  # group -> member id -> owned (topic, partition)
+
+    def commit(**row: object) -> None:
+        offsets.append(tuple(row.get(c) for c in OFFSETS_COLUMNS))
+
+    def event(
+        g: str, proto: str, ts: int, off: int, kind: str, mid: str | None = None, **row: object
+    ) -> None:
+        inst, client = members.get(g, {}).get(mid, (None, None)) if mid else (None, None)
+        row = {"instance_id": inst, "client_id": client, **row}
+        row.update(group=g, protocol=proto, timestamp=ts, log_offset=off, event=kind, member_id=mid)
+        row.setdefault("generation", generation.get(g))
+        row.setdefault("members", len(members.get(g, {})))
+        row.setdefault("assignment", [])
+        groups.append(tuple(row.get(c) for c in GROUPS_COLUMNS))
+
     for off, ts, rec in iter_coordinator_records(data_dir):
         t, k, v = rec.type, rec.key, rec.value
         if t == OFFSET_COMMIT:
             g = k.group
+            owned = None
+            if g in owners and protocol.get(g):
+                owned = any((k.topic, k.partition) in tps for tps in owners[g].values())
+            common = dict(group=g, topic=k.topic, partition=k.partition, generation=generation.get(g))
+            common.update(protocol=protocol.get(g), owned=owned, log_offset=off)
             if v is None:
-                offsets.append(
-                    (
-                        g,
-                        k.topic,
-                        k.partition,
-                        None,
-                        None,
-                        None,
-                        ts,
-                        generation.get(g),
-                        protocol.get(g),
-                        True,
-                        off,
-                    )
-                )
+                commit(**common, commit_timestamp=ts, deleted=True)
             else:
-                offsets.append(
-                    (g, k.topic, k.partition, v.offset, v.leader_epoch, v.metadata, v.commit_timestamp,
-                     generation.get(g), protocol.get(g), False, off)
-                )  # fmt: skip
+                commit(**common, offset=v.offset, leader_epoch=v.leader_epoch, metadata=v.metadata,
+                       commit_timestamp=v.commit_timestamp, deleted=False)  # fmt: skip
         elif t == GROUP_METADATA:
             g = k.group
             protocol[g] = "classic"
-            before = classic_members.get(g, {})
+            before = members.get(g, {})
             if v is None:
-                for mid, (inst, client) in before.items():
-                    groups.append(
-                        (g, "classic", ts, off, generation.get(g), "leave", mid, inst, client, None, 0, [])
-                    )
-                groups.append(
-                    (g, "classic", ts, off, generation.get(g), "deleted", None, None, None, None, 0, [])
-                )
-                classic_members.pop(g, None)
+                for mid in list(before):
+                    event(g, "classic", ts, off, "leave", mid, members=0)
+                event(g, "classic", ts, off, "deleted", members=0)
+                members.pop(g, None)
+                owners.pop(g, None)
                 continue
             generation[g] = v.generation
             now = {m.member_id: (m.group_instance_id, m.client_id) for m in v.members}
-            n = len(now)
-            for mid, (inst, client) in before.items():
+            for mid in before:
                 if mid not in now:
-                    groups.append(
-                        (g, "classic", ts, off, v.generation, "leave", mid, inst, client, v.generation, n, [])
-                    )
+                    event(g, "classic", ts, off, "leave", mid, members=len(now), member_epoch=v.generation)
+            members[g] = now
+            owners[g] = {}
             for m in v.members:
-                event = "stay" if m.member_id in before else "join"
-                assignment = [
-                    {"topic": tp, "partition": p} for tp, p in decode_consumer_assignment(m.assignment)
-                ]
-                groups.append(
-                    (g, "classic", ts, off, v.generation, event, m.member_id, m.group_instance_id, m.client_id,
-                     v.generation, n, assignment)
-                )  # fmt: skip
+                assigned = decode_consumer_assignment(m.assignment)
+                owners[g][m.member_id] = set(assigned)
+                event(g, "classic", ts, off, "stay" if m.member_id in before else "join", m.member_id,
+                      members=len(now), member_epoch=v.generation, state_timestamp=v.current_state_timestamp,
+                      assignment=[{"topic": a, "partition": p} for a, p in assigned])  # fmt: skip
             if not v.members:
-                groups.append((g, "classic", ts, off, v.generation, "empty", None, None, None, None, 0, []))
-            classic_members[g] = now
+                event(g, "classic", ts, off, "empty", members=0, state_timestamp=v.current_state_timestamp)
         elif t == CG_METADATA:
             g = k.group_id
             protocol[g] = "consumer"
-            members = cg_members.setdefault(g, {})
             if v is None:
-                groups.append(
-                    (g, "consumer", ts, off, generation.get(g), "deleted", None, None, None, None, 0, [])
-                )
-                cg_members.pop(g, None)
+                event(g, "consumer", ts, off, "deleted", members=0)
+                members.pop(g, None)
+                owners.pop(g, None)
             else:
                 generation[g] = v.epoch
-                groups.append(
-                    (g, "consumer", ts, off, v.epoch, "epoch", None, None, None, None, len(members), [])
-                )
+                event(g, "consumer", ts, off, "epoch")
         elif t == CG_MEMBER:
             g, mid = k.group_id, k.member_id
             protocol[g] = "consumer"
-            members = cg_members.setdefault(g, {})
+            group = members.setdefault(g, {})
             if v is None:
-                inst, client = members.pop(mid, (None, None))
-                groups.append(
-                    (
-                        g,
-                        "consumer",
-                        ts,
-                        off,
-                        generation.get(g),
-                        "leave",
-                        mid,
-                        inst,
-                        client,
-                        None,
-                        len(members),
-                        [],
-                    )
-                )
+                event(g, "consumer", ts, off, "leave", mid, members=len(group) - (mid in group))
+                group.pop(mid, None)
+                owners.get(g, {}).pop(mid, None)
             else:
-                event = "update" if mid in members else "join"
-                members[mid] = (v.instance_id, v.client_id)
-                groups.append(
-                    (g, "consumer", ts, off, generation.get(g), event, mid, v.instance_id, v.client_id, None,
-                     len(members), [])
-                )  # fmt: skip
-        elif t == CG_CURRENT:
+                kind = "update" if mid in group else "join"
+                group[mid] = (v.instance_id, v.client_id)
+                event(g, "consumer", ts, off, kind, mid)
+        elif t == CG_CURRENT and v is not None:
             g, mid = k.group_id, k.member_id
-            members = cg_members.setdefault(g, {})
-            if v is None:
-                continue
-            inst, client = members.get(mid, (None, None))
-            assignment = sorted(
+            assigned = sorted(
                 (topic_names.get(tp.topic_id, str(tp.topic_id)), p)
                 for tp in v.assigned_partitions
                 for p in tp.partitions
             )
-            groups.append(
-                (g, "consumer", ts, off, generation.get(g), "assignment", mid, inst, client, v.member_epoch,
-                 len(members), [{"topic": a, "partition": p} for a, p in assignment])
-            )  # fmt: skip
+            owners.setdefault(g, {})[mid] = set(assigned)
+            event(g, "consumer", ts, off, "assignment", mid, member_epoch=v.member_epoch,
+                  assignment=[{"topic": a, "partition": p} for a, p in assigned])  # fmt: skip
     return offsets, groups

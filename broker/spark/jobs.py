@@ -6,14 +6,18 @@ has the columns of Spark's Kafka source.
   end offset at that moment minus the committed offset. The log end offset at time T is one past
   the highest offset whose record timestamp is at most T (exact for LogAppendTime topics; with
   CreateTime it trusts the producers' clocks).
-* :func:`audit` -- commits that went backwards, commits made under an older generation / epoch than
-  the group's last one seen (a fenced member's view of the world), commits past the log end
-  (``ahead_of_log``) and commits below the log start (records deleted before they were consumed:
-  ``gap``).
+* :func:`audit` -- commits that went ``backwards``; ``unowned`` commits: for a partition that no
+  member of the generation (or group epoch) in effect owned, made by a fenced member or by a client
+  outside the group (the broker validates generations and epochs, so a commit from a stale one never
+  reaches the log; what can reach it is a commit the assignment does not explain); commits past the
+  log end at that moment (``ahead_of_log``); and commits below the log start (records deleted
+  before they were consumed: ``gap``).
 * :func:`timeline` -- per group and generation: members, partition ownership, when it happened and
   how long the rebalance took; and a summary with the rebalance count and total time rebalancing.
   For KIP-848 groups the time is from the group epoch bump to the last member reaching that epoch;
-  a classic group's log only records the end of each rebalance, so its ``rebalance_ms`` is null.
+  for classic groups it is the sync phase, from the end of the join phase (the state change time
+  the group record carries) to the record of the assignment: the join phase itself is not logged,
+  so this is a lower bound.
 * :func:`export` -- incremental export of topics to Parquet: readStream -> writeStream with
   Trigger.AvailableNow and a checkpoint, so each run appends exactly the records added since.
 """
@@ -60,7 +64,6 @@ def lag_table(spark: SparkSession, data_dir: str) -> DataFrame:
         .agg(F.coalesce(F.max("r.offset") + 1, F.lit(0)).alias("log_end_offset"))
         .withColumn("lag", F.greatest(F.col("log_end_offset") - F.col("offset"), F.lit(0)))
         .orderBy("group", "topic", "partition", "log_offset")
-        .drop("log_offset")
     )
 
 
@@ -84,27 +87,24 @@ def lag(spark: SparkSession, data_dir: str, out: str) -> DataFrame:
 def audit_table(spark: SparkSession, data_dir: str) -> DataFrame:
     commits = _reader(spark, data_dir, "offsets").where(~F.col("deleted"))
     w = Window.partitionBy("group", "topic", "partition").orderBy("log_offset")
-    g = Window.partitionBy("group").orderBy("log_offset").rowsBetween(Window.unboundedPreceding, 0)
-    lags = lag_table(spark, data_dir).select(
-        "group", "topic", "partition", "commit_timestamp", "offset", "log_end_offset"
-    )
+    lags = lag_table(spark, data_dir).select("group", "topic", "partition", "log_offset", "log_end_offset")
+    known = logdir.topics(data_dir)
     starts = spark.createDataFrame(
-        [(t, p, logdir.log_start_offset(data_dir, t, p)) for t in logdir.topics(data_dir) for p in range(logdir.topics(data_dir)[t]["partitions"])],
+        [
+            (t, p, logdir.log_start_offset(data_dir, t, p))
+            for t in known
+            for p in range(known[t]["partitions"])
+        ],
         "topic string, partition int, log_start_offset long",
-    )  # fmt: skip
+    )
     df = (
         commits.withColumn("previous_offset", F.lag("offset").over(w))
-        .withColumn("max_generation", F.max("generation").over(g))
-        .join(lags, ["group", "topic", "partition", "commit_timestamp", "offset"], "left")
+        .join(lags, ["group", "topic", "partition", "log_offset"], "left")
         .join(starts, ["topic", "partition"], "left")
     )
     findings = [
         ("backwards", F.col("offset") < F.col("previous_offset"), "offset went back from previous_offset"),
-        (
-            "fenced_generation",
-            F.col("generation") < F.col("max_generation"),
-            "generation below the group's latest",
-        ),
+        ("unowned", ~F.col("owned"), "no member of the generation in effect owned the partition"),
         ("ahead_of_log", F.col("offset") > F.col("log_end_offset"), "commit past the log end at that time"),
         ("gap", F.col("offset") < F.col("log_start_offset"), "records below the log start were never read"),
     ]
@@ -138,7 +138,8 @@ def timeline_tables(spark: SparkSession, data_dir: str) -> tuple[DataFrame, Data
         ev.where((F.col("protocol") == "classic") & F.col("event").isin("join", "stay", "empty", "deleted"))
         .groupBy("group", "protocol", "generation")
         .agg(
-            F.min("timestamp").alias("timestamp"),
+            F.min("timestamp").alias("settled"),
+            F.coalesce(F.min("state_timestamp"), F.min("timestamp")).alias("timestamp"),
             F.max("members").alias("members"),
             F.sort_array(F.collect_set("member_id")).alias("member_ids"),
             F.flatten(
@@ -162,11 +163,6 @@ def timeline_tables(spark: SparkSession, data_dir: str) -> tuple[DataFrame, Data
     consumer = consumer_epochs.join(consumer_done, ["group", "generation"], "left").withColumn(
         "joined", F.lit(None).cast("long")
     )
-    w = Window.partitionBy("group").orderBy("generation")
-    classic = classic.withColumn("previous_time", F.lag("timestamp").over(w)).withColumn(
-        "settled", F.lit(None).cast("timestamp")
-    )
-    consumer = consumer.withColumn("previous_time", F.col("timestamp"))
     gens = classic.unionByName(consumer, allowMissingColumns=True).withColumn(
         "rebalance_ms",
         (F.col("settled").cast("double") - F.col("timestamp").cast("double")) * 1000,

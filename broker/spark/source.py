@@ -221,9 +221,17 @@ class CoordinatorReader(DataSourceReader):
         from datetime import UTC, datetime
 
         offsets, groups = coordinator_log.replay(self.path)
-        rows, ts_index = (offsets, 6) if self.view == "offsets" else (groups, 2)
+        rows, names = (
+            (offsets, coordinator_log.OFFSETS_COLUMNS)
+            if self.view == "offsets"
+            else (groups, coordinator_log.GROUPS_COLUMNS)
+        )
+        stamps = [i for i, n in enumerate(names) if n in coordinator_log.TIMESTAMP_COLUMNS]
         for row in rows:
             row = list(row)
-            if row[ts_index] is not None:
-                row[ts_index] = datetime.fromtimestamp(row[ts_index] / 1000, UTC)
+            for i in stamps:
+                if row[i] is not None and row[i] >= 0:
+                    row[i] = datetime.fromtimestamp(row[i] / 1000, UTC)
+                else:
+                    row[i] = None
             yield tuple(row)

@@ -6,7 +6,9 @@ by real clients, with a known history to check the jobs against.
 - ``compressed`` (1 partition): confluent-kafka with gzip, snappy, lz4 and zstd batches;
 - group ``lagger``: explicit commits between known produce bursts (the lag history is known), and a
   planted backwards commit on ``events-0``;
-- group ``rebalancer``: kafka-python members joining and leaving (three planted rebalances).
+- group ``rebalancer``: kafka-python members joining and leaving (three planted rebalances), a
+  commit by the member owning the partition, and one (``events-2`` at 7) by a client outside the
+  group once it is empty.
 """
 
 from __future__ import annotations
@@ -77,11 +79,14 @@ def _commit(bootstrap: str, group: str, offsets: dict[int, int]) -> None:
     c.close()
 
 
-def _poll_until(consumers: list[KafkaConsumer], done, timeout: float = 30.0) -> None:
+def _poll_until(consumers: list[KafkaConsumer], done, what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout  # a hang guard, not a timing assertion
     while not done():
         if time.monotonic() > deadline:
-            raise TimeoutError("the group did not settle")
+            state = [
+                (c.config["client_id"], sorted(tp.partition for tp in c.assignment())) for c in consumers
+            ]
+            raise TimeoutError(f"the group did not settle: {what} ({state})")
         for c in consumers:
             c.poll(timeout_ms=50)
 
@@ -95,12 +100,15 @@ def _rebalances(bootstrap: str) -> int:
             heartbeat_interval_ms=100,
             session_timeout_ms=6000,
             max_poll_interval_ms=10000,
+            metadata_max_age_ms=1000,
         )
+        # with the topic's metadata known before joining, the leader's first assignment is complete
+        assert c.partitions_for_topic(EVENTS) == {0, 1, 2}
         c.subscribe([EVENTS])
         return c
 
     a = member()
-    _poll_until([a], lambda: len(a.assignment()) == 3)  # generation 1: a owns all
+    _poll_until([a], lambda: len(a.assignment()) == 3, "a alone")  # generation 1: a owns all
     b = member()
     box = {"stop": False}
 
@@ -111,14 +119,18 @@ def _rebalances(bootstrap: str) -> int:
     t = threading.Thread(target=keep_polling)
     t.start()
     try:
-        _poll_until([b], lambda: len(b.assignment()) > 0 and len(a.assignment()) + len(b.assignment()) == 3)
+        _poll_until(
+            [b], lambda: len(b.assignment()) > 0 and len(a.assignment()) + len(b.assignment()) == 3, "b joins"
+        )
     finally:
         box["stop"] = True
         t.join()
     b.close()  # LeaveGroup: generation 3, a owns all again
-    _poll_until([a], lambda: len(a.assignment()) == 3)
+    _poll_until([a], lambda: len(a.assignment()) == 3, "b left")
     a.commit({TopicPartition(EVENTS, 0): OffsetAndMetadata(1, "", -1)})
     a.close()
+    # a client outside the (now empty) group commits: no member of the generation owns events-2
+    _commit(bootstrap, REBALANCER, {2: 7})
     return 3
 
 

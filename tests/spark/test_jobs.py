@@ -15,10 +15,7 @@ def test_lag_matches_the_known_history(spark, history, tmp_path):
         (r.partition, r.offset, r.log_end_offset, r.lag)
         for r in df.where(f"`group` = '{LAGGER}'").orderBy("commit_timestamp", "partition").collect()
     ]
-    want = sorted(
-        ((p, o, leo, max(leo - o, 0)) for p, o, leo in history.commits),
-        key=lambda r: (history.commits.index(next(c for c in history.commits if c[:2] == r[:2])), r[0]),
-    )
+    want = [(p, o, leo, max(leo - o, 0)) for p, o, leo in history.commits]
     assert sorted(got) == sorted(want)
     assert all(r.topic == EVENTS for r in df.collect())
     assert (tmp_path / "lag.png").stat().st_size > 5000
@@ -31,6 +28,8 @@ def test_audit_finds_the_planted_backwards_commit(spark, history, tmp_path):
         (r.partition, r.previous_offset, r.offset) for r in df.where("finding = 'backwards'").collect()
     ]
     assert backwards == [history.backwards]
+    unowned = [(r.group, r.partition, r.offset) for r in df.where("finding = 'unowned'").collect()]
+    assert unowned == [(REBALANCER, 2, 7)]  # the member's own commit of events-0 is not flagged
     assert df.where("finding = 'ahead_of_log' or finding = 'gap'").count() == 0
     assert (tmp_path / "audit.png").exists()
 
@@ -48,9 +47,8 @@ def test_timeline_shows_the_planted_rebalances(spark, history, tmp_path):
 
 
 def test_cli_runs_a_job(spark, history, tmp_path):
-    res = CliRunner().invoke(
-        main, ["spark", "audit", "--data-dir", str(history.data_dir), "--out", str(tmp_path)]
-    )
+    args = ["spark", "timeline", "--data-dir", str(history.data_dir), "--out", str(tmp_path)]
+    res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
-    assert f"{LAGGER}: 1 backwards" in res.output
-    assert (tmp_path / "audit.parquet").is_dir()
+    assert f"{REBALANCER} (classic): " in res.output and "rebalances" in res.output
+    assert (tmp_path / "timeline.parquet").is_dir() and (tmp_path / "rebalances.parquet").is_dir()

@@ -94,9 +94,12 @@ def test_offsets_view(spark, history):
     df = spark.read.format("pykbroker").option("path", str(history.data_dir)).option("view", "offsets").load()
     lagger = [(r.partition, r.offset) for r in df.where("`group` = 'lagger'").orderBy("log_offset").collect()]
     assert lagger == [(p, o) for p, o, _leo in history.commits]
-    reb = df.where("`group` = 'rebalancer'").collect()
-    assert [(r.offset, r.protocol) for r in reb] == [(1, "classic")]
-    assert reb[0].generation >= 3
+    reb = df.where("`group` = 'rebalancer'").orderBy("log_offset").collect()
+    assert [(r.partition, r.offset, r.protocol, r.owned) for r in reb] == [
+        (0, 1, "classic", True),
+        (2, 7, "classic", False),
+    ]
+    assert reb[0].generation >= 3 and reb[1].generation == reb[0].generation + 1
 
 
 def test_groups_view(spark, history):
