@@ -8,7 +8,9 @@ by real clients, with a known history to check the jobs against.
   planted backwards commit on ``events-0``;
 - group ``rebalancer``: kafka-python members joining and leaving (three planted rebalances), a
   commit by the member owning the partition, and one (``events-2`` at 7) by a client outside the
-  group once it is empty.
+  group once it is empty;
+- group ``kip848``: a confluent-kafka member with ``group.protocol=consumer`` takes all of ``events``
+  and commits ``events-1`` at 42.
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ from kafka.structs import OffsetAndMetadata
 
 from broker.testing import running_broker
 
-CONFIG = {"group.initial.rebalance.delay.ms": 0, "log.segment.bytes": 2048}
+CONFIG = {
+    "group.initial.rebalance.delay.ms": 0,
+    "log.segment.bytes": 2048,
+    "group.consumer.heartbeat.interval.ms": 200,
+}
 EVENTS, COMPRESSED = "events", "compressed"
-LAGGER, REBALANCER = "lagger", "rebalancer"
+LAGGER, REBALANCER, KIP848 = "lagger", "rebalancer", "kip848"
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 
 
@@ -134,6 +140,22 @@ def _rebalances(bootstrap: str) -> int:
     return 3
 
 
+def _kip848(bootstrap: str) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": KIP848, "group.protocol": "consumer",
+                  "enable.auto.commit": False})  # fmt: skip
+    c.subscribe([EVENTS])
+    deadline = time.monotonic() + 60  # hang guard
+    while len(c.assignment()) < 3:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the KIP-848 member got {c.assignment()}")
+        c.poll(0.1)
+    c.commit(offsets=[CTP(EVENTS, 1, 42)], asynchronous=False)
+    c.close()
+
+
 def build(data_dir: Path) -> History:
     hist = History(data_dir)
     with running_broker(data_dir, CONFIG) as b:
@@ -153,4 +175,5 @@ def build(data_dir: Path) -> History:
         hist.backwards = (0, last, last - 30)
         _produce_compressed(b.bootstrap, hist)
         hist.generations = _rebalances(b.bootstrap)
+        _kip848(b.bootstrap)
     return hist

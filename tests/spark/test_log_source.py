@@ -115,3 +115,20 @@ def test_groups_view(spark, history):
             by_gen.setdefault(r.generation, []).extend((a.topic, a.partition) for a in r.assignment)
     assert by_gen and all(sorted(v) == [(EVENTS, p) for p in range(3)] for v in by_gen.values())
     assert max(r.members for r in rows) == 2
+
+
+def test_kip848_group_records(spark, history):
+    d = str(history.data_dir)
+    groups = spark.read.format("pykbroker").option("path", d).option("view", "groups").load()
+    rows = groups.where(f"`group` = '{fixture_log.KIP848}'").orderBy("log_offset").collect()
+    assert {r.protocol for r in rows} == {"consumer"}
+    assert [r.event for r in rows if r.event != "update"] == ["join", "epoch", "assignment", "leave", "epoch"]
+    member = next(r.member_id for r in rows if r.event == "join")
+    assigned = next(r for r in rows if r.event == "assignment")
+    assert assigned.member_id == member and assigned.member_epoch == 1 and assigned.client_id == "rdkafka"
+    assert sorted((a.topic, a.partition) for a in assigned.assignment) == [(EVENTS, p) for p in range(3)]
+    offsets = spark.read.format("pykbroker").option("path", d).option("view", "offsets").load()
+    commits = offsets.where(f"`group` = '{fixture_log.KIP848}'").collect()
+    assert [(r.partition, r.offset, r.generation, r.protocol, r.owned) for r in commits] == [
+        (1, 42, 1, "consumer", True)
+    ]

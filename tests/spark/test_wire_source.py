@@ -67,3 +67,28 @@ def test_fails_clearly_when_the_broker_is_down(spark):
             .collect()
         )
     assert time.monotonic() - started < 60  # hang guard
+
+
+def test_streams_from_a_live_broker_with_a_limit_per_trigger(spark, history, tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(history.data_dir, d)
+    with running_broker(d, fixture_log.CONFIG) as b:
+        q = (
+            spark.readStream.format("kafka-wire")
+            .option("kafka.bootstrap.servers", b.bootstrap)
+            .option("subscribe", COMPRESSED)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "50")
+            .load()
+            .writeStream.format("parquet")
+            .option("path", str(tmp_path / "sink"))
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(120)  # hang guard
+        assert q.exception() is None
+        rows = [int(p["numInputRows"]) for p in q.recentProgress]
+    assert [n for n in rows if n] == [50, 50, 50, 10]
+    out = spark.read.parquet(str(tmp_path / "sink"))
+    assert sorted(r.offset for r in out.select("offset").collect()) == list(range(160))
