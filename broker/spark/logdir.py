@@ -23,6 +23,7 @@ from broker.log.manager import CHECKPOINT
 from broker.log.records import decode_batch
 
 OFFSETS_TOPIC = "__consumer_offsets"
+_NO_HEADERS: list = []  # shared by every record without headers (never mutated)
 
 
 class DataLossError(RuntimeError):
@@ -188,17 +189,20 @@ def read_columns(r: SegmentRange, verify_crc: bool = True) -> dict[str, list]:
         log_append = info.attributes & TIMESTAMP_TYPE_MASK
         ts_type = 1 if log_append else 0
         bts = info.base_timestamp
-        whole = base >= start and base + info.last_offset_delta < end
-        for rec in recs:
-            off = base + rec.offset_delta
-            if not whole and not start <= off < end:
-                continue
-            keys.append(rec.key)
-            values.append(rec.value)
-            offsets.append(off)
-            stamps.append(info.max_timestamp if log_append else bts + rec.timestamp_delta)
-            ts_types.append(ts_type)
-            headers.append([{"key": k, "value": v} for k, v in rec.headers] if rec.headers else [])
+        if not (base >= start and base + info.last_offset_delta < end):  # a batch straddling the range
+            recs = [rec for rec in recs if start <= base + rec.offset_delta < end]
+        n = len(recs)
+        keys += [rec.key for rec in recs]
+        values += [rec.value for rec in recs]
+        offsets += [base + rec.offset_delta for rec in recs]
+        if log_append:
+            stamps += [info.max_timestamp] * n
+        else:
+            stamps += [bts + rec.timestamp_delta for rec in recs]
+        ts_types += [ts_type] * n
+        headers += [
+            [{"key": k, "value": v} for k, v in rec.headers] if rec.headers else _NO_HEADERS for rec in recs
+        ]
     n = len(offsets)
     return {
         "key": keys,

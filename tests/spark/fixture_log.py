@@ -4,6 +4,7 @@ by real clients, with a known history to check the jobs against.
 - ``events`` (3 partitions, segment.bytes=2048 so there are many segments): kafka-python, keys,
   values, headers, a null key and a null value;
 - ``compressed`` (1 partition): confluent-kafka with gzip, snappy, lz4 and zstd batches;
+- ``appended`` (1 partition, LogAppendTime): the broker's timestamps replace the producer's;
 - group ``lagger``: explicit commits between known produce bursts (the lag history is known), and a
   planted backwards commit on ``events-0``;
 - group ``rebalancer``: kafka-python members joining and leaving (three planted rebalances), a
@@ -31,7 +32,7 @@ CONFIG = {
     "log.segment.bytes": 2048,
     "group.consumer.heartbeat.interval.ms": 200,
 }
-EVENTS, COMPRESSED = "events", "compressed"
+EVENTS, COMPRESSED, APPENDED = "events", "compressed", "appended"
 LAGGER, REBALANCER, KIP848 = "lagger", "rebalancer", "kip848"
 CODECS = ("gzip", "snappy", "lz4", "zstd")
 
@@ -160,7 +161,8 @@ def build(data_dir: Path) -> History:
     hist = History(data_dir)
     with running_broker(data_dir, CONFIG) as b:
         admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
-        admin.create_topics([NewTopic(EVENTS, 3, 1), NewTopic(COMPRESSED, 1, 1)])
+        appended = NewTopic(APPENDED, 1, 1, topic_configs={"message.timestamp.type": "LogAppendTime"})
+        admin.create_topics([NewTopic(EVENTS, 3, 1), NewTopic(COMPRESSED, 1, 1), appended])
         admin.close()
         for step in range(4):
             _produce_events(b.bootstrap, hist, 0, 25)
@@ -174,6 +176,12 @@ def build(data_dir: Path) -> History:
         hist.commits.append((0, last - 30, hist.produced[(EVENTS, 0)]))
         hist.backwards = (0, last, last - 30)
         _produce_compressed(b.bootstrap, hist)
+        p = KafkaProducer(bootstrap_servers=b.bootstrap)
+        for i in range(20):
+            p.send(APPENDED, value=f"a{i}".encode(), timestamp_ms=1_000 + i)  # replaced by the broker's time
+        p.flush()
+        p.close()
+        hist.produced[(APPENDED, 0)] = 20
         hist.generations = _rebalances(b.bootstrap)
         _kip848(b.bootstrap)
     return hist

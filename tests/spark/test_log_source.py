@@ -46,7 +46,7 @@ def test_schema_is_sparks_kafka_source(spark, history):
 
 def test_records_equal_a_kafka_python_consumer(spark, history, tmp_path):
     d = str(history.data_dir)
-    for topic, parts in ((EVENTS, 3), (COMPRESSED, 1)):
+    for topic, parts in ((EVENTS, 3), (COMPRESSED, 1), (fixture_log.APPENDED, 1)):
         df = spark.read.format("pykbroker").option("path", d).option("subscribe", topic).load()
         # one input partition per segment: the fixture's small segment.bytes gives many
         if topic == EVENTS:
@@ -56,6 +56,8 @@ def test_records_equal_a_kafka_python_consumer(spark, history, tmp_path):
             want = _consume_all(b.bootstrap, topic, parts)
         assert len(want) == sum(n for (t, _p), n in history.produced.items() if t == topic)
         assert got == want
+        if topic == fixture_log.APPENDED:
+            assert {r[6] for r in got} == {1} and min(r[5] for r in got).year > 2000
 
 
 def test_compressed_batches_decode(spark, history):

@@ -94,6 +94,6 @@ def test_deleted_segment_fails_clearly_or_is_skipped(spark, data_dir, tmp_path):
 
 def test_export_job_is_incremental(spark, data_dir, tmp_path):
     out = tmp_path / "export"
-    assert jobs.export(spark, str(data_dir), str(out)) == 460
+    assert jobs.export(spark, str(data_dir), str(out)) == 480
     assert jobs.export(spark, str(data_dir), str(out)) == 0
-    assert spark.read.parquet(str(out / "records")).count() == 460
+    assert spark.read.parquet(str(out / "records")).count() == 480
