@@ -10,6 +10,7 @@ tail that recovery would cut off) are never read.
 
 from __future__ import annotations
 
+import gc
 import os
 import uuid
 from collections.abc import Iterator
@@ -173,7 +174,20 @@ def iter_segment_batches(path: str, start: int, end: int) -> Iterator[tuple[byte
 
 
 def read_columns(r: SegmentRange, verify_crc: bool = True) -> dict[str, list]:
-    """The records of ``r`` as columns in the layout of Spark's Kafka source (timestamps in ms)."""
+    """The records of ``r`` as columns in the layout of Spark's Kafka source (timestamps in ms).
+
+    The cyclic garbage collector is paused meanwhile: decoding allocates millions of small acyclic
+    objects, and the collections they would trigger cost about a quarter of the time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_columns(r, verify_crc)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_columns(r: SegmentRange, verify_crc: bool) -> dict[str, list]:
     keys: list = []
     values: list = []
     offsets: list = []
