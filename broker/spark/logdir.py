@@ -231,17 +231,9 @@ def _read_columns(r: SegmentRange, verify_crc: bool) -> dict[str, list]:
 
 
 def end_offset(data_dir: str | Path, tp: tuple[str, int], durable: dict[tuple[str, int], int]) -> int:
-    """The readable end of a partition: its durable offset, never past the whole batches on disk."""
-    bound = durable.get(tp, 0)
+    """The readable end of a partition: its durable offset from the broker's checkpoint (0 when the
+    broker has not checkpointed the partition yet), never below the first stored offset. Nothing at
+    or past it is read, so this costs no scan of the (possibly large) active segment."""
     bases = segment_bases(data_dir, *tp)
-    if not bases:
-        return bound
-    return max(min(bound, _scan_end(segment_path(data_dir, *tp, bases[-1]), bases[-1])), bases[0])
-
-
-def _scan_end(path: str, base: int) -> int:
-    nxt = base
-    for buf, pos in iter_segment_batches(path, base, 1 << 62):
-        b, last_delta = HEADER.unpack_from(buf, pos)[0], HEADER.unpack_from(buf, pos)[6]
-        nxt = b + last_delta + 1
-    return nxt
+    bound = durable.get(tp, 0)
+    return max(bound, bases[0]) if bases else bound
