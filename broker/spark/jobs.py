@@ -234,7 +234,9 @@ def _chart(
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(10, 5))
     for name, (xs, ys) in sorted(series.items()):
@@ -245,10 +247,13 @@ def _chart(
     ax.set_title(title)
     ax.set_ylabel(ylabel)
     ax.set_xlabel("time (UTC)")
+    locator = mdates.AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(True, alpha=0.3)
     if series:
         ax.legend(fontsize="small", loc="best")
-    fig.autofmt_xdate()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
