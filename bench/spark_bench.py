@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -83,6 +84,13 @@ def main() -> int:
     ap.add_argument("--compression", default="none")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="spark-bench-"))
+    try:
+        return run(args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, tmp: Path) -> int:
     data = tmp / "data"
     t0 = time.perf_counter()
     build(data, args.records, args.size, args.partitions, args.compression)
