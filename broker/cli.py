@@ -119,5 +119,28 @@ def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
     os._exit(128 + sig)
 
 
+class _LazySpark(click.Group):
+    """The ``spark`` command group, imported only when used (the broker never imports pyspark)."""
+
+    def _real(self) -> click.Group:
+        from broker.spark.cli import spark
+
+        return spark
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return self._real().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        return self._real().get_command(ctx, name)
+
+
+main.add_command(
+    _LazySpark(
+        "spark",
+        help="Analyse a data directory with Spark (needs the [spark] extra): lag, audit, timeline, export.",
+    )
+)
+
+
 if __name__ == "__main__":
     main()

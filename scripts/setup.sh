@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv (if needed) and install the broker; with "test", also the test tools, the Kafka
-# reference schemas and Java client jars, and a JDK when javac is missing. Idempotent.
+# reference schemas and Java client jars, the [spark] extra (PySpark tests), and a JDK 17 when javac
+# is missing. Idempotent.
 #
 #   scripts/setup.sh           # runtime only
 #   scripts/setup.sh test      # everything the test suite needs
@@ -27,7 +28,7 @@ stamp=.venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-${1:-run}
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
   if [ "${1:-}" = test ]; then
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,spark]"
   else
     .venv/bin/python -m pip install -q --disable-pip-version-check -e .
   fi

@@ -1,0 +1,277 @@
+"""Reference jobs over a broker's data directory, each writing Parquet (and a PNG chart) under an
+output directory. They read only through the ``pykbroker`` source's views, whose ``records`` view
+has the columns of Spark's Kafka source.
+
+* :func:`lag` -- consumer-lag history per group and partition: at each commit, the partition's log
+  end offset at that moment minus the committed offset. The log end offset at time T is one past
+  the highest offset whose record timestamp is at most T (exact for LogAppendTime topics; with
+  CreateTime it trusts the producers' clocks).
+* :func:`audit` -- commits that went ``backwards``; ``unowned`` commits: for a partition that no
+  member of the generation (or group epoch) in effect owned, made by a fenced member or by a client
+  outside the group (the broker validates generations and epochs, so a commit from a stale one never
+  reaches the log; what can reach it is a commit the assignment does not explain); commits past the
+  log end at that moment (``ahead_of_log``); and commits below the log start (records deleted
+  before they were consumed: ``gap``).
+* :func:`timeline` -- per group and generation: members, partition ownership, when it happened and
+  how long the rebalance took; and a summary with the rebalance count and total time rebalancing.
+  For KIP-848 groups the time is from the group epoch bump to the last member reaching that epoch;
+  for classic groups it is the sync phase, from the end of the join phase (the state change time
+  the group record carries) to the record of the assignment: the join phase itself is not logged,
+  so this is a lower bound.
+* :func:`export` -- incremental export of topics to Parquet: readStream -> writeStream with
+  Trigger.AvailableNow and a checkpoint, so each run appends exactly the records added since.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from . import logdir
+
+
+def _reader(spark: SparkSession, data_dir: str, view: str) -> DataFrame:
+    return spark.read.format("pykbroker").option("path", data_dir).option("view", view).load()
+
+
+def lag_table(spark: SparkSession, data_dir: str) -> DataFrame:
+    commits = _reader(spark, data_dir, "offsets").where(~F.col("deleted"))
+    commits = commits.where(F.col("topic") != logdir.OFFSETS_TOPIC)
+    topics = [r.topic for r in commits.select("topic").distinct().collect()]
+    if not topics:
+        schema = "group string, topic string, partition int, commit_timestamp timestamp, offset long, log_end_offset long, lag long"
+        return spark.createDataFrame([], schema)
+    recs = (
+        spark.read.format("pykbroker")
+        .option("path", data_dir)
+        .option("subscribe", ",".join(sorted(t for t in topics if t in logdir.topics(data_dir))))
+        .option("failOnDataLoss", "false")
+        .load()
+        .select("topic", "partition", "offset", "timestamp")
+    )
+    c, r = commits.alias("c"), recs.alias("r")
+    joined = c.join(
+        r,
+        (F.col("c.topic") == F.col("r.topic"))
+        & (F.col("c.partition") == F.col("r.partition"))
+        & (F.col("r.timestamp") <= F.col("c.commit_timestamp")),
+        "left",
+    )
+    return (
+        joined.groupBy("c.group", "c.topic", "c.partition", "c.commit_timestamp", "c.offset", "c.log_offset")
+        .agg(F.coalesce(F.max("r.offset") + 1, F.lit(0)).alias("log_end_offset"))
+        .withColumn("lag", F.greatest(F.col("log_end_offset") - F.col("offset"), F.lit(0)))
+        .orderBy("group", "topic", "partition", "log_offset")
+    )
+
+
+def lag(spark: SparkSession, data_dir: str, out: str) -> DataFrame:
+    df = lag_table(spark, data_dir)
+    df.write.mode("overwrite").parquet(str(Path(out) / "lag.parquet"))
+    rows = df.orderBy("commit_timestamp").collect()
+    series: dict[str, list] = {}
+    for row in rows:
+        series.setdefault(f"{row['group']} {row['topic']}-{row['partition']}", []).append(row)
+    _chart(
+        Path(out) / "lag.png",
+        "Consumer lag at each commit",
+        "records behind",
+        {name: ([r["commit_timestamp"] for r in rs], [r["lag"] for r in rs]) for name, rs in series.items()},
+        step=True,
+    )
+    return df
+
+
+def audit_table(spark: SparkSession, data_dir: str) -> DataFrame:
+    commits = _reader(spark, data_dir, "offsets").where(~F.col("deleted"))
+    w = Window.partitionBy("group", "topic", "partition").orderBy("log_offset")
+    lags = lag_table(spark, data_dir).select("group", "topic", "partition", "log_offset", "log_end_offset")
+    known = logdir.topics(data_dir)
+    starts = spark.createDataFrame(
+        [
+            (t, p, logdir.log_start_offset(data_dir, t, p))
+            for t in known
+            for p in range(known[t]["partitions"])
+        ],
+        "topic string, partition int, log_start_offset long",
+    )
+    df = (
+        commits.withColumn("previous_offset", F.lag("offset").over(w))
+        .join(lags, ["group", "topic", "partition", "log_offset"], "left")
+        .join(starts, ["topic", "partition"], "left")
+    )
+    findings = [
+        ("backwards", F.col("offset") < F.col("previous_offset"), "offset went back from previous_offset"),
+        ("unowned", ~F.col("owned"), "no member of the generation in effect owned the partition"),
+        ("ahead_of_log", F.col("offset") > F.col("log_end_offset"), "commit past the log end at that time"),
+        ("gap", F.col("offset") < F.col("log_start_offset"), "records below the log start were never read"),
+    ]
+    parts = [
+        df.where(cond).select(
+            "group", "topic", "partition", "log_offset", "commit_timestamp", "offset", "previous_offset",
+            "generation", F.lit(kind).alias("finding"), F.lit(why).alias("detail"),
+        )
+        for kind, cond, why in findings
+    ]  # fmt: skip
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out.orderBy("group", "log_offset", "finding")
+
+
+def audit(spark: SparkSession, data_dir: str, out: str) -> DataFrame:
+    df = audit_table(spark, data_dir)
+    df.write.mode("overwrite").parquet(str(Path(out) / "audit.parquet"))
+    counts = {
+        (r["group"], r["finding"]): r["count"] for r in df.groupBy("group", "finding").count().collect()
+    }
+    _bars(Path(out) / "audit.png", "Offset audit findings", counts)
+    return df
+
+
+def timeline_tables(spark: SparkSession, data_dir: str) -> tuple[DataFrame, DataFrame]:
+    """(per group and generation: time, members, owners; per group: rebalances and time spent)."""
+    ev = _reader(spark, data_dir, "groups")
+    classic = (
+        ev.where((F.col("protocol") == "classic") & F.col("event").isin("join", "stay", "empty", "deleted"))
+        .groupBy("group", "protocol", "generation")
+        .agg(
+            F.min("timestamp").alias("settled"),
+            F.coalesce(F.min("state_timestamp"), F.min("timestamp")).alias("timestamp"),
+            F.max("members").alias("members"),
+            F.sort_array(F.collect_set("member_id")).alias("member_ids"),
+            F.flatten(
+                F.collect_list(F.transform("assignment", lambda a: F.concat_ws("-", a.topic, a.partition.cast("string")).alias("x")))
+            ).alias("partitions"),
+            F.sum(F.when(F.col("event") == "join", 1).otherwise(0)).alias("joined"),
+        )
+    )  # fmt: skip
+    consumer_epochs = ev.where((F.col("protocol") == "consumer") & (F.col("event") == "epoch")).select(
+        "group", "protocol", "generation", F.col("timestamp"), "members"
+    )
+    consumer_done = (
+        ev.where((F.col("protocol") == "consumer") & (F.col("event") == "assignment"))
+        .groupBy("group", F.col("member_epoch").alias("generation"))
+        .agg(
+            F.max("timestamp").alias("settled"),
+            F.sort_array(F.collect_set("member_id")).alias("member_ids"),
+            F.flatten(F.collect_list(F.transform("assignment", lambda a: F.concat_ws("-", a.topic, a.partition.cast("string"))))).alias("partitions"),
+        )
+    )  # fmt: skip
+    consumer = consumer_epochs.join(consumer_done, ["group", "generation"], "left").withColumn(
+        "joined", F.lit(None).cast("long")
+    )
+    gens = classic.unionByName(consumer, allowMissingColumns=True).withColumn(
+        "rebalance_ms",
+        (F.col("settled").cast("double") - F.col("timestamp").cast("double")) * 1000,
+    )
+    gens = gens.select(
+        "group",
+        "protocol",
+        "generation",
+        "timestamp",
+        "settled",
+        "rebalance_ms",
+        "members",
+        "member_ids",
+        "partitions",
+    ).orderBy("group", "generation")
+    summary = gens.groupBy("group", "protocol").agg(
+        F.count("*").alias("rebalances"),
+        F.sum(F.coalesce("rebalance_ms", F.lit(0.0))).alias("rebalancing_ms"),
+        F.max("members").alias("max_members"),
+        F.min("timestamp").alias("first"),
+        F.max("timestamp").alias("last"),
+    )
+    return gens, summary.orderBy("group")
+
+
+def timeline(spark: SparkSession, data_dir: str, out: str) -> tuple[DataFrame, DataFrame]:
+    gens, summary = timeline_tables(spark, data_dir)
+    gens.write.mode("overwrite").parquet(str(Path(out) / "timeline.parquet"))
+    summary.write.mode("overwrite").parquet(str(Path(out) / "rebalances.parquet"))
+    series: dict[str, tuple[list, list]] = {}
+    for r in gens.collect():
+        xs, ys = series.setdefault(r["group"], ([], []))
+        xs.append(r["timestamp"])
+        ys.append(r["members"] or 0)
+    _chart(Path(out) / "timeline.png", "Group members per generation", "members", series, step=True)
+    return gens, summary
+
+
+def export(
+    spark: SparkSession, data_dir: str, out: str, topics: str | None = None, checkpoint: str | None = None
+) -> int:
+    """Append the records added since the last run to ``out``/records (Parquet, partitioned by
+    topic); returns how many were written in this run."""
+    target = Path(out) / "records"
+    ckpt = checkpoint or str(Path(out) / "_checkpoint")
+    reader = (
+        spark.readStream.format("pykbroker").option("path", data_dir).option("startingOffsets", "earliest")
+    )
+    if topics:
+        reader = reader.option("subscribe", topics)
+    q = (
+        reader.load()
+        .writeStream.format("parquet")
+        .option("path", str(target))
+        .option("checkpointLocation", ckpt)
+        .partitionBy("topic")
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    if q.exception() is not None:
+        raise q.exception()
+    return sum(int(p.get("numInputRows", 0)) for p in q.recentProgress)
+
+
+def _chart(
+    path: Path, title: str, ylabel: str, series: dict[str, tuple[list, list]], step: bool = False
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(10, 5))
+    for name, (xs, ys) in sorted(series.items()):
+        if step:
+            ax.step(xs, ys, where="post", label=name, marker=".")
+        else:
+            ax.plot(xs, ys, label=name, marker=".")
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.set_xlabel("time (UTC)")
+    locator = mdates.AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(True, alpha=0.3)
+    if series:
+        ax.legend(fontsize="small", loc="best")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _bars(path: Path, title: str, counts: dict[tuple[str, str], int]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    labels = [f"{g}\n{k}" for g, k in sorted(counts)]
+    ax.bar(labels, [counts[k] for k in sorted(counts)], color="tab:red")
+    ax.set_title(title if counts else title + ": none")
+    ax.set_ylabel("commits")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

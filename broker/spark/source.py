@@ -1,0 +1,237 @@
+"""Spark Python data source ``pykbroker`` over a broker's data directory.
+
+    spark.read.format("pykbroker").option("path", data_dir).load()                       # records
+    spark.read.format("pykbroker").option("path", data_dir).option("view", "offsets").load()
+    spark.readStream.format("pykbroker").option("path", data_dir).option("subscribe", "t").load()
+
+The ``records`` view has exactly the columns and types of Spark's Kafka source, so a job written
+against it runs unchanged on ``format("kafka")`` against a real cluster. Each input partition is one
+segment file's offset range. Streaming is bounded by what the broker has durably written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from . import coordinator_log, logdir
+from . import offsets as ofs
+
+RECORDS_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+    "timestampType int, headers array<struct<key:string,value:binary>>"
+)
+ARROW_RECORDS = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+        ("headers", pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))),
+    ]
+)
+VIEWS = ("records", "offsets", "groups")
+
+
+def columns_to_arrow(cols: dict[str, list]) -> pa.RecordBatch:
+    """Columns of ``logdir.read_columns`` (timestamps in ms) as the Arrow batch Spark expects."""
+    arrays = []
+    for f in ARROW_RECORDS:
+        if f.name == "timestamp":
+            ms = pa.array(cols["timestamp"], pa.int64())
+            arrays.append(pc.multiply(ms, 1000).cast(f.type))
+        else:
+            arrays.append(pa.array(cols[f.name], f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_RECORDS)
+
+
+class _Split(InputPartition):
+    def __init__(self, ranges: list[logdir.SegmentRange]):
+        super().__init__(ranges)
+        self.ranges = ranges
+
+
+def _read_splits(split: _Split, verify_crc: bool) -> Iterator[pa.RecordBatch]:
+    for r in split.ranges:
+        cols = logdir.read_columns(r, verify_crc)
+        if cols["offset"]:
+            yield columns_to_arrow(cols)
+
+
+def _options(options: dict) -> tuple[str, str]:
+    path = options.get("path") or options.get("dataDir")
+    if not path:
+        raise ValueError("option 'path' (the broker's data directory) is required")
+    view = options.get("view", "records")
+    if view not in VIEWS:
+        raise ValueError(f"view {view!r} is not one of {VIEWS}")
+    return path, view
+
+
+class BrokerLogDataSource(DataSource):
+    """Options: ``path`` (data directory), ``view`` (records | offsets | groups), and for records
+    ``subscribe`` (comma-separated topics; default all), ``startingOffsets``, ``endingOffsets``,
+    ``maxOffsetsPerTrigger`` / ``maxRecordsPerTrigger``, ``failOnDataLoss`` (default true),
+    ``verifyCrc`` (default true)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pykbroker"
+
+    def schema(self) -> str:
+        _path, view = _options(self.options)
+        return {
+            "records": RECORDS_SCHEMA,
+            "offsets": coordinator_log.OFFSETS_SCHEMA,
+            "groups": coordinator_log.GROUPS_SCHEMA,
+        }[view]
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        path, view = _options(self.options)
+        if view == "records":
+            return RecordsBatchReader(path, self.options)
+        return CoordinatorReader(path, view)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        path, view = _options(self.options)
+        if view != "records":
+            raise ValueError(f"view {view!r} is batch only; stream the 'records' view")
+        return RecordsStreamReader(path, self.options)
+
+
+def _flag(options: dict, name: str, default: bool) -> bool:
+    v = options.get(name)
+    return default if v is None else str(v).lower() == "true"
+
+
+class _RecordsBase:
+    def __init__(self, path: str, options: dict):
+        self.path = path
+        self.subscribe = options.get("subscribe") or options.get("topics")
+        self.fail_on_data_loss = _flag(options, "failOnDataLoss", True)
+        self.verify_crc = _flag(options, "verifyCrc", True)
+
+    def _tps(self) -> list[ofs.TP]:
+        names = logdir.select_topics(self.path, self.subscribe)
+        return logdir.partitions_of(self.path, names)
+
+    def _latest(self) -> dict[ofs.TP, int]:
+        durable = logdir.durable_offsets(self.path)
+        return {tp: logdir.end_offset(self.path, tp, durable) for tp in self._tps()}
+
+    def _earliest(self, tp: ofs.TP) -> int:
+        return logdir.log_start_offset(self.path, *tp)
+
+    def _splits(self, start: dict[ofs.TP, int], end: dict[ofs.TP, int]) -> list[_Split]:
+        out = []
+        for tp, hi in sorted(end.items()):
+            lo = start.get(tp, self._earliest(tp))
+            out += [_Split([r]) for r in logdir.plan(self.path, tp, lo, hi, self.fail_on_data_loss)]
+        return out
+
+
+class RecordsBatchReader(_RecordsBase, DataSourceReader):
+    def __init__(self, path: str, options: dict):
+        super().__init__(path, options)
+        self.starting = ofs.parse_spec(options.get("startingOffsets"), "earliest")
+        self.ending = ofs.parse_spec(options.get("endingOffsets"), "latest")
+        if self.starting == "latest" or self.ending == "earliest":
+            raise ValueError(
+                "a batch query reads from startingOffsets (not 'latest') to endingOffsets (not 'earliest')"
+            )
+
+    def partitions(self) -> Sequence[InputPartition]:
+        latest = self._latest()
+        start, end = {}, {}
+        for tp, hi in latest.items():
+            lo = self._earliest(tp)
+            start[tp] = ofs.resolve(self.starting, tp, lo, hi)
+            end[tp] = min(ofs.resolve(self.ending, tp, lo, hi), hi)
+        splits = self._splits(start, end)
+        return splits or [_Split([])]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_splits(partition, self.verify_crc)
+
+
+class RecordsStreamReader(_RecordsBase, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, path: str, options: dict):
+        super().__init__(path, options)
+        self.starting = ofs.parse_spec(options.get("startingOffsets"), "latest")
+        self.limit = ofs.max_per_trigger(options)
+        self.target: dict[ofs.TP, int] | None = None
+
+    def initialOffset(self) -> dict:
+        latest = self._latest()
+        return ofs.to_json(
+            {tp: ofs.resolve(self.starting, tp, self._earliest(tp), hi) for tp, hi in latest.items()}
+        )
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadAllAvailable() if self.limit is None else ReadMaxRows(self.limit)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = self._latest()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = ofs.from_json(start)
+        latest = self.target if self.target is not None else self._latest()
+        for tp in latest:  # partitions that appeared since the query started: from their beginning
+            begin.setdefault(tp, self._earliest(tp))
+        cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return ofs.to_json(ofs.cap(begin, latest, cap))
+
+    def reportLatestOffset(self) -> dict:
+        return ofs.to_json(self._latest())
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return self._splits(ofs.from_json(start), ofs.from_json(end))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_splits(partition, self.verify_crc)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class CoordinatorReader(DataSourceReader):
+    """The offsets or groups view: one input partition replaying ``__consumer_offsets`` in order."""
+
+    def __init__(self, path: str, view: str):
+        self.path = path
+        self.view = view
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [InputPartition(0)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        from datetime import UTC, datetime
+
+        offsets, groups = coordinator_log.replay(self.path)
+        rows, names = (
+            (offsets, coordinator_log.OFFSETS_COLUMNS)
+            if self.view == "offsets"
+            else (groups, coordinator_log.GROUPS_COLUMNS)
+        )
+        stamps = [i for i, n in enumerate(names) if n in coordinator_log.TIMESTAMP_COLUMNS]
+        for row in rows:
+            row = list(row)
+            for i in stamps:
+                if row[i] is not None and row[i] >= 0:
+                    row[i] = datetime.fromtimestamp(row[i] / 1000, UTC)
+                else:
+                    row[i] = None
+            yield tuple(row)

@@ -1,0 +1,54 @@
+"""The reference jobs against the fixture's known produce and commit history, and the CLI."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from broker.cli import main
+from broker.spark import jobs
+from tests.spark.fixture_log import EVENTS, LAGGER, REBALANCER
+
+
+def test_lag_matches_the_known_history(spark, history, tmp_path):
+    df = jobs.lag(spark, str(history.data_dir), str(tmp_path))
+    got = [
+        (r.partition, r.offset, r.log_end_offset, r.lag)
+        for r in df.where(f"`group` = '{LAGGER}'").orderBy("commit_timestamp", "partition").collect()
+    ]
+    want = [(p, o, leo, max(leo - o, 0)) for p, o, leo in history.commits]
+    assert sorted(got) == sorted(want)
+    assert all(r.topic == EVENTS for r in df.collect())
+    assert (tmp_path / "lag.png").stat().st_size > 5000
+    assert spark.read.parquet(str(tmp_path / "lag.parquet")).count() == df.count()
+
+
+def test_audit_finds_the_planted_backwards_commit(spark, history, tmp_path):
+    df = jobs.audit(spark, str(history.data_dir), str(tmp_path))
+    backwards = [
+        (r.partition, r.previous_offset, r.offset) for r in df.where("finding = 'backwards'").collect()
+    ]
+    assert backwards == [history.backwards]
+    unowned = [(r.group, r.partition, r.offset) for r in df.where("finding = 'unowned'").collect()]
+    assert unowned == [(REBALANCER, 2, 7)]  # the member's own commit of events-0 is not flagged
+    assert df.where("finding = 'ahead_of_log' or finding = 'gap'").count() == 0
+    assert (tmp_path / "audit.png").exists()
+
+
+def test_timeline_shows_the_planted_rebalances(spark, history, tmp_path):
+    gens, summary = jobs.timeline(spark, str(history.data_dir), str(tmp_path))
+    members = [r.members for r in gens.where(f"`group` = '{REBALANCER}'").orderBy("generation").collect()]
+    # a alone, a and b, a alone after b left, empty after a left (kafka-python may rejoin once at start)
+    assert members[-3:] == [2, 1, 0] and set(members[:-3]) == {1}
+    s = summary.where(f"`group` = '{REBALANCER}'").collect()[0]
+    assert s.rebalances == len(members) >= history.generations
+    two = gens.where(f"`group` = '{REBALANCER}' and members = 2").collect()[0]
+    assert len(two.member_ids) == 2 and sorted(two.partitions) == [f"{EVENTS}-{p}" for p in range(3)]
+    assert (tmp_path / "timeline.png").stat().st_size > 5000
+
+
+def test_cli_runs_a_job(spark, history, tmp_path):
+    args = ["spark", "timeline", "--data-dir", str(history.data_dir), "--out", str(tmp_path)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert f"{REBALANCER} (classic): " in res.output and "rebalances" in res.output
+    assert (tmp_path / "timeline.parquet").is_dir() and (tmp_path / "rebalances.parquet").is_dir()
