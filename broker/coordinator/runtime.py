@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from broker.log.batch import iter_batches
 from broker.protocol.errors import ErrorCode, KafkaError
 
-from .records import CoordinatorRecord, from_batches, to_batch
+from .records import CoordinatorRecord, to_batch
 
 log = logging.getLogger(__name__)
 
@@ -174,17 +174,9 @@ class CoordinatorRuntime:
 
     def load(self) -> int:
         """Replay the whole coordinator log (start-up); returns the number of records replayed."""
-        n = 0
-        offset = self.plog.log_start_offset
-        while offset < self.plog.high_watermark:
-            data = self.plog.read(offset, 1 << 22)
-            if not data:
-                break
-            for off, ts, record in from_batches(data):
-                if off >= offset:
-                    self.coordinator.replay(record, off, ts)
-                    n += 1
-                    offset = off + 1
+        from .loader import load  # loader -> state -> runtime
+
+        n = load(self.plog, self.coordinator)
         self.coordinator.loaded(self.clock.now_ms())
         return n
 

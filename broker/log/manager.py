@@ -26,6 +26,7 @@ from typing import Any
 
 from broker.protocol.errors import ErrorCode, KafkaError
 
+from .cleaner import LogCleaner
 from .config import LogConfig
 from .partition import PartitionLog, now_ms
 from .segment import Segment
@@ -76,6 +77,7 @@ class LogManager:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="fsync")
         self._tasks: list[asyncio.Task] = []
         self.recovery_points = self._read_checkpoint()
+        self.cleaner = LogCleaner(broker_config)
         self._next_pid, self._pid_block_end = self._load_pid_block()
 
     # ------------------------------------------------------------------ topics
@@ -218,6 +220,7 @@ class LogManager:
         self._tasks.append(asyncio.create_task(self._periodic(5.0, self.write_checkpoint)))
         interval = self.broker_config["log.retention.check.interval.ms"] / 1000
         self._tasks.append(asyncio.create_task(self._periodic(interval, self.apply_retention)))
+        self.cleaner.start()
 
     async def _periodic(self, seconds: float, fn: Any) -> None:
         while True:
@@ -235,6 +238,7 @@ class LogManager:
     async def close(self) -> None:
         for t in self._tasks:
             t.cancel()
+        await self.cleaner.close()
         if self._scheduled is not None:
             self._scheduled.cancel()
             self._scheduled = None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from . import records
+from . import cleaner, records
 from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets
 from .config import LogConfig
 from .producers import ProducerState
@@ -48,6 +48,7 @@ class PartitionLog:
     # ------------------------------------------------------------------ loading and recovery
 
     def _load(self, recovery_point: int) -> None:
+        cleaner.complete_swaps(self.dir)
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
         for stale in self.dir.glob("*.tmp"):
             stale.unlink()
@@ -272,6 +273,39 @@ class PartitionLog:
                 "retention.ms" if expired else "retention.bytes",
             )
         return deleted
+
+    # ------------------------------------------------------------------ compaction (cleaner.py)
+
+    def cleanable(self) -> tuple[int, int, list[Segment]]:
+        """(start, end, segments) of what the cleaner may compact: the closed segments below the
+        active one and below the segment the high watermark is in (all of them fsynced)."""
+        stop = len(self.segments) - 1
+        for i, seg in enumerate(self.segments):
+            if seg is self._hw_segment:
+                stop = min(stop, i)
+        segs = self.segments[:stop]
+        if not segs:
+            return self.log_start_offset, self.log_start_offset, []
+        return segs[0].base_offset, self.segments[stop].base_offset, segs
+
+    def install_cleaned(self, result: cleaner.CleanResult, replaced: list[Segment]) -> bool:
+        """Swap the cleaner's output in for ``replaced`` (on the event loop); False, with the output
+        deleted, when the log changed meanwhile."""
+        n = len(replaced)
+        if self.deleted or self.segments[:n] != replaced or n >= len(self.segments):
+            result.path.unlink(missing_ok=True)
+            return False
+        swap = cleaner.commit_swap(result)
+        for seg in replaced:
+            seg.close()
+        target = cleaner.finish_swap(swap)
+        seg = Segment(self.dir, result.start, self.config.index_interval_bytes)
+        assert seg.path == target
+        seg.recover(verify_crc=False, truncate_bad_tail=False)
+        seg.write_index()
+        self.segments[:n] = [seg]
+        self._bases = [s.base_offset for s in self.segments]
+        return True
 
     def close(self) -> None:
         if self.deleted:

@@ -1,0 +1,397 @@
+"""Key compaction of a partition log (Kafka's log cleaner), used for the coordinator's log.
+
+A pass cleans the closed segments ``[start, end)`` (never the active segment, never anything at or
+above the high-watermark segment): for every record key it keeps only the record with the highest
+offset, and drops a tombstone (null value) once it is older than ``log.cleaner.delete.retention.ms``
+-- by then every earlier record of its key is gone in the same pass. Records keep their offsets and
+timestamps; the survivors of consecutive plain batches (no producer id, not control, not
+transactional, uncompressed or not) are packed into new uncompressed batches of up to
+``MERGE_RECORDS`` records, so the compacted log also replays with less per-batch work. Batches with
+a producer id or the control/transactional bit are kept byte for byte (their records still count as
+the latest of their keys). Records without a key cannot be compacted and are kept.
+
+Crash safety -- SIGKILL at any instant leaves either the old segments or the new one:
+
+1. (worker thread) the survivors are written to ``<start>-<end>.cleaned`` and fsynced;
+2. (event loop) it is renamed to ``<start>-<end>.swap`` and the directory fsynced -- the commit point;
+3. the old ``.log``/``.index`` files of bases in ``[start, end)`` are deleted, the swap file is
+   renamed to ``<start>.log`` and the directory fsynced.
+
+At start-up (:func:`complete_swaps`) a ``.swap`` file is finished as in step 3 and a ``.cleaned``
+file is deleted. The old segments are only read, through file descriptors of the worker's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .batch import CONTROL_MASK, HEADER, HEADER_SIZE, TRANSACTIONAL_MASK
+from .records import Record, build_batch, decode_batch
+from .segment import segment_name
+
+log = logging.getLogger(__name__)
+
+CLEANED = ".cleaned"
+SWAP = ".swap"
+CHECKPOINT = "cleaner-offset-checkpoint"
+MERGE_RECORDS = 4096
+_READ = 8 << 20
+
+
+class CleanCancelled(Exception):
+    """The broker is shutting down; the pass left only a ``.cleaned`` file behind (deleted)."""
+
+
+@dataclass
+class CleanResult:
+    start: int
+    end: int
+    path: Path  # the fsynced .cleaned file
+    records_read: int = 0
+    records_kept: int = 0
+    tombstones_dropped: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    batches_written: int = 0
+    keys: int = 0
+    sources: list[Path] = field(default_factory=list)
+
+
+def range_name(start: int, end: int) -> str:
+    return f"{segment_name(start)}-{segment_name(end)}"
+
+
+def parse_range(name: str) -> tuple[int, int] | None:
+    stem = name.split(".", 1)[0]
+    a, sep, b = stem.partition("-")
+    if not sep or not a.isdigit() or not b.isdigit():
+        return None
+    return int(a), int(b)
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def _iter_batches(path: Path, cancel: threading.Event | None) -> Iterator[tuple[bytes, int]]:
+    """(buffer, position) of every whole batch in the file, read in large chunks."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        file_pos = 0
+        while file_pos < size:
+            if cancel is not None and cancel.is_set():
+                raise CleanCancelled(str(path))
+            buf = os.pread(fd, _READ, file_pos)
+            pos = 0
+            while pos + HEADER_SIZE <= len(buf):
+                total = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True) + 12
+                if pos + total > len(buf):
+                    break
+                yield buf, pos
+                pos += total
+            if pos == 0:  # a batch larger than the chunk
+                total = int.from_bytes(buf[8:12], "big", signed=True) + 12
+                if len(buf) < HEADER_SIZE or total <= 0 or file_pos + total > size:
+                    raise ValueError(f"{path}: unreadable batch at byte {file_pos}")
+                yield os.pread(fd, total, file_pos), 0
+                pos = total
+            file_pos += pos
+    finally:
+        os.close(fd)
+
+
+def _plain(buf: bytes, pos: int) -> tuple[bool, int]:
+    """(cleanable?, producer id) of the batch at ``pos``."""
+    f = HEADER.unpack_from(buf, pos)
+    attributes, producer_id = f[5], f[9]
+    return not (attributes & (CONTROL_MASK | TRANSACTIONAL_MASK)) and producer_id < 0, producer_id
+
+
+def _records(buf: bytes, pos: int) -> Iterator[tuple[int, int, Record]]:
+    """(offset, timestamp, record) of the batch at ``pos``, LogAppendTime resolved as Kafka does."""
+    info, records = decode_batch(buf, pos, verify_crc=False)
+    log_append = info.attributes & 0x08
+    for r in records:
+        ts = info.max_timestamp if log_append else info.base_timestamp + r.timestamp_delta
+        yield info.base_offset + r.offset_delta, ts, r
+
+
+# ---------------------------------------------------------------------------------------------
+# one pass
+
+
+def clean_segments(
+    directory: Path,
+    sources: list[Path],
+    start: int,
+    end: int,
+    now_ms: int,
+    delete_retention_ms: int,
+    cancel: threading.Event | None = None,
+) -> CleanResult:
+    """Write the compacted survivors of ``sources`` (the segment files of ``[start, end)``, in
+    order) to ``<start>-<end>.cleaned``, fsynced. Runs in a worker thread; changes nothing else."""
+    result = CleanResult(start, end, directory / (range_name(start, end) + CLEANED), sources=list(sources))
+    # pass 1: the offset of the latest record of every key
+    latest: dict[bytes, int] = {}
+    pinned: set[bytes] = set()  # keys with a record in a batch kept byte for byte
+    for path in sources:
+        for buf, pos in _iter_batches(path, cancel):
+            cleanable = _plain(buf, pos)[0]
+            for off, _ts, r in _records(buf, pos):
+                if r.key is not None:
+                    latest[r.key] = off
+                    if not cleanable:
+                        pinned.add(r.key)
+                result.records_read += 1
+    result.keys = len(latest)
+    horizon = now_ms - delete_retention_ms
+    # pass 2: the survivors, packed into batches
+    fd = os.open(result.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        pending: list[tuple[int, int, Record]] = []
+
+        def flush() -> None:
+            if not pending:
+                return
+            base, base_ts = pending[0][0], pending[0][1]
+            recs = [
+                Record(off - base, ts - base_ts, r.key, r.value, r.headers, r.attributes)
+                for off, ts, r in pending
+            ]
+            _write(fd, build_batch(recs, base_offset=base, base_timestamp=base_ts), result)
+            pending.clear()
+
+        for path in sources:
+            for buf, pos in _iter_batches(path, cancel):
+                size = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True) + 12
+                result.bytes_read += size
+                cleanable, _pid = _plain(buf, pos)
+                if not cleanable:
+                    flush()
+                    _write(fd, buf[pos : pos + size], result)
+                    result.records_kept += int.from_bytes(buf[pos + 57 : pos + 61], "big")
+                    continue
+                for off, ts, r in _records(buf, pos):
+                    if r.key is not None and latest[r.key] != off:
+                        continue
+                    if r.value is None and r.key is not None and ts < horizon and r.key not in pinned:
+                        result.tombstones_dropped += 1
+                        continue
+                    pending.append((off, ts, r))
+                    result.records_kept += 1
+                    if len(pending) >= MERGE_RECORDS:
+                        flush()
+        flush()
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        result.path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return result
+
+
+def _write(fd: int, data: bytes, result: CleanResult) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+    result.bytes_written += len(data)
+    result.batches_written += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# committing and recovering
+
+
+def commit_swap(result: CleanResult) -> Path:
+    """Step 2: the .cleaned file becomes the .swap file (durably); from here recovery finishes it."""
+    swap = result.path.with_name(range_name(result.start, result.end) + SWAP)
+    os.replace(result.path, swap)
+    fsync_dir(swap.parent)
+    return swap
+
+
+def finish_swap(swap: Path) -> Path:
+    """Step 3: delete the segments the swap replaces and give it its segment name; returns it."""
+    rng = parse_range(swap.name)
+    if rng is None:
+        raise ValueError(f"{swap}: not a cleaner swap file")
+    start, end = rng
+    directory = swap.parent
+    for p in list(directory.glob("*.log")) + list(directory.glob("*.index")):
+        if p.stem.isdigit() and start <= int(p.stem) < end:
+            p.unlink()
+    target = directory / (segment_name(start) + ".log")
+    os.replace(swap, target)
+    fsync_dir(directory)
+    return target
+
+
+def complete_swaps(directory: Path) -> None:
+    """At start-up: finish committed swaps, drop uncommitted cleaner output."""
+    for p in sorted(directory.glob("*" + CLEANED)):
+        log.info("%s: removing an unfinished cleaner output", p)
+        p.unlink()
+    for p in sorted(directory.glob("*" + SWAP)):
+        if parse_range(p.name) is None:
+            continue
+        log.info("%s: completing a log cleaner swap interrupted by a crash", p)
+        finish_swap(p)
+
+
+def read_checkpoint(directory: Path) -> int:
+    """The first offset not yet cleaned (0 when no pass has completed)."""
+    try:
+        return int((directory / CHECKPOINT).read_text().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def write_checkpoint(directory: Path, offset: int) -> None:
+    tmp = directory / (CHECKPOINT + ".tmp")
+    tmp.write_text(f"{offset}\n")
+    os.replace(tmp, directory / CHECKPOINT)
+
+
+# ---------------------------------------------------------------------------------------------
+# scheduling
+
+
+def clean_partition(plog: Any, now_ms: int, delete_retention_ms: int) -> CleanResult | None:
+    """One whole pass, synchronously (tests, benchmarks, tools): clean and install; None if there
+    is nothing closed to clean."""
+    start, end, segs = plog.cleanable()
+    if not segs:
+        return None
+    result = clean_segments(plog.dir, [s.path for s in segs], start, end, now_ms, delete_retention_ms)
+    if plog.install_cleaned(result, segs):
+        write_checkpoint(plog.dir, end)
+        return result
+    return None
+
+
+class LogCleaner:
+    """Compacts the registered partitions in a worker thread, one pass at a time.
+
+    Every ``log.cleaner.backoff.ms`` it picks a partition whose dirty ratio (bytes of closed segments
+    not yet cleaned over bytes of all closed segments) is at least ``log.cleaner.min.cleanable.ratio``,
+    cleans it off the event loop and installs the result on it.
+    """
+
+    def __init__(self, config: Any):
+        self.enabled: bool = config["log.cleaner.enable"]
+        self.backoff_s: float = config["log.cleaner.backoff.ms"] / 1000
+        self.min_ratio: float = config["log.cleaner.min.cleanable.ratio"]
+        self.delete_retention_ms: int = config["log.cleaner.delete.retention.ms"]
+        self.partitions: list[Any] = []
+        self.first_dirty: dict[int, int] = {}
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
+        self._cancel = threading.Event()
+        self._task: asyncio.Task | None = None
+        self._lock = asyncio.Lock()
+        self.passes = 0
+
+    def register(self, plog: Any) -> None:
+        if any(p is plog for p in self.partitions):
+            return
+        self.partitions.append(plog)
+        self.first_dirty[id(plog)] = read_checkpoint(plog.dir)
+
+    def dirty_ratio(self, plog: Any) -> float:
+        _start, _end, segs = plog.cleanable()
+        total = sum(s.size for s in segs)
+        if total == 0:
+            return 0.0
+        first_dirty = self.first_dirty.get(id(plog), 0)
+        return sum(s.size for s in segs if s.base_offset >= first_dirty) / total
+
+    def start(self) -> None:
+        if self.enabled:
+            self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.backoff_s)
+            for plog in list(self.partitions):
+                if plog.deleted:
+                    self.partitions.remove(plog)
+                    continue
+                if self.dirty_ratio(plog) >= self.min_ratio:
+                    try:
+                        await self.clean(plog)
+                    except CleanCancelled:
+                        return
+                    except Exception:
+                        log.exception("%s-%d: log cleaner pass failed", plog.topic, plog.partition)
+
+    async def clean(self, plog: Any) -> CleanResult | None:
+        """One pass over ``plog``: heavy work in the worker thread, the swap on the event loop."""
+        async with self._lock:
+            start, end, segs = plog.cleanable()
+            if not segs:
+                return None
+            now = int(time.time() * 1000)
+            begun = time.monotonic()
+            result = await asyncio.get_running_loop().run_in_executor(
+                self._executor,
+                clean_segments,
+                plog.dir,
+                [s.path for s in segs],
+                start,
+                end,
+                now,
+                self.delete_retention_ms,
+                self._cancel,
+            )
+            if self._cancel.is_set() or not plog.install_cleaned(result, segs):
+                result.path.unlink(missing_ok=True)
+                return None
+            write_checkpoint(plog.dir, end)
+            self.first_dirty[id(plog)] = end
+            self.passes += 1
+            log.info(
+                "%s-%d: cleaned offsets %d-%d in %.0f ms: %d records read, %d kept (%d keys), "
+                "%d tombstones dropped, %d -> %d bytes",
+                plog.topic,
+                plog.partition,
+                start,
+                end,
+                (time.monotonic() - begun) * 1000,
+                result.records_read,
+                result.records_kept,
+                result.keys,
+                result.tombstones_dropped,
+                result.bytes_read,
+                result.bytes_written,
+            )
+            return result
+
+    async def close(self) -> None:
+        self._cancel.set()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._executor.shutdown(wait=True)
