@@ -274,9 +274,14 @@ class CoordinatorState:
                 )
             )
         elif t == crec.CURRENT_ASSIGNMENT:
-            member = group.members.get(record.key.member_id)
-            if v is None or member is None:
+            if v is None:
                 return
+            member = group.members.get(record.key.member_id)
+            if member is None:
+                # a compacted log keeps only the member's last metadata record, which may come after
+                # this one: the member exists from here on (as in Kafka), its metadata follows
+                member = ConsumerMember(member_id=record.key.member_id)
+                group.put_member(member)
             member.progress = Progress(
                 v.member_epoch,
                 v.previous_member_epoch,
