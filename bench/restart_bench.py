@@ -43,6 +43,7 @@ from broker.coordinator.generated.offset_commit_value import OffsetCommitValue  
 from broker.coordinator.records import GROUP_METADATA, OFFSET_COMMIT, CoordinatorRecord, to_batch  # noqa: E402
 from broker.log import cleaner  # noqa: E402
 from broker.log.batch import iter_batches  # noqa: E402
+from broker.log.manager import LogManager  # noqa: E402
 from broker.log.records import iter_records  # noqa: E402
 
 BAR_S = 2.0
@@ -176,15 +177,15 @@ def main(argv: list[str] | None = None) -> int:
         dec = min(decode_only(data) for _ in range(slow_runs))
         print(
             f"uncompacted restart: {full[1]:,} records replayed in {full[0]:.2f} s = {full[1] / full[0]:,.0f} records/s "
-            f"(decode alone {dec[0]:.2f} s = {dec[1] / dec[0]:,.0f} records/s)"
+            f"(decode alone with the generic iter_records: {dec[0]:.2f} s = {dec[1] / dec[0]:,.0f} records/s)"
         )
 
-        broker = Broker(config(data))
-        plog = broker.logs.get(OFFSETS_TOPIC, 0)
+        logs = LogManager(data, config(data))  # the log alone: no replay before compacting
+        plog = logs.open_partition(OFFSETS_TOPIC, 0, {})
         t = time.perf_counter()
         result = cleaner.clean_partition(plog, START_MS + 10**9, 86_400_000)
         took = time.perf_counter() - t
-        close(broker)
+        asyncio.get_event_loop().run_until_complete(logs.close())
         assert result is not None
         print(
             f"compaction: {result.records_read:,} records read, {result.records_kept:,} kept, "
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         same = compact[2] == full[2]
         print(
             f"compacted restart: {compact[1]:,} records replayed in {compact[0]:.3f} s = "
-            f"{compact[1] / compact[0]:,.0f} records/s (decode alone {dec[0]:.3f} s); "
+            f"{compact[1] / compact[0]:,.0f} records/s (generic iter_records decode alone {dec[0]:.3f} s); "
             f"{full[0] / compact[0]:.1f}x faster than uncompacted; offsets identical: {same}"
         )
         if not same:

@@ -26,13 +26,16 @@ from .state import CommittedOffset
 
 _OFFSET_COMMIT_KEY = OFFSET_COMMIT.to_bytes(2, "big")
 _I16 = Struct(">h")
-_I32 = Struct(">i")
 #: OffsetCommitValue v4 after the version: offset, leader epoch, then the compact metadata string
 _V4_HEAD = Struct(">qi")
 #: ... then commit timestamp and topic id; a tagged-field count of 0 ends it
 _V4_TAIL = Struct(">q16s")
 #: the whole v4 value when its metadata is empty (the common case)
 _V4_EMPTY = Struct(">hqiBq16sB")
+#: the common record from its key's partition field on: partition, value length (varint 40 = 0x50),
+#: the v4 value with empty metadata (version, offset, leader epoch, 1 = "", commit timestamp,
+#: topic id, no tagged fields) and the record's header count (0)
+_FAST = Struct(">iBhqiBq16sBB")
 _ZZ = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 
 
@@ -174,8 +177,7 @@ def _replay_records(
     and handed to ``offsets.apply`` or, failing that, ``decode_record`` and ``replay``."""
     zz = _ZZ
     rv = _read_varint
-    v4_empty = _V4_EMPTY.unpack_from
-    i32 = _I32.unpack_from
+    fast = _FAST.unpack_from
     names = offsets.names
     ids = offsets.ids
     new_offset = CommittedOffset
@@ -222,35 +224,35 @@ def _replay_records(
                 pos += 2
             else:
                 size, pos = rv(data, pos, 5)
-            vs = pos + size + 1
+            vs = pos + size + 1  # where the value would start after a 1-byte length
             if (
                 size > 10
                 and data[pos] == 0
-                and data[pos + 1] == 1  # an OffsetCommit key
+                and data[pos + 1] == 1
                 and vs + 41 == end
-                and data[vs - 1] == 0x50  # a 40-byte value
-                and data[vs + 14] == 1  # empty metadata
-                and data[vs + 40] == 0  # no headers
                 and base + od >= min_offset
             ):
-                version, offset, epoch, _m, cts, raw_id, tags = v4_empty(data, vs)
-                prefix = data[pos : pos + size - 4]
-                if prefix == offsets.last_prefix:
-                    parts = offsets.last_parts
-                else:
-                    group_topic = names.get(prefix) or offsets._names(data[pos : pos + size])
-                    parts = None
-                if version == 4 and not tags and (parts is not None or group_topic is not None):
-                    topic_id = ids.get(raw_id)
-                    if topic_id is None:
-                        topic_id = ids[raw_id] = to_uuid(raw_id)
-                    if parts is None:
-                        parts = offsets.state.offset_partitions(group_topic[0], group_topic[1])
-                        offsets.last_prefix, offsets.last_parts = prefix, parts
-                    parts[i32(data, pos + size - 4)[0]] = new_offset(offset, epoch, "", cts, topic_id)
-                    pos = end
-                    done += 1
-                    continue
+                # an OffsetCommit key; from its partition field to the record's end in one unpack
+                partition, vlen, version, offset, epoch, mlen, cts, raw_id, tags, headers = fast(data, vs - 5)
+                if vlen == 0x50 and version == 4 and mlen == 1 and not tags and not headers:
+                    prefix = data[pos : pos + size - 4]
+                    if prefix == offsets.last_prefix:
+                        parts = offsets.last_parts
+                    else:
+                        group_topic = names.get(prefix) or offsets._names(data[pos : pos + size])
+                        if group_topic is None:
+                            parts = None
+                        else:
+                            parts = offsets.state.offset_partitions(group_topic[0], group_topic[1])
+                            offsets.last_prefix, offsets.last_parts = prefix, parts
+                    if parts is not None:
+                        topic_id = ids.get(raw_id)
+                        if topic_id is None:
+                            topic_id = ids[raw_id] = to_uuid(raw_id)
+                        parts[partition] = new_offset(offset, epoch, "", cts, topic_id)
+                        pos = end
+                        done += 1
+                        continue
             if size >= 0:
                 key = data[pos : pos + size]
                 pos += size

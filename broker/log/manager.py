@@ -63,8 +63,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 class LogManager:
-    def __init__(self, data_dir: Path, broker_config: Any):
+    def __init__(self, data_dir: Path, broker_config: Any, recover: bool = False):
         self.data_dir = data_dir
+        #: ``serve --recover``: partitions opened at start-up truncate at corruption instead of refusing
+        self.recover = recover
         self.broker_config = broker_config
         self.policy: str = broker_config["log.flush"]
         self.interval = broker_config["log.flush.interval.ms"] / 1000
@@ -96,6 +98,7 @@ class LogManager:
             partition,
             self.log_config(configs),
             self.recovery_points.get(key, 0),
+            recover=self.recover,
         )
         self.logs[key] = plog
         return plog
