@@ -108,14 +108,17 @@ def restart(data: Path) -> tuple[float, int, dict]:
     """(seconds, records replayed, offsets) of one in-process restart."""
     replayed: list[int] = []
     handler = _Capture(replayed)
-    logging.getLogger("broker.coordinator").addHandler(handler)
-    logging.getLogger("broker.coordinator").setLevel(logging.INFO)
+    logger = logging.getLogger("broker.coordinator")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
     try:
         start = time.perf_counter()
         broker = Broker(config(data))
         took = time.perf_counter() - start
     finally:
-        logging.getLogger("broker.coordinator").removeHandler(handler)
+        logger.removeHandler(handler)
+        logger.setLevel(level)
     offsets = {
         (g, t, p): c.offset
         for g, o in broker.groups.state.offsets.items()
@@ -163,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     work = args.dir or Path(tempfile.mkdtemp(prefix="restart-bench-"))
     data = work / "data"
     shutil.rmtree(data, ignore_errors=True)
-    logging.basicConfig(level=logging.WARNING)
-    asyncio.set_event_loop(asyncio.new_event_loop())  # a Broker arms its timers on the current loop
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)  # a Broker arms its timers on the current loop
     try:
         t = time.perf_counter()
         written = generate(data, groups, args.rounds)
@@ -208,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     finally:
+        asyncio.set_event_loop(None)
+        loop.close()
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
 
