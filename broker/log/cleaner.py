@@ -315,7 +315,8 @@ class LogCleaner:
         if any(p is plog for p in self.partitions):
             return
         self.partitions.append(plog)
-        self.first_dirty[id(plog)] = read_checkpoint(plog.dir)
+        # a log truncated since (serve --recover) has nothing clean beyond its end
+        self.first_dirty[id(plog)] = min(read_checkpoint(plog.dir), plog.log_end_offset)
 
     def dirty_ratio(self, plog: Any) -> float:
         _start, _end, segs = plog.cleanable()
