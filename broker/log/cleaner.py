@@ -13,9 +13,12 @@ the latest of their keys). Records without a key cannot be compacted and are kep
 Crash safety -- SIGKILL at any instant leaves either the old segments or the new one:
 
 1. (worker thread) the survivors are written to ``<start>-<end>.cleaned`` and fsynced;
-2. (event loop) it is renamed to ``<start>-<end>.swap`` and the directory fsynced -- the commit point;
-3. the old ``.log``/``.index`` files of bases in ``[start, end)`` are deleted, the swap file is
-   renamed to ``<start>.log`` and the directory fsynced.
+2. (event loop) the log is checked to still start with the segments read, then (worker thread)
+   the file is renamed to ``<start>-<end>.swap`` and the directory fsynced -- the commit point;
+3. (worker thread) the old ``.log``/``.index`` files of bases in ``[start, end)`` are deleted, the
+   swap file is renamed to ``<start>.log`` and the directory fsynced; meanwhile the event loop
+   keeps reading the old segments through their open file descriptors;
+4. (event loop) the new segment replaces the old ones in memory and their descriptors are closed.
 
 At start-up (:func:`complete_swaps`) a ``.swap`` file is finished as in step 3 and a ``.cleaned``
 file is deleted. The old segments are only read, through file descriptors of the worker's own.
@@ -34,8 +37,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .batch import CONTROL_MASK, HEADER, HEADER_SIZE, TRANSACTIONAL_MASK
-from .records import Record, build_batch, decode_batch
+from crc32c import crc32c
+
+from .batch import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER,
+    HEADER_SIZE,
+    LEADER_EPOCH,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+)
+from .records import InvalidRecords, _read_varint, _varint, decompress
 from .segment import segment_name
 
 log = logging.getLogger(__name__)
@@ -44,6 +57,7 @@ CLEANED = ".cleaned"
 SWAP = ".swap"
 CHECKPOINT = "cleaner-offset-checkpoint"
 MERGE_RECORDS = 4096
+_ZZ = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 _READ = 8 << 20
 
 
@@ -125,13 +139,74 @@ def _plain(buf: bytes, pos: int) -> tuple[bool, int]:
     return not (attributes & (CONTROL_MASK | TRANSACTIONAL_MASK)) and producer_id < 0, producer_id
 
 
-def _records(buf: bytes, pos: int) -> Iterator[tuple[int, int, Record]]:
-    """(offset, timestamp, record) of the batch at ``pos``, LogAppendTime resolved as Kafka does."""
-    info, records = decode_batch(buf, pos, verify_crc=False)
-    log_append = info.attributes & 0x08
-    for r in records:
-        ts = info.max_timestamp if log_append else info.base_timestamp + r.timestamp_delta
-        yield info.base_offset + r.offset_delta, ts, r
+def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
+    b = data[pos]
+    if b < 0x80:
+        return _ZZ[b], pos + 1
+    return _read_varint(data, pos, 10)
+
+
+def _records(buf: bytes, pos: int, raw: bool) -> Iterator[tuple[int, int, bytes | None, bool, bytes]]:
+    """(offset, timestamp, key, tombstone?, attributes + key/value/headers bytes or b"") of every
+    record of the batch at ``pos`` -- parsed in place, no per-record objects the garbage collector
+    tracks (a pass over millions of records must not make it stop the event loop's thread)."""
+    f = HEADER.unpack_from(buf, pos)
+    base, attributes, base_ts, max_ts, count = f[0], f[5], f[7], f[8], f[12]
+    section = buf[pos + HEADER_SIZE : pos + f[1] + 12]
+    if attributes & COMPRESSION_MASK:
+        section = decompress(attributes & COMPRESSION_MASK, section)
+    append_time = attributes & TIMESTAMP_TYPE_MASK
+    p = 0
+    for _ in range(count):
+        length, p = _varint_at(section, p)
+        end = p + length
+        ts_delta, q = _varint_at(section, p + 1)
+        offset_delta, q = _varint_at(section, q)
+        rest = q
+        key_len, q = _varint_at(section, q)
+        key = section[q : q + key_len] if key_len >= 0 else None
+        value_len, _q = _varint_at(section, q + max(key_len, 0))
+        if end > len(section) or key_len < -1 or value_len < -1:
+            raise InvalidRecords(f"record at byte {p} of the batch at offset {base} is malformed")
+        ts = max_ts if append_time else base_ts + ts_delta
+        yield (
+            base + offset_delta,
+            ts,
+            key,
+            value_len < 0,
+            section[p : p + 1] + section[rest:end] if raw else b"",
+        )
+        p = end
+
+
+def _batch(offsets: list[int], timestamps: list[int], records: list[bytes]) -> bytes:
+    """An uncompressed batch of raw records (attributes + key/value/headers) at their offsets and
+    timestamps."""
+    base, base_ts = offsets[0], timestamps[0]
+    body = []
+    for off, ts, rec in zip(offsets, timestamps, records, strict=True):
+        head = rec[:1] + _varint(ts - base_ts) + _varint(off - base)
+        body.append(_varint(len(head) + len(rec) - 1) + head + rec[1:])
+    section = b"".join(body)
+    max_ts = max(timestamps)
+    header = HEADER.pack(
+        base,
+        HEADER_SIZE - 12 + len(section),
+        LEADER_EPOCH,
+        2,
+        0,
+        0,
+        offsets[-1] - base,
+        base_ts,
+        max_ts,
+        -1,
+        -1,
+        -1,
+        len(records),
+    )
+    out = bytearray(header) + section
+    out[17:21] = crc32c(memoryview(out)[21:]).to_bytes(4, "big")
+    return bytes(out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,29 +231,27 @@ def clean_segments(
     for path in sources:
         for buf, pos in _iter_batches(path, cancel):
             cleanable = _plain(buf, pos)[0]
-            for off, _ts, r in _records(buf, pos):
-                if r.key is not None:
-                    latest[r.key] = off
+            for off, _ts, key, _tomb, _raw in _records(buf, pos, False):
+                if key is not None:
+                    latest[key] = off
                     if not cleanable:
-                        pinned.add(r.key)
+                        pinned.add(key)
                 result.records_read += 1
     result.keys = len(latest)
     horizon = now_ms - delete_retention_ms
     # pass 2: the survivors, packed into batches
     fd = os.open(result.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        pending: list[tuple[int, int, Record]] = []
+        offsets: list[int] = []
+        timestamps: list[int] = []
+        records: list[bytes] = []
 
         def flush() -> None:
-            if not pending:
-                return
-            base, base_ts = pending[0][0], pending[0][1]
-            recs = [
-                Record(off - base, ts - base_ts, r.key, r.value, r.headers, r.attributes)
-                for off, ts, r in pending
-            ]
-            _write(fd, build_batch(recs, base_offset=base, base_timestamp=base_ts), result)
-            pending.clear()
+            if offsets:
+                _write(fd, _batch(offsets, timestamps, records), result)
+                offsets.clear()
+                timestamps.clear()
+                records.clear()
 
         for path in sources:
             for buf, pos in _iter_batches(path, cancel):
@@ -190,15 +263,17 @@ def clean_segments(
                     _write(fd, buf[pos : pos + size], result)
                     result.records_kept += int.from_bytes(buf[pos + 57 : pos + 61], "big")
                     continue
-                for off, ts, r in _records(buf, pos):
-                    if r.key is not None and latest[r.key] != off:
+                for off, ts, key, tombstone, raw in _records(buf, pos, True):
+                    if key is not None and latest[key] != off:
                         continue
-                    if r.value is None and r.key is not None and ts < horizon and r.key not in pinned:
+                    if tombstone and key is not None and ts < horizon and key not in pinned:
                         result.tombstones_dropped += 1
                         continue
-                    pending.append((off, ts, r))
+                    offsets.append(off)
+                    timestamps.append(ts)
+                    records.append(raw)
                     result.records_kept += 1
-                    if len(pending) >= MERGE_RECORDS:
+                    if len(offsets) >= MERGE_RECORDS:
                         flush()
         flush()
         os.fsync(fd)
@@ -290,6 +365,10 @@ def clean_partition(plog: Any, now_ms: int, delete_retention_ms: int) -> CleanRe
     return None
 
 
+def _commit_and_finish(result: CleanResult) -> None:
+    finish_swap(commit_swap(result))
+
+
 class LogCleaner:
     """Compacts the registered partitions in a worker thread, one pass at a time.
 
@@ -353,7 +432,8 @@ class LogCleaner:
                 return None
             now = int(time.time() * 1000)
             begun = time.monotonic()
-            result = await asyncio.get_running_loop().run_in_executor(
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(
                 self._executor,
                 clean_segments,
                 plog.dir,
@@ -364,9 +444,13 @@ class LogCleaner:
                 self.delete_retention_ms,
                 self._cancel,
             )
-            if self._cancel.is_set() or not plog.install_cleaned(result, segs):
+            if self._cancel.is_set() or not plog.can_install(segs):
                 result.path.unlink(missing_ok=True)
                 return None
+            # the file operations (renames, unlinks, directory fsyncs) off the loop too: until the
+            # segments are swapped in memory the loop reads the old ones through open descriptors
+            await loop.run_in_executor(self._executor, _commit_and_finish, result)
+            plog.adopt_cleaned(start, segs)
             write_checkpoint(plog.dir, end)
             self.first_dirty[id(plog)] = end
             self.passes += 1

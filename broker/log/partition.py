@@ -343,23 +343,29 @@ class PartitionLog:
             return self.log_start_offset, self.log_start_offset, []
         return segs[0].base_offset, self.segments[stop].base_offset, segs
 
-    def install_cleaned(self, result: cleaner.CleanResult, replaced: list[Segment]) -> bool:
-        """Swap the cleaner's output in for ``replaced`` (on the event loop); False, with the output
-        deleted, when the log changed meanwhile."""
+    def can_install(self, replaced: list[Segment]) -> bool:
+        """Whether the log still starts with exactly the segments a cleaner pass read."""
         n = len(replaced)
-        if self.deleted or self.segments[:n] != replaced or n >= len(self.segments):
-            result.path.unlink(missing_ok=True)
-            return False
-        swap = cleaner.commit_swap(result)
-        for seg in replaced:
-            seg.close()
-        target = cleaner.finish_swap(swap)
-        seg = Segment(self.dir, result.start, self.config.index_interval_bytes)
-        assert seg.path == target
+        return not self.deleted and n < len(self.segments) and self.segments[:n] == replaced
+
+    def adopt_cleaned(self, start: int, replaced: list[Segment]) -> None:
+        """After the swap is finished on disk (``cleaner.finish_swap``): serve the compacted segment
+        in place of ``replaced``, whose files are gone (their open descriptors kept them readable)."""
+        seg = Segment(self.dir, start, self.config.index_interval_bytes)
         seg.recover(verify_crc=False, truncate_bad_tail=False)
         seg.write_index()
-        self.segments[:n] = [seg]
+        for old in replaced:
+            old.close()
+        self.segments[: len(replaced)] = [seg]
         self._bases = [s.base_offset for s in self.segments]
+
+    def install_cleaned(self, result: cleaner.CleanResult, replaced: list[Segment]) -> bool:
+        """All of a swap at once (tests, tools): False, with the output deleted, when the log changed."""
+        if not self.can_install(replaced):
+            result.path.unlink(missing_ok=True)
+            return False
+        cleaner.finish_swap(cleaner.commit_swap(result))
+        self.adopt_cleaned(result.start, replaced)
         return True
 
     def close(self) -> None:
