@@ -156,26 +156,47 @@ def _records(buf: bytes, pos: int, raw: bool) -> Iterator[tuple[int, int, bytes 
     if attributes & COMPRESSION_MASK:
         section = decompress(attributes & COMPRESSION_MASK, section)
     append_time = attributes & TIMESTAMP_TYPE_MASK
+    zz = _ZZ
     p = 0
     for _ in range(count):
-        length, p = _varint_at(section, p)
-        end = p + length
-        ts_delta, q = _varint_at(section, p + 1)
-        offset_delta, q = _varint_at(section, q)
+        b = section[p]  # each varint: one byte from a table, longer ones in _varint_at
+        if b < 0x80:
+            length, q = zz[b], p + 1
+        else:
+            length, q = _varint_at(section, p)
+        end = q + length
+        b = section[q + 1]
+        if b < 0x80:
+            ts_delta, q = zz[b], q + 2
+        else:
+            ts_delta, q = _varint_at(section, q + 1)
+        b = section[q]
+        if b < 0x80:
+            offset_delta, q = zz[b], q + 1
+        else:
+            offset_delta, q = _varint_at(section, q)
         rest = q
-        key_len, q = _varint_at(section, q)
-        key = section[q : q + key_len] if key_len >= 0 else None
-        value_len, _q = _varint_at(section, q + max(key_len, 0))
+        b = section[q]
+        if b < 0x80:
+            key_len, q = zz[b], q + 1
+        else:
+            key_len, q = _varint_at(section, q)
+        if key_len >= 0:
+            key = section[q : q + key_len]
+            q += key_len
+        else:
+            key = None
+        value_len = section[q]
+        if value_len < 0x80:
+            value_len = zz[value_len]
+        else:
+            value_len = _varint_at(section, q)[0]
         if end > len(section) or key_len < -1 or value_len < -1:
             raise InvalidRecords(f"record at byte {p} of the batch at offset {base} is malformed")
         ts = max_ts if append_time else base_ts + ts_delta
-        yield (
-            base + offset_delta,
-            ts,
-            key,
-            value_len < 0,
-            section[p : p + 1] + section[rest:end] if raw else b"",
-        )
+        # the attributes byte starts the record's body, right after its length
+        raw_record = section[end - length : end - length + 1] + section[rest:end] if raw else b""
+        yield base + offset_delta, ts, key, value_len < 0, raw_record
         p = end
 
 

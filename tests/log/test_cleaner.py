@@ -279,3 +279,24 @@ def test_a_running_broker_compacts_its_coordinator_log_and_restarts_from_it(brok
     replayed = b.call(lambda: len(b.broker.logs.get("__consumer_offsets", 0).read(0, 1 << 24)))
     assert replayed < 150 * 4 * 40  # far below the bytes of 600 uncompacted commit records
     b.stop()
+
+
+def test_compressed_and_log_append_time_batches_are_compacted_with_their_timestamps(tmp_path):
+    plog = open_log(tmp_path / "p", segment_bytes=10**6)
+    append(plog, [(b"a", b"1", T0), (b"b", b"1", T0 + 5)], compression=1)
+    append(plog, [(b"a", b"2", T0 + 7), (b"c", b"x" * 300, T0 + 8)], compression=4)
+    append(plog, [(b"b", b"2", T0 + 9), (b"d", None, T0 + 9)], timestamp_type=1, max_timestamp=T0 + 50)
+    seal(plog)
+    before = contents(plog)
+    assert [ts for _o, ts, _k, _v in before] == [T0, T0 + 5, T0 + 7, T0 + 8, T0 + 50, T0 + 50]
+    cleaner.clean_partition(plog, T0 + 100, DAY)
+    assert (
+        contents(plog)
+        == compacted(before, T0 + 100, DAY)
+        == [
+            (2, T0 + 7, b"a", b"2"),
+            (3, T0 + 8, b"c", b"x" * 300),
+            (4, T0 + 50, b"b", b"2"),
+            (5, T0 + 50, b"d", None),
+        ]
+    )
