@@ -181,6 +181,7 @@ def _replay_records(
     names = offsets.names
     ids = offsets.ids
     new_offset = CommittedOffset
+    whole = base >= min_offset  # every record of the batch is to be replayed
     n = len(data)
     pos = 0
     done = 0
@@ -204,16 +205,10 @@ def _replay_records(
             while data[pos] >= 0x80:  # the timestamp delta, decoded below only when needed
                 pos += 1
             pos += 1
-            b = data[pos]
-            if b < 0x80:
-                od = zz[b]
+            od_pos = pos
+            while data[pos] >= 0x80:  # the offset delta, decoded below only when needed
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                z = (b & 0x7F) | (data[pos + 1] << 7)
-                od = (z >> 1) ^ -(z & 1)
-                pos += 2
-            else:
-                od, pos = rv(data, pos, 5)
+            pos += 1
             b = data[pos]
             if b < 0x80:
                 size = zz[b]
@@ -230,15 +225,16 @@ def _replay_records(
                 and data[pos] == 0
                 and data[pos + 1] == 1
                 and vs + 41 == end
-                and base + od >= min_offset
+                and (whole or base + rv(data, od_pos, 5)[0] >= min_offset)
             ):
                 # an OffsetCommit key; from its partition field to the record's end in one unpack
                 partition, vlen, version, offset, epoch, mlen, cts, raw_id, tags, headers = fast(data, vs - 5)
                 if vlen == 0x50 and version == 4 and mlen == 1 and not tags and not headers:
-                    prefix = data[pos : pos + size - 4]
-                    if prefix == offsets.last_prefix:
+                    last = offsets.last_prefix
+                    if last is not None and size - 4 == len(last) and data.startswith(last, pos):
                         parts = offsets.last_parts
                     else:
+                        prefix = data[pos : pos + size - 4]
                         group_topic = names.get(prefix) or offsets._names(data[pos : pos + size])
                         if group_topic is None:
                             parts = None
@@ -283,6 +279,7 @@ def _replay_records(
                 pos += 1
             if pos != end:
                 raise InvalidRecords(f"record ending at byte {end} has {pos - end:+d} bytes of fields")
+            od = rv(data, od_pos, 5)[0]
             if base + od < min_offset:
                 continue
             if key is not None and key[:2] == _OFFSET_COMMIT_KEY and offsets.apply(key, value):
