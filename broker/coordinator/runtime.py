@@ -7,7 +7,8 @@ outcome, its response, and completions for parked requests. The runtime then
 1. appends the records to the coordinator log (``__consumer_offsets`` partition 0) -- if that fails,
    nothing is replayed and the caller gets a retriable error;
 2. replays them through ``Coordinator.replay`` -- the only code that changes persisted state, and
-   the same code start-up uses to rebuild it;
+   the same code start-up uses to rebuild it (loader.py, with a fast path for offset commits, over
+   a log the log cleaner keeps key-compacted: broker/log/cleaner.py);
 3. releases the response and the completions once the records are durable per ``log.flush``.
 
 Everything runs on the event-loop thread, so operations never interleave. Timers are keyed
