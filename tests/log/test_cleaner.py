@@ -300,3 +300,22 @@ def test_compressed_and_log_append_time_batches_are_compacted_with_their_timesta
             (5, T0 + 50, b"d", None),
         ]
     )
+
+
+def test_a_range_of_only_expired_tombstones_compacts_to_an_empty_segment(tmp_path):
+    plog = open_log(tmp_path / "p")
+    for i in range(20):
+        append(plog, [(f"k{i % 4}".encode(), b"v", T0 + i)])
+        append(plog, [(f"k{i % 4}".encode(), None, T0 + i)])
+    seal(plog)
+    leo = plog.log_end_offset
+    result = cleaner.clean_partition(plog, T0 + 10 * DAY, DAY)
+    assert result is not None and (result.records_kept, result.bytes_written) == (0, 0)
+    assert contents(plog) == [] and plog.log_start_offset == 0 and plog.segments[0].size == 0
+    append(plog, [(b"k0", b"new", T0 + 100)])
+    plog.mark_flushed(*plog.flush_target())
+    assert contents(plog) == [(leo, T0 + 100, b"k0", b"new")]
+    plog.close()
+    again = open_log(tmp_path / "p", recovery_point=leo + 1)
+    assert contents(again) == [(leo, T0 + 100, b"k0", b"new")]
+    again.close()
