@@ -33,7 +33,9 @@ SHUTDOWN_GRACE = 5.0
 
 
 class Broker:
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, recover: bool = False):
+        """``recover`` (``serve --recover``): a log damaged where start-up would refuse is truncated
+        at the first bad batch instead, and what was dropped is logged."""
         self.config = config
         self.node_id: int = config["node.id"]
         data_dir = config.data_dir
@@ -42,9 +44,10 @@ class Broker:
         self.topics = TopicRegistry(data_dir)
         for leftover in data_dir.glob("*-delete"):
             shutil.rmtree(leftover, ignore_errors=True)  # a topic deletion interrupted by a crash
-        self.logs = LogManager(data_dir, config)
+        self.logs = LogManager(data_dir, config, recover=recover)
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
+        self.logs.recover = False  # only what was on disk at start-up
         self.groups = GroupCoordinator(self)
         self.groups.load()
         self.registry = build_registry()

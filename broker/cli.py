@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from broker.config import Config, ConfigError, parse_pairs, parse_properties
+from broker.log.segment import LogCorruption
 
 
 @click.group()
@@ -37,6 +38,12 @@ def main() -> None:
     default=None,
     help="A .properties file with Kafka property names.",
 )
+@click.option(
+    "--recover",
+    is_flag=True,
+    help="Truncate a damaged partition log at its first bad batch (dropping everything after it, "
+    "reported in the log) instead of refusing to start.",
+)
 def serve(
     host: str | None,
     port: int | None,
@@ -45,6 +52,7 @@ def serve(
     log_level: str,
     pairs: tuple[str, ...],
     config_file: str | None,
+    recover: bool,
 ) -> None:
     """Run the broker until SIGTERM or Ctrl-C (graceful: in-flight requests are answered and the
     logs fsynced; a second signal exits at once)."""
@@ -70,7 +78,15 @@ def serve(
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        loop.run_until_complete(_run(config))
+        loop.run_until_complete(_run(config, recover))
+    except LogCorruption as e:
+        click.echo(
+            f"error: {e}\nThe log is damaged where a crash cannot have torn it. Start with --recover to "
+            f"truncate {e.path.name} at byte {e.position} (offset {e.offset} on) and drop the rest of "
+            "that partition after it.",
+            err=True,
+        )
+        sys.exit(1)
     except OSError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
@@ -94,10 +110,10 @@ def _raise_fd_limit() -> None:
             logging.getLogger("broker").warning("cannot raise the open-files limit from %d: %s", soft, e)
 
 
-async def _run(config: Config) -> None:
+async def _run(config: Config, recover: bool = False) -> None:
     from broker.app import Broker
 
-    broker = Broker(config)
+    broker = Broker(config, recover=recover)
     await broker.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

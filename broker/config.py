@@ -89,6 +89,19 @@ _SETTINGS = [
         choices=("delete", "compact", "delete,compact", "compact,delete"),
     ),
     Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries.", 0),
+    Setting("log.cleaner.enable", bool, True, "Compact the coordinator log in the background."),
+    Setting("log.cleaner.backoff.ms", int, 15000, "How often the cleaner looks for a log to compact.", 1),
+    Setting(
+        "log.cleaner.min.cleanable.ratio",
+        float,
+        0.5,
+        "Compact once this share of the closed segments' bytes is not yet compacted.",
+        0,
+    ),
+    Setting(
+        "log.cleaner.delete.retention.ms", int, 86400000, "Keep tombstones this long in a compacted log.", 0
+    ),
+    Setting("offsets.topic.segment.bytes", int, 104857600, "Segment size of the __consumer_offsets log.", 14),
     Setting("min.insync.replicas", int, 1, "Reported default for topics (one replica always).", 1),
     Setting("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for.", 0),
     Setting("group.max.session.timeout.ms", int, 1800000, "Largest session timeout a member may ask for.", 0),

@@ -61,8 +61,11 @@ class _LazyLog:
     def get(self) -> Any:
         plog = self.broker.logs.get(OFFSETS_TOPIC, 0)
         if plog is None:
-            self.broker.create_topic(OFFSETS_TOPIC, 1, {"cleanup.policy": "compact"}, internal=True)
+            segment_bytes = str(self.broker.config["offsets.topic.segment.bytes"])
+            configs = {"cleanup.policy": "compact", "segment.bytes": segment_bytes}
+            self.broker.create_topic(OFFSETS_TOPIC, 1, configs, internal=True)
             plog = self.broker.logs.get(OFFSETS_TOPIC, 0)
+        self.broker.logs.cleaner.register(plog)  # key compaction bounds the replay at start-up
         return plog
 
 
@@ -93,6 +96,7 @@ class GroupCoordinator:
             self.state.loaded(self.runtime.clock.now_ms())
             return
         self.runtime.plog = plog
+        self.broker.logs.cleaner.register(plog)
         start = time.monotonic()
         n = self.runtime.load()
         log.info(

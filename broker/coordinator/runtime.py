@@ -7,7 +7,8 @@ outcome, its response, and completions for parked requests. The runtime then
 1. appends the records to the coordinator log (``__consumer_offsets`` partition 0) -- if that fails,
    nothing is replayed and the caller gets a retriable error;
 2. replays them through ``Coordinator.replay`` -- the only code that changes persisted state, and
-   the same code start-up uses to rebuild it;
+   the same code start-up uses to rebuild it (loader.py, with a fast path for offset commits, over
+   a log the log cleaner keeps key-compacted: broker/log/cleaner.py);
 3. releases the response and the completions once the records are durable per ``log.flush``.
 
 Everything runs on the event-loop thread, so operations never interleave. Timers are keyed
@@ -26,7 +27,7 @@ from typing import Any, Protocol
 from broker.log.batch import iter_batches
 from broker.protocol.errors import ErrorCode, KafkaError
 
-from .records import CoordinatorRecord, from_batches, to_batch
+from .records import CoordinatorRecord, to_batch
 
 log = logging.getLogger(__name__)
 
@@ -183,17 +184,9 @@ class CoordinatorRuntime:
 
     def load(self) -> int:
         """Replay the whole coordinator log (start-up); returns the number of records replayed."""
-        n = 0
-        offset = self.plog.log_start_offset
-        while offset < self.plog.high_watermark:
-            data = self.plog.read(offset, 1 << 22)
-            if not data:
-                break
-            for off, ts, record in from_batches(data):
-                if off >= offset:
-                    self.coordinator.replay(record, off, ts)
-                    n += 1
-                    offset = off + 1
+        from .loader import load  # loader -> state -> runtime
+
+        n = load(self.plog, self.coordinator)
         self.coordinator.loaded(self.clock.now_ms())
         return n
 

@@ -70,7 +70,7 @@ class ConsumerGroupConfig:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class CommittedOffset:
     offset: int
     leader_epoch: int
@@ -133,22 +133,45 @@ class CoordinatorState:
 
     def _replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         if value is None:
-            group = self.offsets.get(key.group)
-            if group is not None:
-                parts = group.by_topic.get(key.topic, {})
-                parts.pop(key.partition, None)
-                if not parts:
-                    group.by_topic.pop(key.topic, None)
-                if not group.by_topic:
-                    del self.offsets[key.group]
+            self.remove_offset(key.group, key.topic, key.partition)
             return
-        group = self.offsets.setdefault(key.group, Offsets())
-        group.by_topic.setdefault(key.topic, {})[key.partition] = CommittedOffset(
-            value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, value.topic_id
+        self.put_offset(
+            key.group,
+            key.topic,
+            key.partition,
+            CommittedOffset(
+                value.offset, value.leader_epoch, value.metadata, value.commit_timestamp, value.topic_id
+            ),
         )
+
+    def put_offset(self, group_id: str, topic: str, partition: int, committed: CommittedOffset) -> None:
+        """Replay of an OffsetCommit record."""
+        self.offset_partitions(group_id, topic)[partition] = committed
+
+    def offset_partitions(self, group_id: str, topic: str) -> dict[int, CommittedOffset]:
+        """The committed offsets of ``group_id`` in ``topic`` by partition, for an OffsetCommit to be
+        replayed into (the start-up fast path, loader.py, keeps it for the group's next records)."""
+        group = self.offsets.get(group_id)
+        if group is None:
+            group = self.offsets[group_id] = Offsets()
+        parts = group.by_topic.get(topic)
+        if parts is None:
+            parts = group.by_topic[topic] = {}
         # offsets alone keep a group listable (Empty), as in Kafka
-        if key.group not in self.groups and key.group not in self.consumer_groups:
-            self.groups[key.group] = ClassicGroup(key.group)
+        if group_id not in self.groups and group_id not in self.consumer_groups:
+            self.groups[group_id] = ClassicGroup(group_id)
+        return parts
+
+    def remove_offset(self, group_id: str, topic: str, partition: int) -> None:
+        """Replay of an OffsetCommit tombstone."""
+        group = self.offsets.get(group_id)
+        if group is not None:
+            parts = group.by_topic.get(topic, {})
+            parts.pop(partition, None)
+            if not parts:
+                group.by_topic.pop(topic, None)
+            if not group.by_topic:
+                del self.offsets[group_id]
 
     def _replay_group(self, key: GroupMetadataKey, value: GroupMetadataValue | None, ts: int) -> None:
         if value is None:
@@ -265,9 +288,14 @@ class CoordinatorState:
                 )
             )
         elif t == crec.CURRENT_ASSIGNMENT:
-            member = group.members.get(record.key.member_id)
-            if v is None or member is None:
+            if v is None:
                 return
+            member = group.members.get(record.key.member_id)
+            if member is None:
+                # a compacted log keeps only the member's last metadata record, which may come after
+                # this one: the member exists from here on (as in Kafka), its metadata follows
+                member = ConsumerMember(member_id=record.key.member_id)
+                group.put_member(member)
             member.progress = Progress(
                 v.member_epoch,
                 v.previous_member_epoch,

@@ -83,6 +83,9 @@ BROKER_TYPES: dict[str, ConfigType] = {
     "log.flush.interval.ms": ConfigType.LONG,
     "connections.max.idle.ms": ConfigType.LONG,
     "log.cleanup.policy": ConfigType.LIST,
+    "log.cleaner.backoff.ms": ConfigType.LONG,
+    "log.cleaner.delete.retention.ms": ConfigType.LONG,
+    "log.cleaner.min.cleanable.ratio": ConfigType.DOUBLE,
 }
 
 #: Broker properties that supply a topic setting, by precedence, when it is not the TopicSetting's

@@ -26,6 +26,7 @@ from typing import Any
 
 from broker.protocol.errors import ErrorCode, KafkaError
 
+from .cleaner import LogCleaner
 from .config import LogConfig
 from .partition import PartitionLog, now_ms
 from .segment import Segment
@@ -62,8 +63,10 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 class LogManager:
-    def __init__(self, data_dir: Path, broker_config: Any):
+    def __init__(self, data_dir: Path, broker_config: Any, recover: bool = False):
         self.data_dir = data_dir
+        #: ``serve --recover``: partitions opened at start-up truncate at corruption instead of refusing
+        self.recover = recover
         self.broker_config = broker_config
         self.policy: str = broker_config["log.flush"]
         self.interval = broker_config["log.flush.interval.ms"] / 1000
@@ -76,6 +79,7 @@ class LogManager:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="fsync")
         self._tasks: list[asyncio.Task] = []
         self.recovery_points = self._read_checkpoint()
+        self.cleaner = LogCleaner(broker_config)
         self._next_pid, self._pid_block_end = self._load_pid_block()
 
     # ------------------------------------------------------------------ topics
@@ -94,6 +98,7 @@ class LogManager:
             partition,
             self.log_config(configs),
             self.recovery_points.get(key, 0),
+            recover=self.recover,
         )
         self.logs[key] = plog
         return plog
@@ -225,6 +230,7 @@ class LogManager:
         self._tasks.append(asyncio.create_task(self._periodic(5.0, self.write_checkpoint)))
         interval = self.broker_config["log.retention.check.interval.ms"] / 1000
         self._tasks.append(asyncio.create_task(self._periodic(interval, self.apply_retention)))
+        self.cleaner.start()
 
     async def _periodic(self, seconds: float, fn: Any) -> None:
         while True:
@@ -242,6 +248,7 @@ class LogManager:
     async def close(self) -> None:
         for t in self._tasks:
             t.cancel()
+        await self.cleaner.close()
         if self._scheduled is not None:
             self._scheduled.cancel()
             self._scheduled = None

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import orjson
 
-from . import records
+from . import cleaner, records
 from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets
 from .config import LogConfig
 from .producers import ProducerState
-from .segment import LogCorruption, Segment
+from .segment import LogCorruption, Segment, segment_name
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,13 @@ PRODUCER_SNAPSHOT = "producer-state.json"
 
 class PartitionLog:
     def __init__(
-        self, directory: Path, topic: str, partition: int, config: LogConfig, recovery_point: int = 0
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        recovery_point: int = 0,
+        recover: bool = False,
     ):
         self.dir = directory
         self.topic = topic
@@ -43,11 +49,14 @@ class PartitionLog:
         self.producers = ProducerState()
         self.waiters: set[asyncio.Future] = set()
         self.deleted = False
+        #: ``serve --recover``: truncate at corruption (and report it) instead of refusing to start
+        self.recover = recover
         self._load(recovery_point)
 
     # ------------------------------------------------------------------ loading and recovery
 
     def _load(self, recovery_point: int) -> None:
+        cleaner.complete_swaps(self.dir)
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
         for stale in self.dir.glob("*.tmp"):
             stale.unlink()
@@ -55,28 +64,40 @@ class PartitionLog:
             bases = [0]
         for i, base in enumerate(bases):
             seg = Segment(self.dir, base, self.config.index_interval_bytes)
-            last = i == len(bases) - 1
-            next_base = bases[i + 1] if not last else None
-            below_recovery = next_base is not None and next_base <= recovery_point
-            if below_recovery and seg.load_index():
-                pass  # flushed, closed cleanly, and its index matches: trust it
-            elif below_recovery:
-                seg.recover(verify_crc=False, truncate_bad_tail=False)
-                seg.write_index()
-            else:
-                dropped = seg.recover(verify_crc=True, truncate_bad_tail=last, durable_offset=recovery_point)
-                if dropped:
-                    log.warning(
-                        "%s-%d: dropped %d bytes after offset %d during recovery",
-                        self.topic,
-                        self.partition,
-                        dropped,
-                        seg.next_offset,
-                    )
-                if not last:
+            try:
+                last = i == len(bases) - 1
+                next_base = bases[i + 1] if not last else None
+                below_recovery = next_base is not None and next_base <= recovery_point
+                if below_recovery and seg.load_index():
+                    pass  # flushed, closed cleanly, and its index matches: trust it
+                elif below_recovery:
+                    seg.recover(verify_crc=False, truncate_bad_tail=False)
                     seg.write_index()
-            if next_base is not None and seg.next_offset > next_base:
-                raise LogCorruption(seg.path, seg.size, f"offsets run into the next segment {next_base}")
+                else:
+                    dropped = seg.recover(
+                        verify_crc=True, truncate_bad_tail=last, durable_offset=recovery_point
+                    )
+                    if dropped:
+                        log.warning(
+                            "%s-%d: dropped %d bytes after offset %d during recovery",
+                            self.topic,
+                            self.partition,
+                            dropped,
+                            seg.next_offset,
+                        )
+                    if not last:
+                        seg.write_index()
+                if next_base is not None and seg.next_offset > next_base:
+                    raise LogCorruption(
+                        seg.path, seg.size, f"offsets run into the next segment {next_base}", next_base
+                    )
+            except LogCorruption as e:
+                if not self.recover:
+                    seg.close()
+                    raise
+                self._truncate_at(seg, e, bases[i + 1 :])
+                self.segments.append(seg)
+                break
             self.segments.append(seg)
         self._bases = [s.base_offset for s in self.segments]
         active = self.segments[-1]
@@ -87,6 +108,41 @@ class PartitionLog:
         self._hw_segment = active
         self._hw_position = active.size
         self._rebuild_producers()
+
+    def _truncate_at(self, seg: Segment, error: LogCorruption, later: list[int]) -> None:
+        """``--recover``: cut ``seg`` at the corrupt batch, delete the segments after it, and report
+        what was dropped (offsets, batches, records, bytes, files) as a warning."""
+        first = seg.next_offset  # the first offset not kept
+        batches, records, nbytes, last = _scan_headers(seg.path, error.position)
+        files = [f"{seg.path.name} from byte {error.position}"]
+        for base in later:
+            path = self.dir / (segment_name(base) + ".log")
+            b, r, n, end = _scan_headers(path, 0)
+            batches, records, nbytes, last = batches + b, records + r, nbytes + n, max(last, end)
+            files.append(path.name)
+        os.ftruncate(seg.fd, error.position)
+        os.fsync(seg.fd)
+        seg.size = error.position
+        seg.write_index()
+        for base in later:
+            for suffix in (".log", ".index"):
+                (self.dir / (segment_name(base) + suffix)).unlink(missing_ok=True)
+        cleaner.fsync_dir(self.dir)
+        span = f"{first}-{last}" if last >= first else f"from {first}"
+        log.warning(
+            "%s-%d: --recover: truncated the log at %s byte %d (%s): dropped offsets %s "
+            "(%d batches, %d records, %d bytes; files: %s)",
+            self.topic,
+            self.partition,
+            seg.path,
+            error.position,
+            error.reason,
+            span,
+            batches,
+            records,
+            nbytes,
+            ", ".join(files),
+        )
 
     def _rebuild_producers(self) -> None:
         start = self.log_start_offset
@@ -273,6 +329,45 @@ class PartitionLog:
             )
         return deleted
 
+    # ------------------------------------------------------------------ compaction (cleaner.py)
+
+    def cleanable(self) -> tuple[int, int, list[Segment]]:
+        """(start, end, segments) of what the cleaner may compact: the closed segments below the
+        active one and below the segment the high watermark is in (all of them fsynced)."""
+        stop = len(self.segments) - 1
+        for i, seg in enumerate(self.segments):
+            if seg is self._hw_segment:
+                stop = min(stop, i)
+        segs = self.segments[:stop]
+        if not segs:
+            return self.log_start_offset, self.log_start_offset, []
+        return segs[0].base_offset, self.segments[stop].base_offset, segs
+
+    def can_install(self, replaced: list[Segment]) -> bool:
+        """Whether the log still starts with exactly the segments a cleaner pass read."""
+        n = len(replaced)
+        return not self.deleted and n < len(self.segments) and self.segments[:n] == replaced
+
+    def adopt_cleaned(self, start: int, replaced: list[Segment]) -> None:
+        """After the swap is finished on disk (``cleaner.finish_swap``): serve the compacted segment
+        in place of ``replaced``, whose files are gone (their open descriptors kept them readable)."""
+        seg = Segment(self.dir, start, self.config.index_interval_bytes)
+        seg.recover(verify_crc=False, truncate_bad_tail=False)
+        seg.write_index()
+        for old in replaced:
+            old.close()
+        self.segments[: len(replaced)] = [seg]
+        self._bases = [s.base_offset for s in self.segments]
+
+    def install_cleaned(self, result: cleaner.CleanResult, replaced: list[Segment]) -> bool:
+        """All of a swap at once (tests, tools): False, with the output deleted, when the log changed."""
+        if not self.can_install(replaced):
+            result.path.unlink(missing_ok=True)
+            return False
+        cleaner.finish_swap(cleaner.commit_swap(result))
+        self.adopt_cleaned(result.start, replaced)
+        return True
+
     def close(self) -> None:
         if self.deleted:
             return
@@ -291,6 +386,25 @@ class PartitionLog:
         for seg in self.segments:
             seg.close()
         self.wake()
+
+
+def _scan_headers(path: Path, position: int) -> tuple[int, int, int, int]:
+    """[batches, records, bytes, last offset] from ``position`` to the end of a segment file: bytes
+    counts all of it, batches and records only the batches whose headers still parse."""
+    data = path.read_bytes()[position:]
+    batches = records = 0
+    last = -1
+    pos = 0
+    while pos + HEADER_SIZE <= len(data):
+        f = HEADER.unpack_from(data, pos)
+        base, length, magic, last_delta, count = f[0], f[1], f[3], f[6], f[12]
+        if magic != 2 or length < HEADER_SIZE - 12 or pos + length + 12 > len(data) or base < last:
+            break
+        batches += 1
+        records += max(count, 0)
+        last = max(last, base + last_delta)
+        pos += length + 12
+    return batches, records, len(data), last
 
 
 def now_ms() -> int:

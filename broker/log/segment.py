@@ -35,11 +35,12 @@ def segment_name(base_offset: int) -> str:
 class LogCorruption(Exception):
     """Corruption that recovery must not silently repair (it is not at the unflushed tail)."""
 
-    def __init__(self, path: Path, position: int, reason: str):
+    def __init__(self, path: Path, position: int, reason: str, offset: int | None = None):
         super().__init__(f"{path}: corrupt record batch at byte {position}: {reason}")
         self.path = path
         self.position = position
         self.reason = reason
+        self.offset = offset  # the first offset that is not intact
 
 
 class Segment:
@@ -120,7 +121,7 @@ class Segment:
 
     def _bad(self, pos: int, reason: str, truncate: bool) -> int:
         if not truncate or self.next_offset < self._durable_offset:
-            raise LogCorruption(self.path, pos, reason)
+            raise LogCorruption(self.path, pos, reason, self.next_offset)
         dropped = self.size - pos
         log.warning(
             "%s: truncating %d bytes of torn or corrupt tail at byte %d (%s)", self.path, dropped, pos, reason

@@ -1,0 +1,297 @@
+"""Start-up replay of the coordinator log, fast.
+
+Restart time is the replay of every live record (the log is compacted, see broker/log/cleaner.py),
+so this walks the record batches itself instead of going through ``iter_records`` and
+``decode_record`` for each record: the records section of each batch is parsed in one loop that
+makes no per-record objects, and OffsetCommit records -- nearly all of a large coordinator log --
+are decoded here directly (the key's group and topic, and topic ids, are looked up in small caches;
+a v4 value is one ``Struct.unpack_from``) and applied with ``CoordinatorState.put_offset`` /
+``remove_offset``. Every other record, and any OffsetCommit value this does not recognise, takes
+the general path: ``decode_record`` and ``replay``, the same code the live runtime uses.
+"""
+
+from __future__ import annotations
+
+import gc
+from struct import Struct
+from struct import error as StructError
+from typing import Any
+
+from broker.log.batch import HEADER_SIZE, TIMESTAMP_TYPE_MASK, check_crc, read_header
+from broker.log.records import InvalidRecords, _read_headers, _read_varint, decompress
+from broker.protocol.primitives import to_uuid
+
+from .records import OFFSET_COMMIT, decode_record
+from .state import CommittedOffset
+
+_OFFSET_COMMIT_KEY = OFFSET_COMMIT.to_bytes(2, "big")
+_I16 = Struct(">h")
+#: OffsetCommitValue v4 after the version: offset, leader epoch, then the compact metadata string
+_V4_HEAD = Struct(">qi")
+#: ... then commit timestamp and topic id; a tagged-field count of 0 ends it
+_V4_TAIL = Struct(">q16s")
+#: the whole v4 value when its metadata is empty (the common case)
+_V4_EMPTY = Struct(">hqiBq16sB")
+#: the common record from its key's partition field on: partition, value length (varint 40 = 0x50),
+#: the v4 value with empty metadata (version, offset, leader epoch, 1 = "", commit timestamp,
+#: topic id, no tagged fields) and the record's header count (0)
+_FAST = Struct(">iBhqiBq16sBB")
+_ZZ = tuple((b >> 1) ^ -(b & 1) for b in range(128))
+
+
+class _OffsetDecoder:
+    """OffsetCommit key and value bytes -> state changes, with caches for repeated names and ids."""
+
+    def __init__(self, state: Any):
+        self.state = state
+        self.names: dict[bytes, tuple[str, str]] = {}  # key minus the partition -> (group, topic)
+        self.ids: dict[bytes, Any] = {}
+        self.last_prefix: bytes | None = None
+        self.last_parts: dict[int, Any] = {}
+
+    def apply(self, key: bytes, value: bytes | None) -> bool:
+        """Apply one OffsetCommit record; False when it must take the general path."""
+        prefix = key[:-4]
+        if prefix == self.last_prefix:
+            parts = self.last_parts
+        else:
+            parts = None
+        partition = int.from_bytes(key[-4:], "big", signed=True)
+        if value is None or len(value) == 0:
+            names = self.names.get(prefix) or self._names(key)
+            if names is None:
+                return False
+            self.last_prefix = None  # the partitions' dict may go with the last offset
+            self.state.remove_offset(names[0], names[1], partition)
+            return True
+        n = len(value)
+        if n == 40 and value[14] == 1:
+            version, offset, epoch, _m, ts, raw_id, tags = _V4_EMPTY.unpack(value)
+            if version != 4 or tags:
+                return False
+            metadata = ""
+        else:
+            if n < 40 or value[0] != 0 or value[1] != 4 or value[14] >= 0x80 or value[14] == 0:
+                return False
+            offset, epoch = _V4_HEAD.unpack_from(value, 2)
+            end = 15 + value[14] - 1
+            if end + 25 != n or value[end + 24]:
+                return False
+            try:
+                metadata = value[15:end].decode()
+            except UnicodeDecodeError:
+                return False
+            ts, raw_id = _V4_TAIL.unpack_from(value, end)
+        topic_id = self.ids.get(raw_id)
+        if topic_id is None:
+            topic_id = self.ids[raw_id] = to_uuid(raw_id)
+        if parts is None:
+            names = self.names.get(prefix) or self._names(key)
+            if names is None:
+                return False
+            parts = self.state.offset_partitions(names[0], names[1])
+            self.last_prefix, self.last_parts = prefix, parts
+        parts[partition] = CommittedOffset(offset, epoch, metadata, ts, topic_id)
+        return True
+
+    def _names(self, key: bytes) -> tuple[str, str] | None:
+        try:
+            n = _I16.unpack_from(key, 2)[0]
+            group = key[4 : 4 + n].decode()
+            p = 4 + n
+            m = _I16.unpack_from(key, p)[0]
+            topic = key[p + 2 : p + 2 + m].decode()
+        except (UnicodeDecodeError, StructError):
+            return None
+        if n < 0 or m < 0 or p + 2 + m + 4 != len(key):
+            return None
+        names = self.names[key[:-4]] = (group, topic)
+        return names
+
+
+def load(plog: Any, state: Any, coordinator: Any = None) -> int:
+    """Replay ``plog`` (the whole coordinator log) into ``state``; returns the records replayed.
+
+    ``coordinator`` is what the general path replays through (default: ``state``)."""
+    # a million new objects would run the cyclic garbage collector hundreds of times over a growing
+    # heap, for nothing: the state holds all of them; it runs again after the load
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(plog, state, coordinator)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load(plog: Any, state: Any, coordinator: Any) -> int:
+    replay = (coordinator or state).replay
+    offsets = _OffsetDecoder(state)
+    n = 0
+    offset = plog.log_start_offset
+    while offset < plog.high_watermark:
+        data = plog.read(offset, 1 << 22)
+        if not data:
+            break
+        pos, end = 0, len(data)
+        while pos < end:
+            info = read_header(data, pos)
+            check_crc(data, info)
+            batch_end = pos + info.size
+            if info.is_control or info.last_offset < offset:
+                pos = batch_end
+                continue
+            section = data[pos + HEADER_SIZE : batch_end]
+            if info.attributes & 0x07:
+                section = decompress(info.attributes & 0x07, section)
+            append_time = info.max_timestamp if info.attributes & TIMESTAMP_TYPE_MASK else None
+            n += _replay_records(
+                section,
+                info.records_count,
+                info.base_offset,
+                info.base_timestamp,
+                append_time,
+                offset,
+                offsets,
+                replay,
+            )
+            offset = info.last_offset + 1
+            pos = batch_end
+    return n
+
+
+def _replay_records(
+    data: bytes,
+    count: int,
+    base: int,
+    base_ts: int,
+    append_time: int | None,
+    min_offset: int,
+    offsets: _OffsetDecoder,
+    replay: Any,
+) -> int:
+    """Replay the ``count`` records of one uncompressed records section (at or after ``min_offset``).
+
+    The common record -- an OffsetCommit with a v4 value, empty metadata and no headers -- is
+    recognised from its bytes and applied right here; anything else is sliced into key and value
+    and handed to ``offsets.apply`` or, failing that, ``decode_record`` and ``replay``."""
+    zz = _ZZ
+    rv = _read_varint
+    fast = _FAST.unpack_from
+    names = offsets.names
+    ids = offsets.ids
+    new_offset = CommittedOffset
+    whole = base >= min_offset  # every record of the batch is to be replayed
+    n = len(data)
+    pos = 0
+    done = 0
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = zz[b]
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                length, pos = rv(data, pos, 5)
+            end = pos + length
+            if length < 6 or end > n:
+                raise InvalidRecords(f"record at byte {pos} has a bad length {length}")
+            pos += 1  # attributes
+            ts_pos = pos
+            while data[pos] >= 0x80:  # the timestamp delta, decoded below only when needed
+                pos += 1
+            pos += 1
+            od_pos = pos
+            while data[pos] >= 0x80:  # the offset delta, decoded below only when needed
+                pos += 1
+            pos += 1
+            b = data[pos]
+            if b < 0x80:
+                size = zz[b]
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                size = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                size, pos = rv(data, pos, 5)
+            vs = pos + size + 1  # where the value would start after a 1-byte length
+            if (
+                size > 10
+                and data[pos] == 0
+                and data[pos + 1] == 1
+                and vs + 41 == end
+                and (whole or base + rv(data, od_pos, 5)[0] >= min_offset)
+            ):
+                # an OffsetCommit key; from its partition field to the record's end in one unpack
+                partition, vlen, version, offset, epoch, mlen, cts, raw_id, tags, headers = fast(data, vs - 5)
+                if vlen == 0x50 and version == 4 and mlen == 1 and not tags and not headers:
+                    last = offsets.last_prefix
+                    if last is not None and size - 4 == len(last) and data.startswith(last, pos):
+                        parts = offsets.last_parts
+                    else:
+                        prefix = data[pos : pos + size - 4]
+                        group_topic = names.get(prefix) or offsets._names(data[pos : pos + size])
+                        if group_topic is None:
+                            parts = None
+                        else:
+                            parts = offsets.state.offset_partitions(group_topic[0], group_topic[1])
+                            offsets.last_prefix, offsets.last_parts = prefix, parts
+                    if parts is not None:
+                        topic_id = ids.get(raw_id)
+                        if topic_id is None:
+                            topic_id = ids[raw_id] = to_uuid(raw_id)
+                        parts[partition] = new_offset(offset, epoch, "", cts, topic_id)
+                        pos = end
+                        done += 1
+                        continue
+            if size >= 0:
+                key = data[pos : pos + size]
+                pos += size
+            elif size == -1:
+                key = None
+            else:
+                raise InvalidRecords(f"negative key length {size}")
+            b = data[pos]
+            if b < 0x80:
+                size = zz[b]
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                size = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                size, pos = rv(data, pos, 5)
+            if size >= 0:
+                value = data[pos : pos + size]
+                pos += size
+            elif size == -1:
+                value = None
+            else:
+                raise InvalidRecords(f"negative value length {size}")
+            if data[pos] != 0:
+                _headers, pos = _read_headers(data, pos, end)
+            else:
+                pos += 1
+            if pos != end:
+                raise InvalidRecords(f"record ending at byte {end} has {pos - end:+d} bytes of fields")
+            od = rv(data, od_pos, 5)[0]
+            if base + od < min_offset:
+                continue
+            if key is not None and key[:2] == _OFFSET_COMMIT_KEY and offsets.apply(key, value):
+                done += 1
+                continue
+            offsets.last_prefix = None  # the cached partitions' dict may go with this record
+            if append_time is not None:
+                ts = append_time
+            else:
+                ts = base_ts + rv(data, ts_pos, 10)[0]
+            replay(decode_record(key, value), base + od, ts)
+            done += 1
+    except IndexError:
+        raise InvalidRecords(f"records section of {n} bytes is truncated") from None
+    return done

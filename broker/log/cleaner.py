@@ -1,0 +1,503 @@
+"""Key compaction of a partition log (Kafka's log cleaner), used for the coordinator's log.
+
+A pass cleans the closed segments ``[start, end)`` (never the active segment, never anything at or
+above the high-watermark segment): for every record key it keeps only the record with the highest
+offset, and drops a tombstone (null value) once it is older than ``log.cleaner.delete.retention.ms``
+-- by then every earlier record of its key is gone in the same pass. Records keep their offsets and
+timestamps; the survivors of consecutive plain batches (no producer id, not control, not
+transactional, uncompressed or not) are packed into new uncompressed batches of up to
+``MERGE_RECORDS`` records, so the compacted log also replays with less per-batch work. Batches with
+a producer id or the control/transactional bit are kept byte for byte (their records still count as
+the latest of their keys). Records without a key cannot be compacted and are kept.
+
+Crash safety -- SIGKILL at any instant leaves either the old segments or the new one:
+
+1. (worker thread) the survivors are written to ``<start>-<end>.cleaned`` and fsynced;
+2. (event loop) the log is checked to still start with the segments read, then (worker thread)
+   the file is renamed to ``<start>-<end>.swap`` and the directory fsynced -- the commit point;
+3. (worker thread) the old ``.log``/``.index`` files of bases in ``[start, end)`` are deleted, the
+   swap file is renamed to ``<start>.log`` and the directory fsynced; meanwhile the event loop
+   keeps reading the old segments through their open file descriptors;
+4. (event loop) the new segment replaces the old ones in memory and their descriptors are closed.
+
+At start-up (:func:`complete_swaps`) a ``.swap`` file is finished as in step 3 and a ``.cleaned``
+file is deleted. The old segments are only read, through file descriptors of the worker's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crc32c import crc32c
+
+from .batch import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER,
+    HEADER_SIZE,
+    LEADER_EPOCH,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+)
+from .records import InvalidRecords, _read_varint, _varint, decompress
+from .segment import segment_name
+
+log = logging.getLogger(__name__)
+
+CLEANED = ".cleaned"
+SWAP = ".swap"
+CHECKPOINT = "cleaner-offset-checkpoint"
+MERGE_RECORDS = 4096
+_ZZ = tuple((b >> 1) ^ -(b & 1) for b in range(128))
+_READ = 8 << 20
+
+
+class CleanCancelled(Exception):
+    """The broker is shutting down; the pass left only a ``.cleaned`` file behind (deleted)."""
+
+
+@dataclass
+class CleanResult:
+    start: int
+    end: int
+    path: Path  # the fsynced .cleaned file
+    records_read: int = 0
+    records_kept: int = 0
+    tombstones_dropped: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    batches_written: int = 0
+    keys: int = 0
+    sources: list[Path] = field(default_factory=list)
+
+
+def range_name(start: int, end: int) -> str:
+    return f"{segment_name(start)}-{segment_name(end)}"
+
+
+def parse_range(name: str) -> tuple[int, int] | None:
+    stem = name.split(".", 1)[0]
+    a, sep, b = stem.partition("-")
+    if not sep or not a.isdigit() or not b.isdigit():
+        return None
+    return int(a), int(b)
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def _iter_batches(path: Path, cancel: threading.Event | None) -> Iterator[tuple[bytes, int]]:
+    """(buffer, position) of every whole batch in the file, read in large chunks."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        file_pos = 0
+        while file_pos < size:
+            if cancel is not None and cancel.is_set():
+                raise CleanCancelled(str(path))
+            buf = os.pread(fd, _READ, file_pos)
+            pos = 0
+            while pos + HEADER_SIZE <= len(buf):
+                total = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True) + 12
+                if pos + total > len(buf):
+                    break
+                yield buf, pos
+                pos += total
+            if pos == 0:  # a batch larger than the chunk
+                total = int.from_bytes(buf[8:12], "big", signed=True) + 12
+                if len(buf) < HEADER_SIZE or total <= 0 or file_pos + total > size:
+                    raise ValueError(f"{path}: unreadable batch at byte {file_pos}")
+                yield os.pread(fd, total, file_pos), 0
+                pos = total
+            file_pos += pos
+    finally:
+        os.close(fd)
+
+
+def _plain(buf: bytes, pos: int) -> tuple[bool, int]:
+    """(cleanable?, producer id) of the batch at ``pos``."""
+    f = HEADER.unpack_from(buf, pos)
+    attributes, producer_id = f[5], f[9]
+    return not (attributes & (CONTROL_MASK | TRANSACTIONAL_MASK)) and producer_id < 0, producer_id
+
+
+def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
+    b = data[pos]
+    if b < 0x80:
+        return _ZZ[b], pos + 1
+    return _read_varint(data, pos, 10)
+
+
+def _records(buf: bytes, pos: int, raw: bool) -> Iterator[tuple[int, int, bytes | None, bool, bytes]]:
+    """(offset, timestamp, key, tombstone?, attributes + key/value/headers bytes or b"") of every
+    record of the batch at ``pos`` -- parsed in place, no per-record objects the garbage collector
+    tracks (a pass over millions of records must not make it stop the event loop's thread)."""
+    f = HEADER.unpack_from(buf, pos)
+    base, attributes, base_ts, max_ts, count = f[0], f[5], f[7], f[8], f[12]
+    section = buf[pos + HEADER_SIZE : pos + f[1] + 12]
+    if attributes & COMPRESSION_MASK:
+        section = decompress(attributes & COMPRESSION_MASK, section)
+    append_time = attributes & TIMESTAMP_TYPE_MASK
+    zz = _ZZ
+    p = 0
+    for _ in range(count):
+        b = section[p]  # each varint: one byte from a table, longer ones in _varint_at
+        if b < 0x80:
+            length, q = zz[b], p + 1
+        else:
+            length, q = _varint_at(section, p)
+        end = q + length
+        b = section[q + 1]
+        if b < 0x80:
+            ts_delta, q = zz[b], q + 2
+        else:
+            ts_delta, q = _varint_at(section, q + 1)
+        b = section[q]
+        if b < 0x80:
+            offset_delta, q = zz[b], q + 1
+        else:
+            offset_delta, q = _varint_at(section, q)
+        rest = q
+        b = section[q]
+        if b < 0x80:
+            key_len, q = zz[b], q + 1
+        else:
+            key_len, q = _varint_at(section, q)
+        if key_len >= 0:
+            key = section[q : q + key_len]
+            q += key_len
+        else:
+            key = None
+        value_len = section[q]
+        if value_len < 0x80:
+            value_len = zz[value_len]
+        else:
+            value_len = _varint_at(section, q)[0]
+        if end > len(section) or key_len < -1 or value_len < -1:
+            raise InvalidRecords(f"record at byte {p} of the batch at offset {base} is malformed")
+        ts = max_ts if append_time else base_ts + ts_delta
+        # the attributes byte starts the record's body, right after its length
+        raw_record = section[end - length : end - length + 1] + section[rest:end] if raw else b""
+        yield base + offset_delta, ts, key, value_len < 0, raw_record
+        p = end
+
+
+def _batch(offsets: list[int], timestamps: list[int], records: list[bytes]) -> bytes:
+    """An uncompressed batch of raw records (attributes + key/value/headers) at their offsets and
+    timestamps."""
+    base, base_ts = offsets[0], timestamps[0]
+    body = []
+    for off, ts, rec in zip(offsets, timestamps, records, strict=True):
+        head = rec[:1] + _varint(ts - base_ts) + _varint(off - base)
+        body.append(_varint(len(head) + len(rec) - 1) + head + rec[1:])
+    section = b"".join(body)
+    max_ts = max(timestamps)
+    header = HEADER.pack(
+        base,
+        HEADER_SIZE - 12 + len(section),
+        LEADER_EPOCH,
+        2,
+        0,
+        0,
+        offsets[-1] - base,
+        base_ts,
+        max_ts,
+        -1,
+        -1,
+        -1,
+        len(records),
+    )
+    out = bytearray(header) + section
+    out[17:21] = crc32c(memoryview(out)[21:]).to_bytes(4, "big")
+    return bytes(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# one pass
+
+
+def clean_segments(
+    directory: Path,
+    sources: list[Path],
+    start: int,
+    end: int,
+    now_ms: int,
+    delete_retention_ms: int,
+    cancel: threading.Event | None = None,
+) -> CleanResult:
+    """Write the compacted survivors of ``sources`` (the segment files of ``[start, end)``, in
+    order) to ``<start>-<end>.cleaned``, fsynced. Runs in a worker thread; changes nothing else."""
+    result = CleanResult(start, end, directory / (range_name(start, end) + CLEANED), sources=list(sources))
+    # pass 1: the offset of the latest record of every key
+    latest: dict[bytes, int] = {}
+    pinned: set[bytes] = set()  # keys with a record in a batch kept byte for byte
+    for path in sources:
+        for buf, pos in _iter_batches(path, cancel):
+            cleanable = _plain(buf, pos)[0]
+            for off, _ts, key, _tomb, _raw in _records(buf, pos, False):
+                if key is not None:
+                    latest[key] = off
+                    if not cleanable:
+                        pinned.add(key)
+                result.records_read += 1
+    result.keys = len(latest)
+    horizon = now_ms - delete_retention_ms
+    # pass 2: the survivors, packed into batches
+    fd = os.open(result.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        offsets: list[int] = []
+        timestamps: list[int] = []
+        records: list[bytes] = []
+
+        def flush() -> None:
+            if offsets:
+                _write(fd, _batch(offsets, timestamps, records), result)
+                offsets.clear()
+                timestamps.clear()
+                records.clear()
+
+        for path in sources:
+            for buf, pos in _iter_batches(path, cancel):
+                size = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True) + 12
+                result.bytes_read += size
+                cleanable, _pid = _plain(buf, pos)
+                if not cleanable:
+                    flush()
+                    _write(fd, buf[pos : pos + size], result)
+                    result.records_kept += int.from_bytes(buf[pos + 57 : pos + 61], "big")
+                    continue
+                for off, ts, key, tombstone, raw in _records(buf, pos, True):
+                    if key is not None and latest[key] != off:
+                        continue
+                    if tombstone and key is not None and ts < horizon and key not in pinned:
+                        result.tombstones_dropped += 1
+                        continue
+                    offsets.append(off)
+                    timestamps.append(ts)
+                    records.append(raw)
+                    result.records_kept += 1
+                    if len(offsets) >= MERGE_RECORDS:
+                        flush()
+        flush()
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        result.path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return result
+
+
+def _write(fd: int, data: bytes, result: CleanResult) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+    result.bytes_written += len(data)
+    result.batches_written += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# committing and recovering
+
+
+def commit_swap(result: CleanResult) -> Path:
+    """Step 2: the .cleaned file becomes the .swap file (durably); from here recovery finishes it."""
+    swap = result.path.with_name(range_name(result.start, result.end) + SWAP)
+    os.replace(result.path, swap)
+    fsync_dir(swap.parent)
+    return swap
+
+
+def finish_swap(swap: Path) -> Path:
+    """Step 3: delete the segments the swap replaces and give it its segment name; returns it."""
+    rng = parse_range(swap.name)
+    if rng is None:
+        raise ValueError(f"{swap}: not a cleaner swap file")
+    start, end = rng
+    directory = swap.parent
+    for p in list(directory.glob("*.log")) + list(directory.glob("*.index")):
+        if p.stem.isdigit() and start <= int(p.stem) < end:
+            p.unlink()
+    target = directory / (segment_name(start) + ".log")
+    os.replace(swap, target)
+    fsync_dir(directory)
+    return target
+
+
+def complete_swaps(directory: Path) -> None:
+    """At start-up: finish committed swaps, drop uncommitted cleaner output."""
+    for p in sorted(directory.glob("*" + CLEANED)):
+        log.info("%s: removing an unfinished cleaner output", p)
+        p.unlink()
+    for p in sorted(directory.glob("*" + SWAP)):
+        if parse_range(p.name) is None:
+            continue
+        log.info("%s: completing a log cleaner swap interrupted by a crash", p)
+        finish_swap(p)
+
+
+def read_checkpoint(directory: Path) -> int:
+    """The first offset not yet cleaned (0 when no pass has completed)."""
+    try:
+        return int((directory / CHECKPOINT).read_text().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
+def write_checkpoint(directory: Path, offset: int) -> None:
+    tmp = directory / (CHECKPOINT + ".tmp")
+    tmp.write_text(f"{offset}\n")
+    os.replace(tmp, directory / CHECKPOINT)
+
+
+# ---------------------------------------------------------------------------------------------
+# scheduling
+
+
+def clean_partition(plog: Any, now_ms: int, delete_retention_ms: int) -> CleanResult | None:
+    """One whole pass, synchronously (tests, benchmarks, tools): clean and install; None if there
+    is nothing closed to clean."""
+    start, end, segs = plog.cleanable()
+    if not segs:
+        return None
+    result = clean_segments(plog.dir, [s.path for s in segs], start, end, now_ms, delete_retention_ms)
+    if plog.install_cleaned(result, segs):
+        write_checkpoint(plog.dir, end)
+        return result
+    return None
+
+
+def _commit_and_finish(result: CleanResult) -> None:
+    finish_swap(commit_swap(result))
+
+
+class LogCleaner:
+    """Compacts the registered partitions in a worker thread, one pass at a time.
+
+    Every ``log.cleaner.backoff.ms`` it picks a partition whose dirty ratio (bytes of closed segments
+    not yet cleaned over bytes of all closed segments) is at least ``log.cleaner.min.cleanable.ratio``,
+    cleans it off the event loop and installs the result on it.
+    """
+
+    def __init__(self, config: Any):
+        self.enabled: bool = config["log.cleaner.enable"]
+        self.backoff_s: float = config["log.cleaner.backoff.ms"] / 1000
+        self.min_ratio: float = config["log.cleaner.min.cleanable.ratio"]
+        self.delete_retention_ms: int = config["log.cleaner.delete.retention.ms"]
+        self.partitions: list[Any] = []
+        self.first_dirty: dict[int, int] = {}
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
+        self._cancel = threading.Event()
+        self._task: asyncio.Task | None = None
+        self._lock = asyncio.Lock()
+        self.passes = 0
+
+    def register(self, plog: Any) -> None:
+        if any(p is plog for p in self.partitions):
+            return
+        self.partitions.append(plog)
+        # a log truncated since (serve --recover) has nothing clean beyond its end
+        self.first_dirty[id(plog)] = min(read_checkpoint(plog.dir), plog.log_end_offset)
+
+    def dirty_ratio(self, plog: Any) -> float:
+        _start, _end, segs = plog.cleanable()
+        total = sum(s.size for s in segs)
+        if total == 0:
+            return 0.0
+        first_dirty = self.first_dirty.get(id(plog), 0)
+        return sum(s.size for s in segs if s.base_offset >= first_dirty) / total
+
+    def start(self) -> None:
+        if self.enabled:
+            self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.backoff_s)
+            for plog in list(self.partitions):
+                if plog.deleted:
+                    self.partitions.remove(plog)
+                    continue
+                if self.dirty_ratio(plog) >= self.min_ratio:
+                    try:
+                        await self.clean(plog)
+                    except CleanCancelled:
+                        return
+                    except Exception:
+                        log.exception("%s-%d: log cleaner pass failed", plog.topic, plog.partition)
+
+    async def clean(self, plog: Any) -> CleanResult | None:
+        """One pass over ``plog``: heavy work in the worker thread, the swap on the event loop."""
+        async with self._lock:
+            start, end, segs = plog.cleanable()
+            if not segs:
+                return None
+            now = int(time.time() * 1000)
+            begun = time.monotonic()
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(
+                self._executor,
+                clean_segments,
+                plog.dir,
+                [s.path for s in segs],
+                start,
+                end,
+                now,
+                self.delete_retention_ms,
+                self._cancel,
+            )
+            if self._cancel.is_set() or not plog.can_install(segs):
+                result.path.unlink(missing_ok=True)
+                return None
+            # the file operations (renames, unlinks, directory fsyncs) off the loop too: until the
+            # segments are swapped in memory the loop reads the old ones through open descriptors
+            await loop.run_in_executor(self._executor, _commit_and_finish, result)
+            plog.adopt_cleaned(start, segs)
+            write_checkpoint(plog.dir, end)
+            self.first_dirty[id(plog)] = end
+            self.passes += 1
+            log.info(
+                "%s-%d: cleaned offsets %d-%d in %.0f ms: %d records read, %d kept (%d keys), "
+                "%d tombstones dropped, %d -> %d bytes",
+                plog.topic,
+                plog.partition,
+                start,
+                end,
+                (time.monotonic() - begun) * 1000,
+                result.records_read,
+                result.records_kept,
+                result.keys,
+                result.tombstones_dropped,
+                result.bytes_read,
+                result.bytes_written,
+            )
+            return result
+
+    async def close(self) -> None:
+        self._cancel.set()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._executor.shutdown(wait=True)
