@@ -18,11 +18,12 @@ from pathlib import Path
 
 import orjson
 
-from . import records
+from . import streaming
 from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets
 from .config import LogConfig
 from .producers import ProducerState
 from .segment import LogCorruption, Segment
+from .streaming import EXPANSION_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -216,15 +217,20 @@ class PartitionLog:
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record below the high watermark with timestamp >= ts.
 
-        Batch headers narrow it down to one batch (its max timestamp); only that batch is decoded."""
+        Batch headers narrow it down to one batch (its max timestamp); only that batch's records are
+        streamed, with bounded decompression, up to the record found."""
         for seg, info in self._iter_batches(self.log_start_offset):
             if info.base_offset >= self.high_watermark:
                 return None
             if info.max_timestamp >= ts:
+                limit = EXPANSION_LIMIT * self.config.max_message_bytes
                 try:
-                    found = records.offset_for_timestamp(os.pread(seg.fd, info.size, info.position), ts)
+                    found = streaming.offset_for_timestamp(
+                        os.pread(seg.fd, info.size, info.position), ts, limit
+                    )
                 except InvalidBatch:
-                    # stored as produced (records are not parsed on produce): answer at batch level
+                    # written before produce validated records, or beyond the expansion cap:
+                    # answer at batch level
                     return info.base_offset, info.max_timestamp
                 if found is not None:
                     return found
