@@ -22,6 +22,7 @@ from broker.coordinator import GroupCoordinator
 from broker.dispatch import build_registry
 from broker.log.config import parse_topic_config
 from broker.log.manager import LogManager
+from broker.log.segment import SYSTEM_OPS, FileOps
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.primitives import ZERO_UUID
 from broker.server import Listener
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 
 
 class Broker:
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, file_ops: FileOps = SYSTEM_OPS):
+        """``file_ops``: the system calls the logs write and sync through (tests inject disk faults)."""
         self.config = config
         self.node_id: int = config["node.id"]
         data_dir = config.data_dir
@@ -39,7 +41,7 @@ class Broker:
         self.topics = TopicRegistry(data_dir)
         for leftover in data_dir.glob("*-delete"):
             shutil.rmtree(leftover, ignore_errors=True)  # a topic deletion interrupted by a crash
-        self.logs = LogManager(data_dir, config)
+        self.logs = LogManager(data_dir, config, file_ops)
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
         self.groups = GroupCoordinator(self)

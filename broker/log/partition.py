@@ -22,7 +22,7 @@ from . import streaming
 from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets
 from .config import LogConfig
 from .producers import ProducerState
-from .segment import LogCorruption, Segment
+from .segment import SYSTEM_OPS, FileOps, LogCorruption, Segment
 from .streaming import EXPANSION_LIMIT
 
 log = logging.getLogger(__name__)
@@ -32,8 +32,15 @@ PRODUCER_SNAPSHOT = "producer-state.json"
 
 class PartitionLog:
     def __init__(
-        self, directory: Path, topic: str, partition: int, config: LogConfig, recovery_point: int = 0
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        recovery_point: int = 0,
+        ops: FileOps = SYSTEM_OPS,
     ):
+        self.ops = ops
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -44,6 +51,7 @@ class PartitionLog:
         self.producers = ProducerState()
         self.waiters: set[asyncio.Future] = set()
         self.deleted = False
+        self.keep_unflushed = False  # see discard_unflushed
         self._load(recovery_point)
 
     # ------------------------------------------------------------------ loading and recovery
@@ -55,7 +63,7 @@ class PartitionLog:
         if not bases:
             bases = [0]
         for i, base in enumerate(bases):
-            seg = Segment(self.dir, base, self.config.index_interval_bytes)
+            seg = Segment(self.dir, base, self.config.index_interval_bytes, self.ops)
             last = i == len(bases) - 1
             next_base = bases[i + 1] if not last else None
             below_recovery = next_base is not None and next_base <= recovery_point
@@ -168,11 +176,40 @@ class PartitionLog:
         old.flush()
         old.write_index()
         self.durable_offset = max(self.durable_offset, self.log_end_offset)
-        seg = Segment(self.dir, self.log_end_offset, self.config.index_interval_bytes)
+        seg = Segment(self.dir, self.log_end_offset, self.config.index_interval_bytes, self.ops)
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
         self.write_producer_snapshot()
         return seg
+
+    def discard_unflushed(self) -> int:
+        """After a failed fsync: cut the log back to the high watermark (the last successful flush),
+        so the appends that fsync was to make durable are never served -- their producers get an
+        error -- and the pages whose write-back failed are gone from the file. Producer state is
+        rolled back with it, so an idempotent producer's retry is appended afresh. Returns the
+        number of offsets dropped. The coordinator's log sets ``keep_unflushed`` instead: its
+        in-memory state already holds those records, so they stay and become durable with the
+        next fsync that succeeds."""
+        hw = self.high_watermark
+        dropped = self.log_end_offset - hw
+        if dropped <= 0 or self.keep_unflushed:
+            return 0
+        seg = self._hw_segment
+        while self.segments[-1] is not seg:  # segments rolled since the last flush
+            self.segments.pop().delete()
+            self._bases.pop()
+        seg.truncate_to(self._hw_position)
+        self.log_end_offset = hw
+        self.durable_offset = min(self.durable_offset, hw)
+        self.producers.truncate_after(hw)
+        log.warning(
+            "%s-%d: fsync failed; dropped the %d unflushed offsets from %d",
+            self.topic,
+            self.partition,
+            dropped,
+            hw,
+        )
+        return dropped
 
     def flush_target(self) -> tuple[int, Segment, int]:
         """What a flush starting now will make durable: (offset, segment, position)."""
