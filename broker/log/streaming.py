@@ -3,11 +3,13 @@ records, and finding the first record at or after a timestamp, without ever hold
 decompressed batch in memory.
 
 A compressed records section is decompressed in chunks of at most ``CHUNK`` bytes (xerial snappy
-blocks are decompressed one block at a time, after checking the size the block declares), and the
-records are walked through a small window over those chunks: key, value and header bytes are
-skipped, never copied. The total decompressed size is capped (``limit``); a section that would
-expand beyond it is refused, so a tiny "decompression bomb" costs at most ``limit`` bytes of
-decompression work and ``CHUNK``-sized buffers of memory.
+blocks are decompressed one block at a time, after checking the size the block declares). Produce
+validation collects up to ``WINDOW`` (8 MiB) of them and checks the records in memory with the fast
+inlined parser; a larger section -- and every timestamp lookup -- walks the records through a small
+window over the chunks instead: key, value and header bytes are skipped, never copied. The total
+decompressed size is capped (``limit``, 64 x max.message.bytes), so a tiny "decompression bomb"
+costs at most ``limit`` bytes of decompression work; and a section beyond WINDOW may hold at most
+``MAX_STREAMED_RECORDS`` records, which bounds the CPU of the slow path.
 
 What :func:`validate_records` checks, as Kafka's broker does before it appends a client's batch:
 
@@ -25,6 +27,7 @@ not decompress is CORRUPT_MESSAGE.
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from collections.abc import Iterator
 
@@ -48,6 +51,11 @@ CHUNK = 64 * 1024
 EXPANSION_LIMIT = 64
 #: the cap where no topic config applies: 64 times Kafka's default max.message.bytes
 DEFAULT_LIMIT = EXPANSION_LIMIT * 1048588
+#: a compressed section up to this size is validated in memory (fast); beyond it, streamed
+WINDOW = 8 << 20
+#: streaming costs ~3 us per record: a section beyond WINDOW may hold at most this many records
+#: (so >80 bytes per record on average), bounding the CPU one request can take
+MAX_STREAMED_RECORDS = 100_000
 
 _BLOCK_HEADER = 4
 
@@ -269,10 +277,21 @@ def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int) -> No
     """Check the records of the (CRC-checked) batch ``info`` in ``buf``: raises InvalidBatch
     (INVALID_RECORD when ``corrupt`` is false, else CORRUPT_MESSAGE). ``limit`` caps the
     decompressed size of a compressed batch."""
-    if not info.attributes & COMPRESSION_MASK:
-        section = bytes(memoryview(buf)[info.position + HEADER_SIZE : info.position + info.size])
+    section = bytes(memoryview(buf)[info.position + HEADER_SIZE : info.position + info.size])
+    codec = info.attributes & COMPRESSION_MASK
+    if not codec:
         return _check_plain(section, info.records_count)
-    stream = _section_stream(buf, info, limit)
+    chunks = decompressed_chunks(codec, section, limit)
+    head = bytearray()
+    for chunk in chunks:
+        head += chunk
+        if len(head) > WINDOW:
+            break
+    else:  # the usual case: the whole section fits the window
+        return _check_plain(head, info.records_count)
+    _check_streamable(info)
+    stream = _Stream(itertools.chain((bytes(head),), chunks))
+    del head
     for expected, (offset_delta, _ts) in enumerate(_scan(stream, info.records_count)):
         if offset_delta != expected:
             raise _invalid(f"record {expected} has offset delta {offset_delta}, not {expected}")
@@ -281,7 +300,15 @@ def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int) -> No
     return None
 
 
-def _check_plain(data: bytes, count: int) -> None:
+def _check_streamable(info: BatchInfo) -> None:
+    if info.records_count > MAX_STREAMED_RECORDS:
+        raise _invalid(
+            f"{info.records_count} records decompressing to more than {WINDOW} bytes (at most "
+            f"{MAX_STREAMED_RECORDS} records are accepted in a batch that large)"
+        )
+
+
+def _check_plain(data: bytes | bytearray, count: int) -> None:
     """:func:`validate_records` for an uncompressed section: the same checks, inlined for speed
     (the produce hot path), with no copies of keys or values."""
     n = len(data)
@@ -402,11 +429,14 @@ def offset_for_timestamp(
     """``(offset, timestamp)`` of the first record in ``buf`` (whole batches, CRCs not checked)
     whose timestamp is at least ``timestamp``, or None. Only batches whose max timestamp can hold
     one are read, and their records are streamed up to the one found (``limit`` caps how far a
-    compressed batch is decompressed). A LogAppendTime batch gives every record its max timestamp."""
+    compressed batch is decompressed). A LogAppendTime batch gives every record its max timestamp.
+    Raises InvalidBatch for a compressed batch of more than MAX_STREAMED_RECORDS records."""
     pos, end = 0, len(buf)
     while pos < end:
         info = read_header(buf, pos)
         if info.max_timestamp >= timestamp:
+            if info.attributes & COMPRESSION_MASK:
+                _check_streamable(info)
             log_append = info.attributes & TIMESTAMP_TYPE_MASK
             for offset_delta, ts_delta in _scan(_section_stream(buf, info, limit), info.records_count):
                 if log_append:

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 from broker.log import batch as B
 from broker.log import records as R
 from broker.log.records import Record
-from broker.log.streaming import CHUNK, decompressed_chunks, offset_for_timestamp, validate_records
+from broker.log.streaming import (
+    CHUNK,
+    MAX_STREAMED_RECORDS,
+    WINDOW,
+    decompressed_chunks,
+    offset_for_timestamp,
+    validate_records,
+)
 
 CODECS = [0, 1, 2, 3, 4]
 LIMIT = 1 << 20
@@ -149,3 +156,21 @@ def test_offset_for_timestamp_matches_decoding(deltas, codec, target, log_append
             expected = (offset, ts)
             break
     assert offset_for_timestamp(buf, target) == expected
+
+
+@pytest.mark.parametrize("codec", [1, 3, 4])
+def test_sections_beyond_the_window_are_streamed(codec):
+    big = [Record(0, 0, b"k", bytes(WINDOW + 1000)), Record(1, 5, None, b"v", [("h", b"x")])]
+    check(R.build_batch(big, compression=codec), limit=4 * WINDOW)
+    bad = [Record(0, 0, b"k", bytes(WINDOW + 1000)), Record(2, 5, None, b"v")]
+    with pytest.raises(B.InvalidBatch, match="offset delta 2, not 1"):
+        check(R.build_batch(bad, compression=codec), limit=4 * WINDOW)
+    # beyond the window, a batch may not hold more than MAX_STREAMED_RECORDS records
+    many = R.build_batch(
+        [(None, b"")] * (MAX_STREAMED_RECORDS + 1) + [(None, bytes(WINDOW))], compression=codec
+    )
+    with pytest.raises(B.InvalidBatch, match="at most") as e:
+        check(many, limit=4 * WINDOW)
+    assert not e.value.corrupt
+    with pytest.raises(B.InvalidBatch, match="at most"):
+        offset_for_timestamp(many, 0)
