@@ -5,11 +5,12 @@ transient state (parked requests, in-flight rebalances), and returns the records
 outcome, its response, and completions for parked requests. The runtime then
 
 1. appends the records to the coordinator log (``__consumer_offsets`` partition 0) -- if that fails,
-   nothing is replayed and the caller gets COORDINATOR_NOT_AVAILABLE (retriable);
+   nothing is replayed and the caller gets NOT_COORDINATOR (retriable: the client looks the
+   coordinator up again and retries), as Kafka maps a storage error on the coordinator's log;
 2. replays them through ``Coordinator.replay`` -- the only code that changes persisted state, and
    the same code start-up uses to rebuild it;
 3. releases the response and the completions once the records are durable per ``log.flush``; if
-   the fsync fails they get COORDINATOR_NOT_AVAILABLE, and the records stay in the log (so the state
+   the fsync fails they get NOT_COORDINATOR, and the records stay in the log (so the state
    matches it) to become durable with the next fsync that succeeds.
 
 Everything runs on the event-loop thread, so operations never interleave. Timers are keyed
@@ -216,7 +217,7 @@ class CoordinatorRuntime:
             base = self.plog.append(data, iter_batches(data, verify_crc=False), now)
         except OSError as e:
             log.error("coordinator log append failed: %s", e)
-            error = KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator log append failed: {e}")
+            error = KafkaError(ErrorCode.NOT_COORDINATOR, f"coordinator log append failed: {e}")
             self._fail(result.completions, error)
             raise error from e
         for i, record in enumerate(result.records):
@@ -231,7 +232,7 @@ class CoordinatorRuntime:
         try:
             await fut
         except KafkaError as e:
-            error = KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message)
+            error = KafkaError(ErrorCode.NOT_COORDINATOR, e.message)
             self._fail(result.completions, error)
             raise error from e
         self._complete(result.completions)

@@ -29,7 +29,7 @@ def handle(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
 
 
 def error_response(req: OffsetCommitRequest, version: int, code: ErrorCode) -> OffsetCommitResponse:
-    """Every partition of the request with ``code`` (e.g. COORDINATOR_NOT_AVAILABLE when the
+    """Every partition of the request with ``code`` (e.g. NOT_COORDINATOR when the
     coordinator log cannot be written)."""
     topics = [
         OffsetCommitResponseTopic(

@@ -9,7 +9,8 @@ retriable error until the disk recovers:
 * Produce gets KAFKA_STORAGE_ERROR; nothing of the failed append is ever fetched -- while the fault
   lasts, after it clears, and after a restart -- and the next append takes the offset the failed
   one would have had;
-* OffsetCommit gets COORDINATOR_NOT_AVAILABLE; a failed write leaves the committed offset as it
+* OffsetCommit gets NOT_COORDINATOR (Kafka's mapping of a storage error on the coordinator's log;
+  the client looks the coordinator up again and retries); a failed write leaves the committed offset as it
   was; after a failed fsync the commit's record stays in the coordinator log (the coordinator's
   state already holds it), and the state rebuilt from the log at restart equals the live one;
 * Fetch, Metadata, ListOffsets and OffsetFetch keep working throughout.
@@ -263,7 +264,7 @@ def test_offset_commit_during_a_disk_fault(start, ops, op):
     assert commit(bt.port, 5) == 0
 
     ops.inject(OFFSETS_LOG, **{op: errno.EIO})
-    assert commit(bt.port, 7) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert commit(bt.port, 7) == ErrorCode.NOT_COORDINATOR
     assert ops.hits.get(op)
     live = committed(bt.port)
     if op == "write":
