@@ -22,6 +22,7 @@ from broker.coordinator import GroupCoordinator
 from broker.dispatch import build_registry
 from broker.log.config import parse_topic_config
 from broker.log.manager import LogManager
+from broker.log.segment import SYSTEM_OPS, FileOps
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.primitives import ZERO_UUID
 from broker.server import Listener
@@ -33,9 +34,10 @@ SHUTDOWN_GRACE = 5.0
 
 
 class Broker:
-    def __init__(self, config: Config, recover: bool = False):
+    def __init__(self, config: Config, recover: bool = False, file_ops: FileOps = SYSTEM_OPS):
         """``recover`` (``serve --recover``): a log damaged where start-up would refuse is truncated
-        at the first bad batch instead, and what was dropped is logged."""
+        at the first bad batch instead, and what was dropped is logged. ``file_ops``: the system
+        calls the logs write and sync through (tests inject disk faults)."""
         self.config = config
         self.node_id: int = config["node.id"]
         data_dir = config.data_dir
@@ -44,7 +46,7 @@ class Broker:
         self.topics = TopicRegistry(data_dir)
         for leftover in data_dir.glob("*-delete"):
             shutil.rmtree(leftover, ignore_errors=True)  # a topic deletion interrupted by a crash
-        self.logs = LogManager(data_dir, config, recover=recover)
+        self.logs = LogManager(data_dir, config, file_ops, recover=recover)
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
         self.logs.recover = False  # only what was on disk at start-up

@@ -21,11 +21,15 @@ from typing import Any
 
 from broker.app import Broker
 from broker.config import Config
+from broker.log.segment import SYSTEM_OPS, FileOps
 from broker.server import new_event_loop
 
 
 class BrokerThread:
-    def __init__(self, data_dir: Path | str, config: Mapping[str, Any] | None = None):
+    def __init__(
+        self, data_dir: Path | str, config: Mapping[str, Any] | None = None, file_ops: FileOps = SYSTEM_OPS
+    ):
+        self.file_ops = file_ops  # the logs' system calls: tests pass a subclass to inject disk faults
         values = {"host": "127.0.0.1", "port": 0, "log.dirs": str(data_dir)}
         values.update(config or {})
         self.config = Config(values)
@@ -48,7 +52,7 @@ class BrokerThread:
 
     async def _main(self) -> None:
         self._stop = asyncio.Event()
-        self.broker = Broker(self.config)
+        self.broker = Broker(self.config, file_ops=self.file_ops)
         await self.broker.start()
         self._ready.set()
         await self._stop.wait()

@@ -5,11 +5,14 @@ transient state (parked requests, in-flight rebalances), and returns the records
 outcome, its response, and completions for parked requests. The runtime then
 
 1. appends the records to the coordinator log (``__consumer_offsets`` partition 0) -- if that fails,
-   nothing is replayed and the caller gets a retriable error;
+   nothing is replayed and the caller gets NOT_COORDINATOR (retriable: the client looks the
+   coordinator up again and retries), as Kafka maps a storage error on the coordinator's log;
 2. replays them through ``Coordinator.replay`` -- the only code that changes persisted state, and
    the same code start-up uses to rebuild it (loader.py, with a fast path for offset commits, over
    a log the log cleaner keeps key-compacted: broker/log/cleaner.py);
-3. releases the response and the completions once the records are durable per ``log.flush``.
+3. releases the response and the completions once the records are durable per ``log.flush``; if
+   the fsync fails they get COORDINATOR_NOT_AVAILABLE, and the records stay in the log (so the state
+   matches it) to become durable with the next fsync that succeeds.
 
 Everything runs on the event-loop thread, so operations never interleave. Timers are keyed
 (``session:{group}:{member}``) and a timer that fires is just another operation.
@@ -182,6 +185,19 @@ class CoordinatorRuntime:
         self.plog = plog  # PartitionLog of the coordinator partition
         self.clock = clock or SystemClock()
 
+    @property
+    def plog(self) -> Any:
+        return self._plog
+
+    @plog.setter
+    def plog(self, plog: Any) -> None:
+        # The state replays records as they are appended, before they are durable: after a failed
+        # fsync the log must keep them (they become durable with the next fsync that succeeds) or
+        # the state would hold records the log has lost.
+        if plog is not None:
+            plog.keep_unflushed = True
+        self._plog = plog
+
     def load(self) -> int:
         """Replay the whole coordinator log (start-up); returns the number of records replayed."""
         from .loader import load  # loader -> state -> runtime
@@ -203,7 +219,7 @@ class CoordinatorRuntime:
             base = self.plog.append(data, iter_batches(data, verify_crc=False), now)
         except OSError as e:
             log.error("coordinator log append failed: %s", e)
-            error = KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"coordinator log append failed: {e}")
+            error = KafkaError(ErrorCode.NOT_COORDINATOR, f"coordinator log append failed: {e}")
             self._fail(result.completions, error)
             raise error from e
         for i, record in enumerate(result.records):
@@ -220,7 +236,7 @@ class CoordinatorRuntime:
         try:
             await fut
         except KafkaError as e:
-            error = KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message)
+            error = KafkaError(ErrorCode.NOT_COORDINATOR, e.message)
             self._fail(result.completions, error)
             raise error from e
         self._complete(result.completions)

@@ -7,7 +7,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from broker.protocol.generated.offset_commit import OffsetCommitRequest
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
 
 from .registry import Deferred, RequestContext
 
@@ -20,3 +26,17 @@ def handle(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
         # the commit is applied; only its flush is awaited: the connection may go on meanwhile
         return Deferred(result)
     return result
+
+
+def error_response(req: OffsetCommitRequest, version: int, code: ErrorCode) -> OffsetCommitResponse:
+    """Every partition of the request with ``code`` (e.g. NOT_COORDINATOR when the
+    coordinator log cannot be written)."""
+    topics = [
+        OffsetCommitResponseTopic(
+            name=t.name,
+            topic_id=t.topic_id,
+            partitions=[OffsetCommitResponsePartition(p.partition_index, int(code)) for p in t.partitions],
+        )
+        for t in req.topics
+    ]
+    return OffsetCommitResponse(throttle_time_ms=0, topics=topics)

@@ -3,9 +3,10 @@ id; v5 log start offset; v8 per-batch record errors and an error message; v9 fle
 leader (tagged); v13 topic ids instead of names. Versions 0-2 (message formats 0/1) are not served,
 as in Kafka 4.
 
-Each batch is checked (magic, length, CRC-32C, record count, size against max.message.bytes) without
-parsing its records, checked against the producer's sequence state when it is idempotent, then
-appended with broker-assigned offsets. acks=1 and acks=-1 are answered once the append is durable
+Each batch is checked (magic, length, CRC-32C, record count, size against max.message.bytes), then
+its records (well formed, offset deltas 0..n-1, decompressed with a cap: ``broker.log.streaming``),
+then against the producer's sequence state when it is idempotent, and appended with broker-assigned
+offsets. acks=1 and acks=-1 are answered once the append is durable
 per ``log.flush``; acks=0 gets no answer, and an error with acks=0 closes the connection so the
 producer notices, as Kafka does.
 """
@@ -18,6 +19,7 @@ import time
 
 from broker.log.batch import InvalidBatch, validate_produce
 from broker.log.manager import StorageError
+from broker.log.streaming import EXPANSION_LIMIT, validate_records
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.produce import (
     BatchIndexAndErrorMessage,
@@ -140,6 +142,10 @@ def _append(
             f"expected exactly one record batch per partition, got {len(batches)}",
         )
     (batch,) = batches
+    try:
+        validate_records(records, batch, EXPANSION_LIMIT * plog.config.max_message_bytes)
+    except InvalidBatch as e:
+        return _error(partition, ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e))
     if transactional_id is not None or batch.is_transactional:
         return _error(partition, ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
     try:

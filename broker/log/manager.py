@@ -8,6 +8,12 @@
   ``log.flush.interval.ms`` (5 ms) after the previous one started, so many appends share one fsync;
 * ``never``    -- acknowledged at once; the OS writes the data back when it likes.
 
+A failed write (ENOSPC, EIO) fails its Produce with KAFKA_STORAGE_ERROR and leaves nothing in the
+file. A failed fsync fails every append not yet durable with KAFKA_STORAGE_ERROR and cuts those
+appends from their logs (``PartitionLog.discard_unflushed``). Both are retriable: unlike Kafka, which
+takes a failed log directory offline, this single-directory broker keeps serving reads and retries
+writes, which succeed again once the disk does.
+
 The fsyncs run in one worker thread, so the event loop keeps serving reads and other appends. Only
 flushed data is visible to consumers (the high watermark), so a consumer never sees a record that a
 crash could take back.
@@ -29,7 +35,7 @@ from broker.protocol.errors import ErrorCode, KafkaError
 from .cleaner import LogCleaner
 from .config import LogConfig
 from .partition import PartitionLog, now_ms
-from .segment import Segment
+from .segment import SYSTEM_OPS, FileOps, Segment
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +53,7 @@ def _fsync_all(segments: list[Segment]) -> None:
     for seg in segments:
         if not seg.closed:
             try:
-                os.fdatasync(seg.fd)
+                seg.flush()
             except OSError:
                 if not seg.closed:  # closed meanwhile by a topic deletion: nothing to make durable
                     raise
@@ -63,7 +69,12 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 class LogManager:
-    def __init__(self, data_dir: Path, broker_config: Any, recover: bool = False):
+    """``file_ops``: the system calls segments write and sync through (tests inject disk faults)."""
+
+    def __init__(
+        self, data_dir: Path, broker_config: Any, file_ops: FileOps = SYSTEM_OPS, recover: bool = False
+    ):
+        self.file_ops = file_ops
         self.data_dir = data_dir
         #: ``serve --recover``: partitions opened at start-up truncate at corruption instead of refusing
         self.recover = recover
@@ -99,6 +110,7 @@ class LogManager:
             self.log_config(configs),
             self.recovery_points.get(key, 0),
             recover=self.recover,
+            ops=self.file_ops,
         )
         self.logs[key] = plog
         return plog
@@ -177,9 +189,19 @@ class LogManager:
         self._flushing = False
         exc = job.exception()
         if exc is not None:
+            # Whatever that fsync covered may never reach the disk (and a later fsync can succeed
+            # without writing the pages whose write-back failed): every append not yet durable
+            # fails -- those of this flush and those waiting for the next -- and is cut from its log.
             log.error("fsync failed: %s", exc)
-            if not fut.done():
-                fut.set_exception(StorageError(f"fsync failed: {exc}"))
+            error = StorageError(f"fsync failed: {exc}")
+            pending, self._next = self._next, None
+            dirty, self._dirty = self._dirty, set()
+            for plog in {plog for plog, _target in targets} | dirty:
+                if not plog.deleted:
+                    plog.discard_unflushed()
+            for f in (fut, pending):
+                if f is not None and not f.done():
+                    f.set_exception(error)
         else:
             for plog, target in targets:
                 if not plog.deleted:

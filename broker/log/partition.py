@@ -18,11 +18,12 @@ from pathlib import Path
 
 import orjson
 
-from . import cleaner, records
+from . import cleaner, streaming
 from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets
 from .config import LogConfig
 from .producers import ProducerState
-from .segment import LogCorruption, Segment, segment_name
+from .segment import SYSTEM_OPS, FileOps, LogCorruption, Segment, segment_name
+from .streaming import EXPANSION_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,9 @@ class PartitionLog:
         config: LogConfig,
         recovery_point: int = 0,
         recover: bool = False,
+        ops: FileOps = SYSTEM_OPS,
     ):
+        self.ops = ops
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -51,6 +54,7 @@ class PartitionLog:
         self.deleted = False
         #: ``serve --recover``: truncate at corruption (and report it) instead of refusing to start
         self.recover = recover
+        self.keep_unflushed = False  # see discard_unflushed
         self._load(recovery_point)
 
     # ------------------------------------------------------------------ loading and recovery
@@ -63,7 +67,7 @@ class PartitionLog:
         if not bases:
             bases = [0]
         for i, base in enumerate(bases):
-            seg = Segment(self.dir, base, self.config.index_interval_bytes)
+            seg = Segment(self.dir, base, self.config.index_interval_bytes, self.ops)
             try:
                 last = i == len(bases) - 1
                 next_base = bases[i + 1] if not last else None
@@ -223,11 +227,40 @@ class PartitionLog:
         old.flush()
         old.write_index()
         self.durable_offset = max(self.durable_offset, self.log_end_offset)
-        seg = Segment(self.dir, self.log_end_offset, self.config.index_interval_bytes)
+        seg = Segment(self.dir, self.log_end_offset, self.config.index_interval_bytes, self.ops)
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
         self.write_producer_snapshot()
         return seg
+
+    def discard_unflushed(self) -> int:
+        """After a failed fsync: cut the log back to the high watermark (the last successful flush),
+        so the appends that fsync was to make durable are never served -- their producers get an
+        error -- and the pages whose write-back failed are gone from the file. Producer state is
+        rolled back with it, so an idempotent producer's retry is appended afresh. Returns the
+        number of offsets dropped. The coordinator's log sets ``keep_unflushed`` instead: its
+        in-memory state already holds those records, so they stay and become durable with the
+        next fsync that succeeds."""
+        hw = self.high_watermark
+        dropped = self.log_end_offset - hw
+        if dropped <= 0 or self.keep_unflushed:
+            return 0
+        seg = self._hw_segment
+        while self.segments[-1] is not seg:  # segments rolled since the last flush
+            self.segments.pop().delete()
+            self._bases.pop()
+        seg.truncate_to(self._hw_position)
+        self.log_end_offset = hw
+        self.durable_offset = min(self.durable_offset, hw)
+        self.producers.truncate_after(hw)
+        log.warning(
+            "%s-%d: fsync failed; dropped the %d unflushed offsets from %d",
+            self.topic,
+            self.partition,
+            dropped,
+            hw,
+        )
+        return dropped
 
     def flush_target(self) -> tuple[int, Segment, int]:
         """What a flush starting now will make durable: (offset, segment, position)."""
@@ -272,15 +305,20 @@ class PartitionLog:
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record below the high watermark with timestamp >= ts.
 
-        Batch headers narrow it down to one batch (its max timestamp); only that batch is decoded."""
+        Batch headers narrow it down to one batch (its max timestamp); only that batch's records are
+        streamed, with bounded decompression, up to the record found."""
         for seg, info in self._iter_batches(self.log_start_offset):
             if info.base_offset >= self.high_watermark:
                 return None
             if info.max_timestamp >= ts:
+                limit = EXPANSION_LIMIT * self.config.max_message_bytes
                 try:
-                    found = records.offset_for_timestamp(os.pread(seg.fd, info.size, info.position), ts)
+                    found = streaming.offset_for_timestamp(
+                        os.pread(seg.fd, info.size, info.position), ts, limit
+                    )
                 except InvalidBatch:
-                    # stored as produced (records are not parsed on produce): answer at batch level
+                    # written before produce validated records, or beyond the expansion cap:
+                    # answer at batch level
                     return info.base_offset, info.max_timestamp
                 if found is not None:
                     return found
@@ -351,7 +389,7 @@ class PartitionLog:
     def adopt_cleaned(self, start: int, replaced: list[Segment]) -> None:
         """After the swap is finished on disk (``cleaner.finish_swap``): serve the compacted segment
         in place of ``replaced``, whose files are gone (their open descriptors kept them readable)."""
-        seg = Segment(self.dir, start, self.config.index_interval_bytes)
+        seg = Segment(self.dir, start, self.config.index_interval_bytes, self.ops)
         seg.recover(verify_crc=False, truncate_bad_tail=False)
         seg.write_index()
         for old in replaced:

@@ -422,24 +422,3 @@ def iter_records(
             for r in records:
                 yield base + r.offset_delta, ts + r.timestamp_delta, r.key, r.value, r.headers, info
         pos += info.size
-
-
-def offset_for_timestamp(
-    buf: bytes | bytearray | memoryview, timestamp: int, verify_crc: bool = True
-) -> tuple[int, int] | None:
-    """``(offset, timestamp)`` of the first record in ``buf`` (whole batches) whose timestamp is
-    at least ``timestamp``, decoding only batches whose max timestamp can hold one; else None."""
-    pos, end = 0, len(buf)
-    while pos < end:
-        info = _batch.read_header(buf, pos)
-        if info.max_timestamp >= timestamp:
-            info, records = decode_batch(buf, pos, verify_crc)
-            if info.attributes & TIMESTAMP_TYPE_MASK:
-                if records:
-                    return info.base_offset + records[0].offset_delta, info.max_timestamp
-            else:
-                for r in records:
-                    if info.base_timestamp + r.timestamp_delta >= timestamp:
-                        return info.base_offset + r.offset_delta, info.base_timestamp + r.timestamp_delta
-        pos += info.size
-    return None

@@ -9,6 +9,7 @@ missing or does not match the log.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
@@ -21,7 +22,7 @@ from crc32c import crc32c
 
 from .batch import HEADER, HEADER_SIZE
 
-__all__ = ["HEADER_SIZE", "LogCorruption", "Segment", "segment_name"]
+__all__ = ["HEADER_SIZE", "FileOps", "LogCorruption", "Segment", "segment_name"]
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,28 @@ class LogCorruption(Exception):
         self.offset = offset  # the first offset that is not intact
 
 
+class FileOps:
+    """The system calls through which a segment writes, syncs and cuts back its ``.log`` file: the
+    seam where tests inject disk faults (ENOSPC, EIO) by passing a subclass to the LogManager."""
+
+    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        os.fdatasync(fd)
+
+    def truncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+
+SYSTEM_OPS = FileOps()
+
+
 class Segment:
-    def __init__(self, directory: Path, base_offset: int, index_interval: int = 4096):
+    def __init__(
+        self, directory: Path, base_offset: int, index_interval: int = 4096, ops: FileOps = SYSTEM_OPS
+    ):
+        self.ops = ops
         self.dir = directory
         self.base_offset = base_offset
         self.path = directory / (segment_name(base_offset) + ".log")
@@ -60,6 +81,7 @@ class Segment:
         self._bytes_since_index = 0
         self._durable_offset = 0  # below this offset, damage is corruption (set by recover)
         self.closed = False
+        self._torn = False  # bytes of a failed write may lie past ``size``
 
     # ------------------------------------------------------------------ loading
 
@@ -181,10 +203,23 @@ class Segment:
         if self.closed:  # never write through a file descriptor number that may have been reused
             raise OSError(9, f"{self.path} is closed")
         position = self.size
-        n = os.write(self.fd, data)
-        if n != len(data):  # a short write: undo it so nothing half-written is ever read
-            os.ftruncate(self.fd, position)
-            raise OSError(f"short write to {self.path}: {n} of {len(data)} bytes")
+        if self._torn:  # a failed write left bytes past ``size`` that could not be cut off then
+            self.ops.truncate(self.fd, position)
+            self._torn = False
+        try:
+            n = self.ops.write(self.fd, data)
+            if n != len(data):
+                raise OSError(errno.ENOSPC, f"short write to {self.path}: {n} of {len(data)} bytes")
+        except OSError:
+            # undo whatever part reached the file, so nothing half-written is ever read and the next
+            # append (O_APPEND: at the end of the file) lands at ``size``
+            self._torn = True
+            try:
+                self.ops.truncate(self.fd, position)
+                self._torn = False
+            except OSError as e:
+                log.error("%s: cannot cut a failed write back to byte %d: %s", self.path, position, e)
+            raise
         self._add_index(first_offset, position, len(data), force=not self._idx_offsets)
         self.size += len(data)
         self.next_offset = next_offset
@@ -192,11 +227,17 @@ class Segment:
             self.max_timestamp = max_ts
         return position
 
-    def truncate_to(self, position: int, next_offset: int) -> None:
-        os.ftruncate(self.fd, position)
+    def truncate_to(self, position: int) -> None:
+        """Forget every batch from ``position`` (a batch boundary) on and cut the file there; if the
+        cut fails, the next append retries it before writing."""
         self.size = position
-        self.next_offset = next_offset
-        self.recover(verify_crc=False, truncate_bad_tail=True)
+        self._torn = True
+        try:
+            self.ops.truncate(self.fd, position)
+            self._torn = False
+        except OSError as e:
+            log.error("%s: cannot truncate to byte %d: %s", self.path, position, e)
+        self.recover(verify_crc=False, truncate_bad_tail=False)  # offsets, index, max timestamp
 
     # ------------------------------------------------------------------ reading
 
@@ -236,7 +277,7 @@ class Segment:
         return data if end == len(data) else data[:end]
 
     def flush(self) -> None:
-        os.fdatasync(self.fd)
+        self.ops.fsync(self.fd)
 
     def close(self) -> None:
         if not self.closed:

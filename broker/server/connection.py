@@ -298,13 +298,13 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(exc, CloseConnection):
             self.close(str(exc))
             return
-        response = (
-            task.result()
-            if exc is None
-            else api.error_response(version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-        )
-        if exc is not None:
+        if exc is None:
+            response = task.result()
+        elif isinstance(exc, KafkaError):  # e.g. a commit whose flush failed: its own error code
+            response = api.error_response(version, request, exc.code)
+        else:
             log.error("%s v%d from %s failed", api.name, version, self.client.describe(), exc_info=exc)
+            response = api.error_response(version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
         if response is None:
             self.close(f"{api.name} v{version} failed")
             return

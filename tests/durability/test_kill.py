@@ -1,8 +1,11 @@
 """Crash durability: SIGKILL the broker at random moments while a producer writes, then check that every
 acknowledged record survived, at the offset it was acknowledged at.
 
-The broker runs as a separate process (``python -m broker serve --config log.flush=always``, small
-segments so that crashes also land around segment rolls) on one data directory and one port. A
+The broker runs as a separate process (``python -m broker serve --config log.flush=interval`` with
+``log.flush.interval.ms=50``, ten times the default, so that most kills land inside a group-commit
+window; small segments so that crashes also land around segment rolls) on one data directory and
+one port. (``log.flush=always`` is killed 50 times under mixed load with consumer groups in
+test_kill_groups.py, which reuses this file's helpers.) A
 confluent-kafka producer in the test process (acks=all) writes continuously, at a fixed rate, to a
 2-partition topic; record ``seq`` goes to partition ``seq % 2`` and its value starts with ``seq``
 (then random padding, so batches have varied sizes). The broker is killed with SIGKILL 20-300 ms
@@ -38,8 +41,12 @@ test proves acknowledgements never run ahead of the log and that recovery, offse
 producer-state rebuild are consistent after a crash at any moment; it cannot tell log.flush=always
 from never (test_torn_tail.py injects the tails a power loss would leave).
 
+``log.flush=interval`` acknowledges only after the group fsync that covers a write, so no
+acknowledged record may be missing here either: the records a crash can take back are the
+unacknowledged ones of the last window (test_power_loss.py cuts the files back to what was fsynced).
+
 ``DURABILITY_SEED`` fixes the seed (printed; random when unset), ``DURABILITY_KILLS`` the number of
-kills per run (default 24).
+kills per run (default 12).
 """
 
 from __future__ import annotations
@@ -62,7 +69,8 @@ from confluent_kafka import KafkaError, Producer
 
 TOPIC = "durable"
 PARTITIONS = 2
-KILLS = int(os.environ.get("DURABILITY_KILLS", "24"))
+KILLS = int(os.environ.get("DURABILITY_KILLS", "12"))
+INTERVAL = {"log.flush": "interval", "log.flush.interval.ms": "50"}
 KILL_DELAY = (0.020, 0.300)  # seconds from the first acknowledgement after a (re)start to SIGKILL
 RATE = 10_000  # records/s offered by the producer
 MAX_OUTSTANDING = 5_000  # produced but not yet reported; producing pauses above this
@@ -109,9 +117,15 @@ def _port_below_ephemeral_range() -> int:
 class BrokerProcess:
     """``python -m broker serve`` on a fixed data dir and port; each start logs to its own file."""
 
-    def __init__(self, data_dir: Path, log_dir: Path):
+    def __init__(self, data_dir: Path, log_dir: Path, configs: dict[str, str] | None = None):
         self.data_dir = data_dir
         self.log_dir = log_dir
+        self.configs = {
+            "log.flush": "always",
+            "num.partitions": str(PARTITIONS),
+            "log.segment.bytes": str(SEGMENT_BYTES),
+            **(configs or {}),
+        }
         self.port = _port_below_ephemeral_range()
         self.proc: subprocess.Popen | None = None
         self.logs: list[Path] = []
@@ -130,12 +144,7 @@ class BrokerProcess:
                     str(self.port),
                     "--data-dir",
                     str(self.data_dir),
-                    "--config",
-                    "log.flush=always",
-                    "--config",
-                    f"num.partitions={PARTITIONS}",
-                    "--config",
-                    f"log.segment.bytes={SEGMENT_BYTES}",
+                    *(arg for k, v in self.configs.items() for arg in ("--config", f"{k}={v}")),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -175,7 +184,11 @@ class BrokerProcess:
 class Load:
     """The producer: record ``seq`` goes to partition ``seq % 2``; values start with ``seq``."""
 
-    def __init__(self, bootstrap: str, idempotent: bool, rng: random.Random):
+    def __init__(
+        self, bootstrap: str, idempotent: bool, rng: random.Random, topic: str = TOPIC, rate: int = RATE
+    ):
+        self.topic = topic
+        self.rate = rate
         self.rng = rng
         self.values: list[bytes] = []
         self.acks: dict[int, tuple[int, int]] = {}
@@ -226,16 +239,18 @@ class Load:
                 break
             if now - self._due > 0.05:  # behind (blocked, or not called): no burst beyond 50 ms' worth
                 self._due = now - 0.05
-            n = min(int((now - self._due) * RATE), MAX_OUTSTANDING - self.outstanding, 200)
+            n = min(int((now - self._due) * self.rate), MAX_OUTSTANDING - self.outstanding, 200)
             if n <= 0:
                 self.producer.poll(min(0.002, end - now))
                 continue
-            self._due += n / RATE
+            self._due += n / self.rate
             for _ in range(n):
                 seq = len(self.values)
                 value = b"%0*d:" % (SEQ_DIGITS, seq) + self.rng.randbytes(self.rng.randrange(0, 200))
                 self.values.append(value)
-                self.producer.produce(TOPIC, value, partition=seq % PARTITIONS, on_delivery=self._delivered)
+                self.producer.produce(
+                    self.topic, value, partition=seq % PARTITIONS, on_delivery=self._delivered
+                )
             self.producer.poll(0)
             assert not self.fatal, f"fatal producer error: {self.fatal}"
 
@@ -247,7 +262,7 @@ class Load:
         )
 
 
-def read_back(bootstrap: str) -> dict[int, list[tuple[int, bytes]]]:
+def read_back(bootstrap: str, topic: str = TOPIC) -> dict[int, list[tuple[int, bytes]]]:
     """Every record of every partition, (offset, value), from the log start to the end offset."""
     from kafka import KafkaConsumer, TopicPartition
 
@@ -259,7 +274,7 @@ def read_back(bootstrap: str) -> dict[int, list[tuple[int, bytes]]]:
         fetch_max_bytes=16 << 20,
     )
     try:
-        tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         consumer.assign(tps)
         consumer.seek_to_beginning()
         start = consumer.beginning_offsets(tps)
@@ -338,13 +353,13 @@ def check_log(load: Load, log_: dict[int, list[tuple[int, bytes]]], idempotent: 
 
 
 @pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "plain"])
-def test_acknowledged_records_survive_sigkill(tmp_path, idempotent):
+def test_acknowledged_records_survive_sigkill_with_interval_flush(tmp_path, idempotent):
     seed = _seed()
     mode = "idempotent" if idempotent else "plain"
-    print(f"\nDURABILITY_SEED={seed} ({mode}, {KILLS} kills)")
+    print(f"\nDURABILITY_SEED={seed} ({mode}, log.flush=interval, {KILLS} kills)")
     rng = random.Random(seed)
     (tmp_path / "logs").mkdir()
-    broker = BrokerProcess(tmp_path / "data", tmp_path / "logs")
+    broker = BrokerProcess(tmp_path / "data", tmp_path / "logs", INTERVAL)
     started = time.monotonic()
     try:
         load = Load(broker.bootstrap, idempotent, rng)

@@ -257,3 +257,26 @@ def test_validate_produce_rejects_corruption(tmp_path):
     with pytest.raises(InvalidBatch) as e:
         validate_produce(bad)
     assert e.value.corrupt
+
+
+def test_discard_unflushed_cuts_back_to_the_high_watermark_across_rolls(tmp_path):
+    """What a failed fsync does: everything past the high watermark goes, segments rolled since
+    included, with the producer state of the dropped batches; the next append takes their offsets."""
+    plog = open_log(tmp_path / "p", segment_bytes=300)
+    append(plog, ["a0", "a1"])
+    hw, size = plog.high_watermark, plog.active.size
+    first = plog.active
+    for i in range(6):  # appended, never flushed: rolls more segments
+        data = bytearray(records.simple_batch([b"x" * 100], producer_id=3, producer_epoch=0, base_sequence=i))
+        plog.append(data, validate_produce(data), NOW)
+    assert len(plog.segments) > 1 and plog.log_end_offset == hw + 6
+    assert plog.discard_unflushed() == 6
+    assert plog.segments == [first] and first.size == size and os.path.getsize(first.path) == size
+    assert plog.log_end_offset == plog.high_watermark == hw and not plog.producers.producers
+    assert sorted(p.name for p in (tmp_path / "p").glob("*.log")) == [first.path.name]
+    assert append(plog, ["b"]) == hw
+    assert values_from(plog) == [(0, b"a0"), (1, b"a1"), (2, b"b")]
+    plog.keep_unflushed = True  # the coordinator's log keeps its tail
+    data = bytearray(records.simple_batch([b"kept"]))
+    plog.append(data, validate_produce(data), NOW)
+    assert plog.discard_unflushed() == 0 and plog.log_end_offset == 4

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from broker.log import batch as B
 from broker.log import records as R
 from broker.log.records import InvalidRecords, Record
+from broker.log.streaming import offset_for_timestamp
 
 CODECS = [0, 1, 2, 3, 4]
 BASE_TS = 1_700_000_000_000
@@ -189,12 +190,12 @@ def test_offset_for_timestamp():
             ),
         ]
     )
-    assert R.offset_for_timestamp(buf, 0) == (0, 100)
-    assert R.offset_for_timestamp(buf, 101) == (1, 130)
-    assert R.offset_for_timestamp(buf, 131) == (2, 220)
-    assert R.offset_for_timestamp(buf, 206) == (2, 220)
-    assert R.offset_for_timestamp(buf, 221) == (4, 500)
-    assert R.offset_for_timestamp(buf, 501) is None
+    assert offset_for_timestamp(buf, 0) == (0, 100)
+    assert offset_for_timestamp(buf, 101) == (1, 130)
+    assert offset_for_timestamp(buf, 131) == (2, 220)
+    assert offset_for_timestamp(buf, 206) == (2, 220)
+    assert offset_for_timestamp(buf, 221) == (4, 500)
+    assert offset_for_timestamp(buf, 501) is None
 
 
 # ------------------------------------------------------------------------------ codecs

@@ -1,0 +1,448 @@
+"""Bounded, streaming reads of the records inside a v2 batch: validating a produced batch down to its
+records, and finding the first record at or after a timestamp, without ever holding a whole
+decompressed batch in memory.
+
+A compressed records section is decompressed in chunks of at most ``CHUNK`` bytes (xerial snappy
+blocks are decompressed one block at a time, after checking the size the block declares). Produce
+validation collects up to ``WINDOW`` (8 MiB) of them and checks the records in memory with the fast
+inlined parser; a larger section -- and every timestamp lookup -- walks the records through a small
+window over the chunks instead: key, value and header bytes are skipped, never copied. The total
+decompressed size is capped (``limit``, 64 x max.message.bytes), so a tiny "decompression bomb"
+costs at most ``limit`` bytes of decompression work; and a section beyond WINDOW may hold at most
+``MAX_STREAMED_RECORDS`` records, which bounds the CPU of the slow path.
+
+What :func:`validate_records` checks, as Kafka's broker does before it appends a client's batch:
+
+* every record is well formed: varints of at most 5 (10 for the timestamp delta) bytes, key and
+  value lengths >= -1, header counts and key lengths >= 0, and the record's fields fill exactly the
+  length it declares;
+* the batch holds exactly ``recordsCount`` records and nothing after them;
+* offset deltas run 0, 1, 2, ... -- the broker assigns offsets by rewriting the base offset in
+  place, so a batch with any other deltas would put records at offsets the producer did not mean
+  (Kafka rebuilds such batches; this broker refuses them with INVALID_RECORD).
+
+Malformed records are INVALID_RECORD (Kafka's InvalidRecordException); a compressed stream that does
+not decompress is CORRUPT_MESSAGE.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from collections.abc import Iterator
+
+import cramjam
+import lz4.frame
+import zstandard
+
+from .batch import (
+    COMPRESSION_MASK,
+    COMPRESSION_NAMES,
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_MASK,
+    BatchInfo,
+    InvalidBatch,
+    read_header,
+)
+from .records import _XERIAL_MAGIC, _ZZ, InvalidRecords, _read_varint
+
+CHUNK = 64 * 1024
+#: a compressed section may expand to at most this many times the topic's max.message.bytes
+EXPANSION_LIMIT = 64
+#: the cap where no topic config applies: 64 times Kafka's default max.message.bytes
+DEFAULT_LIMIT = EXPANSION_LIMIT * 1048588
+#: a compressed section up to this size is validated in memory (fast); beyond it, streamed
+WINDOW = 8 << 20
+#: streaming costs ~3 us per record: a section beyond WINDOW may hold at most this many records
+#: (so >80 bytes per record on average), bounding the CPU one request can take
+MAX_STREAMED_RECORDS = 100_000
+
+_BLOCK_HEADER = 4
+
+
+def _invalid(message: str) -> InvalidBatch:
+    return InvalidBatch(message, corrupt=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# bounded decompression
+
+
+def _gzip_chunks(data: bytes) -> Iterator[bytes]:
+    if not data:
+        raise InvalidRecords("empty gzip stream")
+    while data:  # one gzip member after the other, as Java's GZIPInputStream reads them
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        pending = data
+        while not d.eof:
+            out = d.decompress(pending, CHUNK)
+            pending = d.unconsumed_tail
+            if out:
+                yield out
+            elif not pending:
+                raise InvalidRecords("truncated gzip stream")
+        data = d.unused_data
+
+
+def _zstd_chunks(data: bytes) -> Iterator[bytes]:
+    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    while True:
+        out = reader.read(CHUNK)
+        if not out:
+            return
+        yield out
+
+
+def _lz4_chunks(data: bytes) -> Iterator[bytes]:
+    while data:
+        d = lz4.frame.LZ4FrameDecompressor()
+        out = d.decompress(data, max_length=CHUNK)
+        while True:
+            if out:
+                yield out
+            if d.eof:
+                break
+            if d.needs_input:
+                raise InvalidRecords("truncated lz4 frame")
+            out = d.decompress(b"", max_length=CHUNK)
+        data = d.unused_data
+
+
+def _snappy_block(block: bytes, budget: int) -> bytes:
+    size = cramjam.snappy.decompress_raw_len(block)
+    if size > budget:
+        raise _invalid(f"a snappy block declares {size} bytes, beyond the {budget} still allowed")
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_chunks(data: bytes, limit: int) -> Iterator[bytes]:
+    if not data.startswith(_XERIAL_MAGIC):
+        yield _snappy_block(data, limit)
+        return
+    if len(data) < 16:
+        raise InvalidRecords("truncated xerial snappy header")
+    pos, n, budget = 16, len(data), limit
+    while pos < n:
+        if n - pos < _BLOCK_HEADER:
+            raise InvalidRecords("truncated xerial snappy block length")
+        size = int.from_bytes(data[pos : pos + 4], "big", signed=True)
+        pos += 4
+        if size < 0 or size > n - pos:
+            raise InvalidRecords(f"xerial snappy block of {size} bytes runs past the end")
+        out = _snappy_block(data[pos : pos + size], budget)
+        budget -= len(out)
+        pos += size
+        yield out
+
+
+def decompressed_chunks(codec: int, data: bytes, limit: int) -> Iterator[bytes]:
+    """The decompressed records section in chunks, raising InvalidRecords when the stream is
+    malformed and InvalidBatch (INVALID_RECORD) once it exceeds ``limit`` bytes."""
+    if codec == 2:
+        gen = _snappy_chunks(data, limit)
+    elif codec == 1:
+        gen = _gzip_chunks(data)
+    elif codec == 3:
+        gen = _lz4_chunks(data)
+    elif codec == 4:
+        gen = _zstd_chunks(data)
+    else:
+        raise InvalidRecords(f"unknown compression codec {codec}")
+    total = 0
+    try:
+        for chunk in gen:
+            total += len(chunk)
+            if total > limit:
+                raise _invalid(f"the records decompress to more than {limit} bytes")
+            yield chunk
+    except InvalidBatch:
+        raise
+    except (cramjam.DecompressionError, zstandard.ZstdError, RuntimeError, zlib.error, ValueError) as e:
+        raise InvalidRecords(f"cannot decompress the {COMPRESSION_NAMES[codec]} records: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# a forward-only window over chunks
+
+
+class _Stream:
+    """Reads varints and skips bytes across chunk boundaries; ``consumed`` counts bytes read."""
+
+    __slots__ = ("_chunks", "buf", "pos", "_base")
+
+    def __init__(self, chunks: Iterator[bytes]):
+        self._chunks = chunks
+        self.buf = b""
+        self.pos = 0
+        self._base = 0  # stream offset of buf[0]
+
+    @property
+    def consumed(self) -> int:
+        return self._base + self.pos
+
+    def _more(self) -> bool:
+        chunk = next(self._chunks, None)
+        if chunk is None:
+            return False
+        self._base += self.pos
+        self.buf = self.buf[self.pos :] + chunk
+        self.pos = 0
+        return True
+
+    def at_end(self) -> bool:
+        while self.pos >= len(self.buf):
+            if not self._more():
+                return True
+        return False
+
+    def byte(self) -> int:
+        if self.pos >= len(self.buf) and self.at_end():
+            raise _invalid("the records section is truncated")
+        b = self.buf[self.pos]
+        self.pos += 1
+        return b
+
+    def varint(self, max_bytes: int) -> int:
+        while len(self.buf) - self.pos < max_bytes and self._more():
+            pass
+        try:
+            value, self.pos = _read_varint(self.buf, self.pos, max_bytes)
+        except IndexError:
+            raise _invalid("the records section is truncated") from None
+        except InvalidRecords as e:
+            raise _invalid(str(e)) from None
+        return value
+
+    def skip(self, n: int) -> None:
+        avail = len(self.buf) - self.pos
+        while n > avail:
+            n -= avail
+            self.pos = len(self.buf)
+            if not self._more():
+                raise _invalid("the records section is truncated")
+            avail = len(self.buf)
+        self.pos += n
+
+
+def _scan(stream: _Stream, count: int) -> Iterator[tuple[int, int]]:
+    """Walk ``count`` records, checking their structure; yields (offset delta, timestamp delta)."""
+    for i in range(count):
+        length = stream.varint(5)
+        start = stream.consumed
+        if length < 6:
+            raise _invalid(f"record {i} declares a length of {length} bytes")
+        end = start + length
+        stream.byte()  # attributes (unused in v2)
+        ts_delta = stream.varint(10)
+        offset_delta = stream.varint(5)
+        for what in ("key", "value"):
+            size = stream.varint(5)
+            if size < -1 or stream.consumed + size > end:
+                raise _invalid(f"record {i} has a bad {what} length {size}")
+            if size > 0:
+                stream.skip(size)
+        headers = stream.varint(5)
+        if headers < 0 or headers * 2 > end - stream.consumed:
+            raise _invalid(f"record {i} has a bad header count {headers}")
+        for _ in range(headers):
+            size = stream.varint(5)
+            if size < 0 or stream.consumed + size > end:
+                raise _invalid(f"record {i} has a bad header key length {size}")
+            stream.skip(size)
+            size = stream.varint(5)
+            if size < -1 or stream.consumed + size > end:
+                raise _invalid(f"record {i} has a bad header value length {size}")
+            if size > 0:
+                stream.skip(size)
+        if stream.consumed != end:
+            raise _invalid(
+                f"record {i} declares {length} bytes but its fields take {stream.consumed - start}"
+            )
+        yield offset_delta, ts_delta
+
+
+def _section_stream(buf: bytes | memoryview, info: BatchInfo, limit: int) -> _Stream:
+    section = bytes(memoryview(buf)[info.position + HEADER_SIZE : info.position + info.size])
+    codec = info.attributes & COMPRESSION_MASK
+    if codec == 0:
+        return _Stream(iter((section,)))
+    return _Stream(decompressed_chunks(codec, section, limit))
+
+
+# ---------------------------------------------------------------------------------------------
+# produce validation
+
+
+def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int) -> None:
+    """Check the records of the (CRC-checked) batch ``info`` in ``buf``: raises InvalidBatch
+    (INVALID_RECORD when ``corrupt`` is false, else CORRUPT_MESSAGE). ``limit`` caps the
+    decompressed size of a compressed batch."""
+    section = bytes(memoryview(buf)[info.position + HEADER_SIZE : info.position + info.size])
+    codec = info.attributes & COMPRESSION_MASK
+    if not codec:
+        return _check_plain(section, info.records_count)
+    chunks = decompressed_chunks(codec, section, limit)
+    head = bytearray()
+    for chunk in chunks:
+        head += chunk
+        if len(head) > WINDOW:
+            break
+    else:  # the usual case: the whole section fits the window
+        return _check_plain(head, info.records_count)
+    _check_streamable(info)
+    stream = _Stream(itertools.chain((bytes(head),), chunks))
+    del head
+    for expected, (offset_delta, _ts) in enumerate(_scan(stream, info.records_count)):
+        if offset_delta != expected:
+            raise _invalid(f"record {expected} has offset delta {offset_delta}, not {expected}")
+    if not stream.at_end():
+        raise _invalid(f"bytes left after the {info.records_count} records the batch declares")
+    return None
+
+
+def _check_streamable(info: BatchInfo) -> None:
+    if info.records_count > MAX_STREAMED_RECORDS:
+        raise _invalid(
+            f"{info.records_count} records decompressing to more than {WINDOW} bytes (at most "
+            f"{MAX_STREAMED_RECORDS} records are accepted in a batch that large)"
+        )
+
+
+def _check_plain(data: bytes | bytearray, count: int) -> None:
+    """:func:`validate_records` for an uncompressed section: the same checks, inlined for speed
+    (the produce hot path), with no copies of keys or values."""
+    n = len(data)
+    if count * 7 > n:  # the smallest record takes 7 bytes
+        raise _invalid(f"{n} bytes cannot hold {count} records")
+    zz = _ZZ
+    rv = _read_varint
+    pos = 0
+    i = 0
+    try:
+        while i < count:
+            # each varint: one byte from a table, two bytes inline, longer ones in _read_varint
+            b = data[pos]
+            if b < 0x80:
+                length = zz[b]
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                length, pos = rv(data, pos, 5)
+            end = pos + length
+            if length < 6 or end > n:
+                raise _invalid(f"record {i} declares a bad length {length}")
+            # attributes, then the timestamp delta: a varlong of at most 10 bytes, skipped
+            pos += 1
+            if data[pos] < 0x80:
+                pos += 1
+            else:
+                start = pos
+                while data[pos] > 0x7F:
+                    pos += 1
+                pos += 1
+                if pos - start > 10:
+                    raise _invalid(f"record {i} has a timestamp delta longer than 10 bytes")
+            b = data[pos]
+            if b < 0x80:
+                od = zz[b]
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                od = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                od, pos = rv(data, pos, 5)
+            if od != i:
+                raise _invalid(f"record {i} has offset delta {od}, not {i}")
+            b = data[pos]
+            if b < 0x80:
+                size = zz[b]
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                size = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                size, pos = rv(data, pos, 5)
+            if size > 0:
+                pos += size
+            elif size < -1:
+                raise _invalid(f"record {i} has a bad key length {size}")
+            if pos >= end:
+                raise _invalid(f"record {i}'s key runs past the record")
+            b = data[pos]
+            if b < 0x80:
+                size = zz[b]
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                size = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                size, pos = rv(data, pos, 5)
+            if size > 0:
+                pos += size
+            elif size < -1:
+                raise _invalid(f"record {i} has a bad value length {size}")
+            if pos >= end:
+                raise _invalid(f"record {i}'s value runs past the record")
+            if data[pos] == 0:
+                pos += 1
+            else:
+                pos = _check_headers(data, pos, end, i)
+            if pos != end:
+                raise _invalid(f"record {i} declares {length} bytes but its fields end at {pos - end:+d}")
+            i += 1
+    except IndexError:
+        raise _invalid("the records section is truncated") from None
+    except InvalidRecords as e:  # a varint that is too long or out of range
+        raise _invalid(str(e)) from None
+    if pos != n:
+        raise _invalid(f"{n - pos} bytes left after the {count} records the batch declares")
+
+
+def _check_headers(data: bytes, pos: int, end: int, i: int) -> int:
+    count, pos = _read_varint(data, pos, 5)
+    if count < 0 or count * 2 > end - pos:
+        raise _invalid(f"record {i} has a bad header count {count}")
+    for _ in range(count):
+        size, pos = _read_varint(data, pos, 5)
+        if size < 0 or pos + size > end:
+            raise _invalid(f"record {i} has a bad header key length {size}")
+        size, pos = _read_varint(data, pos + size, 5)
+        if size < -1 or pos + size > end:
+            raise _invalid(f"record {i} has a bad header value length {size}")
+        pos += max(size, 0)
+    return pos
+
+
+# ---------------------------------------------------------------------------------------------
+# timestamp lookup
+
+
+def offset_for_timestamp(
+    buf: bytes | memoryview, timestamp: int, limit: int = DEFAULT_LIMIT
+) -> tuple[int, int] | None:
+    """``(offset, timestamp)`` of the first record in ``buf`` (whole batches, CRCs not checked)
+    whose timestamp is at least ``timestamp``, or None. Only batches whose max timestamp can hold
+    one are read, and their records are streamed up to the one found (``limit`` caps how far a
+    compressed batch is decompressed). A LogAppendTime batch gives every record its max timestamp.
+    Raises InvalidBatch for a compressed batch of more than MAX_STREAMED_RECORDS records."""
+    pos, end = 0, len(buf)
+    while pos < end:
+        info = read_header(buf, pos)
+        if info.max_timestamp >= timestamp:
+            if info.attributes & COMPRESSION_MASK:
+                _check_streamable(info)
+            log_append = info.attributes & TIMESTAMP_TYPE_MASK
+            for offset_delta, ts_delta in _scan(_section_stream(buf, info, limit), info.records_count):
+                if log_append:
+                    return info.base_offset + offset_delta, info.max_timestamp
+                ts = info.base_timestamp + ts_delta
+                if ts >= timestamp:
+                    return info.base_offset + offset_delta, ts
+        pos += info.size
+    return None
