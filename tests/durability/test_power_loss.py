@@ -85,16 +85,25 @@ def crash_image(
     dropped = 0
     shutil.rmtree(image, ignore_errors=True)
     image.mkdir()
+    def copy(src: Path, dst: Path) -> None:
+        try:
+            shutil.copy2(src, dst)
+        except FileNotFoundError:
+            pass  # a temporary file the running broker renamed or removed meanwhile
+
     for entry in data.iterdir():
         if entry.is_file() and entry.name != CHECKPOINT:
-            shutil.copy2(entry, image / entry.name)
+            copy(entry, image / entry.name)
         elif entry.is_dir():
             (image / entry.name).mkdir()
             for f in entry.iterdir():
                 if f.suffix != ".log":
-                    shutil.copy2(f, image / entry.name / f.name)
+                    copy(f, image / entry.name / f.name)
                     continue
-                content = f.read_bytes()
+                try:
+                    content = f.read_bytes()
+                except FileNotFoundError:
+                    continue  # a segment deleted by retention or compaction meanwhile
                 keep = synced.get(str(f), 0)
                 torn = rng.randrange(0, len(content) - keep + 1) if len(content) > keep else 0
                 (image / entry.name / f.name).write_bytes(content[: keep + torn])
