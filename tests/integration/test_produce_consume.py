@@ -237,7 +237,10 @@ def test_confluent_reads_what_kafka_python_compressed(broker):
         topic = f"kpz-{codec}"
         create(broker, topic, 2)
         acks = kp_produce(broker.bootstrap, topic, n, compression_type=codec)
-        assert stored_codecs(broker, topic, 0) == {CODEC_IDS[codec]}
+        # kafka-python sends a batch uncompressed when compressing does not make it smaller (a
+        # small batch under load): at least one compressed batch, nothing but the codec or none
+        stored = stored_codecs(broker, topic, 0)
+        assert CODEC_IDS[codec] in stored and stored <= {0, CODEC_IDS[codec]}, stored
         consumer = ck_consumer(broker.bootstrap)
         try:
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(2)])
