@@ -40,7 +40,10 @@ from broker.protocol.generated.join_group import JoinGroupResponse
 from broker.protocol.generated.leave_group import LeaveGroupResponse, MemberResponse
 from broker.protocol.generated.sync_group import SyncGroupResponse
 
+from .classic import join as classic_join
 from .classic.group import ClassicGroup, Member
+from .classic.sync import sync_error
+from .consumer import heartbeat as cg
 from .consumer import records as rec
 from .consumer.group import ClassicMeta, ConsumerGroup, ConsumerMember, TopicMeta
 from .consumer.reconcile import MemberState, Progress
@@ -68,10 +71,6 @@ def upgrade_enabled(st: CoordinatorState) -> bool:
 
 def downgrade_enabled(st: CoordinatorState) -> bool:
     return st.consumer_config.migration_policy in ("bidirectional", "downgrade")
-
-
-def _timer_keys(gid: str, member_id: str) -> list[str]:
-    return [f"{k}:{gid}:{member_id}" for k in ("csession", "crevoke", "cjoin", "csync")]
 
 
 # ---------------------------------------------------------------------- upgrade
@@ -105,8 +104,6 @@ def upgrade(
 ) -> ConsumerGroup:
     """Convert a live classic group; appends the conversion records to ``result`` and returns the
     consumer group they describe (not yet registered: replay does that)."""
-    from .classic.join import cancel_member_timers, join_response
-    from .classic.sync import sync_error
 
     gid = classic.group_id
     generation = classic.generation
@@ -114,13 +111,16 @@ def upgrade(
     for m in classic.members.values():
         if m.join is not None:
             result.completions.append(
-                (m.join[0], join_response(m.join[1], ErrorCode.REBALANCE_IN_PROGRESS, m.member_id))
+                (
+                    m.join[0],
+                    classic_join.join_response(m.join[1], ErrorCode.REBALANCE_IN_PROGRESS, m.member_id),
+                )
             )
             m.join = None
         if m.sync is not None:
             result.completions.append((m.sync[0], sync_error(m.sync[1], ErrorCode.REBALANCE_IN_PROGRESS)))
             m.sync = None
-        cancel_member_timers(st, classic, m.member_id)
+        classic_join.cancel_member_timers(st, classic, m.member_id)
     for pending in classic.pending_members:
         st.timers.cancel(f"pending:{gid}:{pending}")
     st.timers.cancel(f"join:{gid}")
@@ -163,7 +163,7 @@ def upgrade(
             group.topics[info.topic_id] = TopicMeta(name, info.partitions)
 
     records = result.records
-    records.append(st.group_tombstone_only(gid))
+    records.append(st.group_tombstone(gid))
     records.append(rec.group_epoch(gid, generation))
     records.append(rec.partition_metadata(gid, group.topics))
     for member in group.members.values():
@@ -172,10 +172,8 @@ def upgrade(
     records.append(rec.target_epoch(gid, generation))
     for member in group.members.values():
         records.append(rec.current_assignment(gid, member.member_id, member.progress))
-    from .consumer.heartbeat import _schedule_session
-
     for member in group.members.values():
-        _schedule_session(st, gid, member.member_id, now, member)
+        cg.schedule_session(st, gid, member, now)
     log.info(
         "group %s: classic group at generation %d upgraded to a consumer group (%d members)",
         gid,
@@ -227,20 +225,13 @@ def maybe_downgrade(
         log.info("group %s: not downgraded: its classic members share no protocol", gid)
         return False
     classic.protocol_name = classic.select_protocol()
-    names = {t: meta.name for t, meta in group.topics.items()}
     for cm in classic.members.values():
-        member = group.members[cm.member_id]
-        try:
-            version = version_of(cm.metadata(classic.protocol_name))
-        except EmbeddedProtocolError:
-            version = 0
-        cm.assignment = encode_assignment(
-            {names[t]: ps for t, ps in member.progress.assigned.items() if t in names}, version
+        cm.assignment = _assignment_bytes(
+            group, group.members[cm.member_id], cm.metadata(classic.protocol_name)
         )
     for mid in group.members:
         result.records.extend(rec.member_tombstones(gid, mid))
-        for key in _timer_keys(gid, mid):
-            st.timers.cancel(key)
+        cg.cancel_timers(st, gid, mid)
     result.records.extend(rec.group_tombstones(gid))
     result.records.append(st.group_record(classic))
     result.after.append(lambda t: _start_classic_rebalance(st, gid, t))
@@ -255,17 +246,28 @@ def maybe_downgrade(
 
 
 def _start_classic_rebalance(st: CoordinatorState, gid: str, now: int) -> None:
-    from .classic.join import prepare_rebalance, schedule_session
-
     classic = st.groups.get(gid)
     if classic is None or not classic.members:
         return
     for m in classic.members.values():
-        schedule_session(st, classic, m, now)
-    prepare_rebalance(st, classic, now, "downgraded from a consumer group")
+        classic_join.schedule_session(st, classic, m, now)
+    classic_join.prepare_rebalance(st, classic, now, "downgraded from a consumer group")
 
 
 # ---------------------------------------------------------------------- classic members
+
+
+def _assignment_bytes(group: ConsumerGroup, member: ConsumerMember, subscription: bytes) -> bytes:
+    """The member's assigned partitions as a ConsumerProtocolAssignment, at the version of the
+    subscription it sent (0 when that is unreadable)."""
+    names = {t: meta.name for t, meta in group.topics.items()}
+    try:
+        version = version_of(subscription)
+    except EmbeddedProtocolError:
+        version = 0
+    return encode_assignment(
+        {names[t]: ps for t, ps in member.progress.assigned.items() if t in names}, version
+    )
 
 
 def _classic_member(
@@ -298,14 +300,12 @@ def _must_rejoin(group: ConsumerGroup, member: ConsumerMember) -> bool:
 def _arm_rejoin_deadline(
     st: CoordinatorState, group: ConsumerGroup, member: ConsumerMember, now: int
 ) -> None:
-    from .consumer.heartbeat import expire
-
     key = f"cjoin:{group.group_id}:{member.member_id}"
     if st.timers.scheduled(key):
         return
     gid, mid = group.group_id, member.member_id
     st.timers.schedule(
-        key, now + member.rebalance_timeout_ms, lambda t: expire(st, gid, mid, "did not rejoin", t)
+        key, now + member.rebalance_timeout_ms, lambda t: cg.expire(st, gid, mid, "did not rejoin", t)
     )
 
 
@@ -329,9 +329,6 @@ def join(
     now: int,
 ) -> Result:
     """JoinGroup of a classic member into a consumer group."""
-    from .classic.join import join_response
-    from .consumer.heartbeat import advance_group, reconcile_member
-
     gid = group.group_id
     mid = req.member_id
     unknown = not mid
@@ -339,7 +336,7 @@ def join(
         mid = str(uuid.uuid4())
 
     def err(code: ErrorCode) -> Result:
-        return Result(join_response(version, code, req.member_id))
+        return Result(classic_join.join_response(version, code, req.member_id))
 
     cfg = st.consumer_config
     if len(group.members) >= cfg.max_size and (unknown or mid not in group.members):
@@ -350,7 +347,7 @@ def join(
     instance = req.group_instance_id if version >= 5 else None
     if unknown and instance is None and version >= 4:
         log.info("consumer group %s: classic member without id; asking it to rejoin as %s", gid, mid)
-        return Result(join_response(version, ErrorCode.MEMBER_ID_REQUIRED, mid))
+        return Result(classic_join.join_response(version, ErrorCode.MEMBER_ID_REQUIRED, mid))
     try:
         sub = decode_subscription(protocols[0][1])
     except EmbeddedProtocolError:
@@ -375,8 +372,7 @@ def join(
                 old = group.members[owner]
                 records.extend(rec.member_tombstones(gid, owner))
                 records.append(rec.target_member(gid, mid, group.target.get(owner, {})))
-                for key in _timer_keys(gid, owner):
-                    st.timers.cancel(key)
+                cg.cancel_timers(st, gid, owner)
                 member, rewrite = replace(old, member_id=mid), True
                 log.info("consumer group %s: static member %s replaced %s with %s", gid, instance, owner, mid)
         else:
@@ -412,14 +408,14 @@ def join(
     )
     if rewrite or updated != member:
         records.append(rec.member_metadata(gid, updated))
-    assignment_epoch, target = advance_group(st, group, updated, bump, topics, assign, records)
+    assignment_epoch, target = cg.advance_group(st, group, updated, bump, topics, assign, records)
     owned: dict[UUID, frozenset[int]] = {}
     for tp in sub.owned_partitions or []:
         info = topics.registry.get(tp.topic)
         if info is not None and tp.partitions:
             owned[info.topic_id] = owned.get(info.topic_id, frozenset()) | frozenset(tp.partitions)
-    progress = reconcile_member(st, group, updated, assignment_epoch, target, owned, now, records, rewrite)
-    st.timers.cancel(f"cjoin:{gid}:{mid}")
+    progress = cg.reconcile_member(st, group, updated, assignment_epoch, target, owned, now, records, rewrite)
+    cg.cancel_timers(st, gid, mid, ("cjoin",))
     st.timers.schedule(
         f"csync:{gid}:{mid}",
         now + rebalance_timeout,
@@ -439,16 +435,11 @@ def join(
 
 
 def _sync_timeout(st: CoordinatorState, gid: str, member_id: str, now: int) -> Result:
-    from .consumer.heartbeat import expire
-
-    return expire(st, gid, member_id, "did not sync in time", now)
+    return cg.expire(st, gid, member_id, "did not sync in time", now)
 
 
 def sync(st: CoordinatorState, group: ConsumerGroup, req: Any, version: int, now: int) -> Result:
     """SyncGroup of a classic member of a consumer group: its assignment, in the embedded protocol."""
-    from .classic.sync import sync_error
-    from .consumer.heartbeat import _schedule_session
-
     instance = req.group_instance_id if version >= 3 else None
     member, code = _classic_member(group, req.member_id, instance)
     if member is None:
@@ -465,16 +456,9 @@ def sync(st: CoordinatorState, group: ConsumerGroup, req: Any, version: int, now
     if group.group_epoch > member.member_epoch and member.progress.state != MemberState.UNREVOKED_PARTITIONS:
         _arm_rejoin_deadline(st, group, member, now)
         return Result(sync_error(version, ErrorCode.REBALANCE_IN_PROGRESS))
-    st.timers.cancel(f"csync:{group.group_id}:{member.member_id}")
-    _schedule_session(st, group.group_id, member.member_id, now, member)
-    names = {t: m.name for t, m in group.topics.items()}
-    try:
-        embedded_version = version_of(meta.protocols[0][1])
-    except EmbeddedProtocolError:
-        embedded_version = 0
-    assignment = encode_assignment(
-        {names[t]: ps for t, ps in member.progress.assigned.items() if t in names}, embedded_version
-    )
+    cg.cancel_timers(st, group.group_id, member.member_id, ("csync",))
+    cg.schedule_session(st, group.group_id, member, now)
+    assignment = _assignment_bytes(group, member, meta.protocols[0][1])
     return Result(
         SyncGroupResponse(
             error_code=0, protocol_type=PROTOCOL_TYPE, protocol_name=meta.protocol_name, assignment=assignment
@@ -484,15 +468,13 @@ def sync(st: CoordinatorState, group: ConsumerGroup, req: Any, version: int, now
 
 def heartbeat(st: CoordinatorState, group: ConsumerGroup, req: Any, version: int, now: int) -> Result:
     """Heartbeat of a classic member of a consumer group: REBALANCE_IN_PROGRESS when it must rejoin."""
-    from .consumer.heartbeat import _schedule_session
-
     instance = req.group_instance_id if version >= 3 else None
     member, code = _classic_member(group, req.member_id, instance)
     if member is None:
         return Result(HeartbeatResponse(error_code=int(code)))
     if req.generation_id != member.member_epoch:
         return Result(HeartbeatResponse(error_code=int(ErrorCode.ILLEGAL_GENERATION)))
-    _schedule_session(st, group.group_id, member.member_id, now, member)
+    cg.schedule_session(st, group.group_id, member, now)
     if _must_rejoin(group, member):
         _arm_rejoin_deadline(st, group, member, now)
         return Result(HeartbeatResponse(error_code=int(ErrorCode.REBALANCE_IN_PROGRESS)))
@@ -517,8 +499,7 @@ def leave(st: CoordinatorState, group: ConsumerGroup, req: Any, version: int, no
         if member is not None:
             removed.append(member.member_id)
             result.records.extend(rec.member_tombstones(gid, member.member_id))
-            for key in _timer_keys(gid, member.member_id):
-                st.timers.cancel(key)
+            cg.cancel_timers(st, gid, member.member_id)
             log.info("consumer group %s: classic member %s leaves", gid, member.member_id)
         answers.append(MemberResponse(member_id, instance_id, int(code)))
     if removed:

@@ -317,7 +317,7 @@ class CoordinatorState:
         offsets.schedule_expiry(self, now_ms)
         for group in self.consumer_groups.values():
             for member in group.members.values():
-                heartbeat._schedule_session(self, group.group_id, member.member_id, now_ms)
+                heartbeat.schedule_session(self, group.group_id, member, now_ms)
 
     # ------------------------------------------------------------------ record builders
 
@@ -347,12 +347,8 @@ class CoordinatorState:
         return CoordinatorRecord(GROUP_METADATA, GroupMetadataKey(group.group_id), value)
 
     @staticmethod
-    def group_tombstone_only(group_id: str) -> CoordinatorRecord:
-        """The classic group record's tombstone, keeping the group's offsets (a conversion)."""
-        return CoordinatorRecord(GROUP_METADATA, GroupMetadataKey(group_id), None)
-
-    @staticmethod
     def group_tombstone(group_id: str) -> CoordinatorRecord:
+        """The classic group record's tombstone (its offsets are separate records and stay)."""
         return CoordinatorRecord(GROUP_METADATA, GroupMetadataKey(group_id), None)
 
     @staticmethod

@@ -154,9 +154,7 @@ def heartbeat(
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
         group = ConsumerGroup(gid)  # persisted by the records below
         if classic is not None:
-            result.records.append(
-                st.group_tombstone_only(gid)
-            )  # an empty classic group becomes a consumer group
+            result.records.append(st.group_tombstone(gid))  # an empty classic group becomes a consumer group
     try:
         return _heartbeat(st, group, req, version, client_id, client_host, topics, assign, now, result)
     except HeartbeatError as e:
@@ -368,8 +366,7 @@ def _join(st, group: ConsumerGroup, req, now: int, records: list) -> tuple[Consu
     if existing is not None and existing.classic is not None:
         # a classic member switching protocols under its own id: same member, same epoch and
         # partitions, now heartbeating (its epoch-0 answer carries its whole assignment)
-        for key in (f"cjoin:{group.group_id}:{member_id}", f"csync:{group.group_id}:{member_id}"):
-            st.timers.cancel(key)
+        cancel_timers(st, group.group_id, member_id, ("cjoin", "csync"))
         return replace(existing, classic=None), True
     if existing is not None:
         # rejoining with the same id after being fenced or losing state: start over
@@ -385,8 +382,8 @@ def _leave(st, group: ConsumerGroup, member: ConsumerMember, epoch: int, now: in
             member.progress, member_epoch=STATIC_LEFT_EPOCH, previous_member_epoch=member.member_epoch
         )
         result.records.append(rec.current_assignment(gid, member.member_id, left))
-        st.timers.cancel(f"crevoke:{gid}:{member.member_id}")
-        _schedule_session(st, gid, member.member_id, now)
+        cancel_timers(st, gid, member.member_id, ("crevoke",))
+        schedule_session(st, gid, member, now)
     else:
         _remove(st, group, member.member_id, result, now)
     result.response = ConsumerGroupHeartbeatResponse(
@@ -406,8 +403,7 @@ def _remove(st, group: ConsumerGroup, member_id: str, result: Result, now: int) 
     gid = group.group_id
     result.records.extend(rec.member_tombstones(gid, member_id))
     result.records.append(rec.group_epoch(gid, group.group_epoch + 1))
-    for kind in ("csession", "crevoke", "cjoin", "csync"):
-        st.timers.cancel(f"{kind}:{gid}:{member_id}")
+    cancel_timers(st, gid, member_id)
 
 
 def session_timeout_ms(st, gid: str, member: ConsumerMember | None) -> int:
@@ -417,7 +413,9 @@ def session_timeout_ms(st, gid: str, member: ConsumerMember | None) -> int:
     return st.consumer_session_timeout_ms(gid)
 
 
-def _schedule_session(st, gid: str, member_id: str, now: int, member: ConsumerMember | None = None) -> None:
+def schedule_session(st, gid: str, member: ConsumerMember, now: int) -> None:
+    """(Re)start the member's session timer; when it fires the member is fenced."""
+    member_id = member.member_id
     st.timers.schedule(
         f"csession:{gid}:{member_id}",
         now + session_timeout_ms(st, gid, member),
@@ -425,8 +423,17 @@ def _schedule_session(st, gid: str, member_id: str, now: int, member: ConsumerMe
     )
 
 
+#: a member's timers: session, revocation, and (classic members) rejoin and sync deadlines
+TIMER_KINDS = ("csession", "crevoke", "cjoin", "csync")
+
+
+def cancel_timers(st, gid: str, member_id: str, kinds: tuple[str, ...] = TIMER_KINDS) -> None:
+    for kind in kinds:
+        st.timers.cancel(f"{kind}:{gid}:{member_id}")
+
+
 def _timers(st, gid: str, member: ConsumerMember, before: Progress, after: Progress, now: int) -> None:
-    _schedule_session(st, gid, member.member_id, now, member)
+    schedule_session(st, gid, member, now)
     key = f"crevoke:{gid}:{member.member_id}"
     if after.state == MemberState.UNREVOKED_PARTITIONS and before.state != MemberState.UNREVOKED_PARTITIONS:
         timeout = (
