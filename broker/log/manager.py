@@ -68,6 +68,18 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> durable offset from a recovery-point checkpoint file (empty if none)."""
+    out: dict[tuple[str, int], int] = {}
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines()[2:]:
+        parts = line.split()
+        if len(parts) == 3:
+            out[(parts[0], int(parts[1]))] = int(parts[2])
+    return out
+
+
 class LogManager:
     """``file_ops``: the system calls segments write and sync through (tests inject disk faults)."""
 
@@ -213,15 +225,7 @@ class LogManager:
     # ------------------------------------------------------------------ checkpoints
 
     def _read_checkpoint(self) -> dict[tuple[str, int], int]:
-        path = self.data_dir / CHECKPOINT
-        out: dict[tuple[str, int], int] = {}
-        if not path.exists():
-            return out
-        for line in path.read_text().splitlines()[2:]:
-            parts = line.split()
-            if len(parts) == 3:
-                out[(parts[0], int(parts[1]))] = int(parts[2])
-        return out
+        return read_checkpoint(self.data_dir / CHECKPOINT)
 
     def write_checkpoint(self) -> None:
         """Kafka's format: version, count, then 'topic partition offset' lines."""

@@ -8,25 +8,16 @@ was written, and a group row says whether a member joined, stayed, left, or was 
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from pathlib import Path
-from struct import Struct
 
-from broker.coordinator.generated import BY_NAME
-from broker.coordinator.records import RecordError, decode_record
-from broker.log.records import InvalidRecords
+from broker.coordinator.consumer.records import CURRENT_ASSIGNMENT as CG_CURRENT
+from broker.coordinator.consumer.records import GROUP_EPOCH as CG_METADATA
+from broker.coordinator.consumer.records import MEMBER_METADATA as CG_MEMBER
+from broker.coordinator.embedded import EmbeddedProtocolError, decode_assignment
+from broker.coordinator.records import GROUP_METADATA, OFFSET_COMMIT, decode_record
 
 from . import logdir
-
-_I16 = Struct(">h")
-_I32 = Struct(">i")
-
-OFFSET_COMMIT = BY_NAME["OffsetCommit"].id
-GROUP_METADATA = BY_NAME["GroupMetadata"].id
-CG_METADATA = BY_NAME["ConsumerGroupMetadata"].id
-CG_MEMBER = BY_NAME["ConsumerGroupMemberMetadata"].id
-CG_CURRENT = BY_NAME["ConsumerGroupCurrentMemberAssignment"].id
 
 OFFSETS_SCHEMA = (
     "group string, topic string, partition int, offset long, leader_epoch int, metadata string, "
@@ -47,25 +38,11 @@ TIMESTAMP_COLUMNS = {"commit_timestamp", "timestamp", "state_timestamp"}
 def decode_consumer_assignment(data: bytes | None) -> list[tuple[str, int]]:
     """The partitions of a ConsumerProtocolAssignment (the classic consumer's embedded protocol);
     an empty list for empty or undecodable bytes (another protocol type)."""
-    if not data or len(data) < 6:
-        return []
     try:
-        pos = 2  # version: every version starts with the same partitions array
-        (n_topics,) = _I32.unpack_from(data, pos)
-        pos += 4
-        out = []
-        for _ in range(max(n_topics, 0)):
-            (n,) = _I16.unpack_from(data, pos)
-            topic = data[pos + 2 : pos + 2 + n].decode()
-            pos += 2 + n
-            (count,) = _I32.unpack_from(data, pos)
-            pos += 4
-            for _ in range(max(count, 0)):
-                out.append((topic, _I32.unpack_from(data, pos)[0]))
-                pos += 4
-        return sorted(out)
-    except (struct.error, UnicodeDecodeError, IndexError):
+        assignment = decode_assignment(data or b"")
+    except EmbeddedProtocolError:
         return []
+    return sorted((t, p) for t, ps in assignment.items() for p in ps)
 
 
 def iter_coordinator_records(data_dir: str | Path) -> Iterator[tuple[int, int, object]]:
@@ -78,7 +55,7 @@ def iter_coordinator_records(data_dir: str | Path) -> Iterator[tuple[int, int, o
         for off, ts, k, v in zip(cols["offset"], cols["timestamp"], cols["key"], cols["value"], strict=True):
             try:
                 yield off, ts, decode_record(k, v)
-            except (RecordError, InvalidRecords, ValueError):
+            except ValueError:
                 continue  # a record type this reader does not know: skipped, as the broker would fail
 
 

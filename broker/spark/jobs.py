@@ -43,10 +43,11 @@ def lag_table(spark: SparkSession, data_dir: str) -> DataFrame:
     if not topics:
         schema = "group string, topic string, partition int, commit_timestamp timestamp, offset long, log_end_offset long, lag long"
         return spark.createDataFrame([], schema)
+    known = logdir.topics(data_dir)
     recs = (
         spark.read.format("pykbroker")
         .option("path", data_dir)
-        .option("subscribe", ",".join(sorted(t for t in topics if t in logdir.topics(data_dir))))
+        .option("subscribe", ",".join(sorted(t for t in topics if t in known)))
         .option("failOnDataLoss", "false")
         .load()
         .select("topic", "partition", "offset", "timestamp")

@@ -20,7 +20,7 @@ from pathlib import Path
 import orjson
 
 from broker.log.batch import CONTROL_MASK, HEADER, HEADER_SIZE, TIMESTAMP_TYPE_MASK
-from broker.log.manager import CHECKPOINT
+from broker.log.manager import CHECKPOINT, read_checkpoint
 from broker.log.records import decode_batch
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -60,15 +60,7 @@ def topics(data_dir: str | Path) -> dict[str, dict]:
 
 def durable_offsets(data_dir: str | Path) -> dict[tuple[str, int], int]:
     """(topic, partition) -> offset below which the broker has fsynced everything."""
-    path = Path(data_dir) / CHECKPOINT
-    out: dict[tuple[str, int], int] = {}
-    if not path.exists():
-        return out
-    for line in path.read_text().splitlines()[2:]:
-        parts = line.split()
-        if len(parts) == 3:
-            out[(parts[0], int(parts[1]))] = int(parts[2])
-    return out
+    return read_checkpoint(Path(data_dir) / CHECKPOINT)
 
 
 def partition_dir(data_dir: str | Path, topic: str, partition: int) -> Path:
@@ -158,8 +150,8 @@ def iter_segment_batches(path: str, start: int, end: int) -> Iterator[tuple[byte
             if rel + HEADER_SIZE > len(buf):
                 f.seek(pos)
                 buf, buf_start, rel = f.read(chunk), pos, 0
-            base, length = HEADER.unpack_from(buf, rel)[:2]
-            last = base + HEADER.unpack_from(buf, rel)[6]
+            h = HEADER.unpack_from(buf, rel)
+            base, length, last = h[0], h[1], h[0] + h[6]
             total = length + 12
             if base >= end or pos + total > size:
                 return

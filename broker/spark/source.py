@@ -138,7 +138,7 @@ class _RecordsBase:
     def _splits(self, start: dict[ofs.TP, int], end: dict[ofs.TP, int]) -> list[_Split]:
         out = []
         for tp, hi in sorted(end.items()):
-            lo = start.get(tp, self._earliest(tp))
+            lo = start[tp] if tp in start else self._earliest(tp)
             out += [_Split([r]) for r in logdir.plan(self.path, tp, lo, hi, self.fail_on_data_loss)]
         return out
 
@@ -190,7 +190,8 @@ class RecordsStreamReader(_RecordsBase, DataSourceStreamReader, SupportsTriggerA
         begin = ofs.from_json(start)
         latest = self.target if self.target is not None else self._latest()
         for tp in latest:  # partitions that appeared since the query started: from their beginning
-            begin.setdefault(tp, self._earliest(tp))
+            if tp not in begin:
+                begin[tp] = self._earliest(tp)
         cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return ofs.to_json(ofs.cap(begin, latest, cap))
 
