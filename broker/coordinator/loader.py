@@ -18,7 +18,7 @@ from struct import error as StructError
 from typing import Any
 
 from broker.log.batch import HEADER_SIZE, TIMESTAMP_TYPE_MASK, check_crc, read_header
-from broker.log.records import InvalidRecords, _read_headers, _read_varint, decompress
+from broker.log.records import _ZZ, InvalidRecords, _read_headers, _read_varint, decompress
 from broker.protocol.primitives import to_uuid
 
 from .records import OFFSET_COMMIT, decode_record
@@ -36,7 +36,6 @@ _V4_EMPTY = Struct(">hqiBq16sB")
 #: the v4 value with empty metadata (version, offset, leader epoch, 1 = "", commit timestamp,
 #: topic id, no tagged fields) and the record's header count (0)
 _FAST = Struct(">iBhqiBq16sBB")
-_ZZ = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 
 
 class _OffsetDecoder:
@@ -139,6 +138,9 @@ def _load(plog: Any, state: Any, coordinator: Any) -> int:
             check_crc(data, info)
             batch_end = pos + info.size
             if info.is_control or info.last_offset < offset:
+                # skipped, but the read position moves past it (a control batch at the end of
+                # the log would otherwise be read again and again)
+                offset = max(offset, info.last_offset + 1)
                 pos = batch_end
                 continue
             section = data[pos + HEADER_SIZE : batch_end]

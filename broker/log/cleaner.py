@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ from .batch import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
 )
-from .records import InvalidRecords, _read_varint, _varint, decompress
+from .records import _ZZ, InvalidRecords, _read_varint, _varint, decompress
 from .segment import segment_name
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,6 @@ CLEANED = ".cleaned"
 SWAP = ".swap"
 CHECKPOINT = "cleaner-offset-checkpoint"
 MERGE_RECORDS = 4096
-_ZZ = tuple((b >> 1) ^ -(b & 1) for b in range(128))
 _READ = 8 << 20
 
 
@@ -77,7 +76,6 @@ class CleanResult:
     bytes_written: int = 0
     batches_written: int = 0
     keys: int = 0
-    sources: list[Path] = field(default_factory=list)
 
 
 def range_name(start: int, end: int) -> str:
@@ -132,11 +130,11 @@ def _iter_batches(path: Path, cancel: threading.Event | None) -> Iterator[tuple[
         os.close(fd)
 
 
-def _plain(buf: bytes, pos: int) -> tuple[bool, int]:
-    """(cleanable?, producer id) of the batch at ``pos``."""
+def _plain(buf: bytes, pos: int) -> bool:
+    """Whether the batch at ``pos`` may be rewritten (no producer id, not control/transactional)."""
     f = HEADER.unpack_from(buf, pos)
     attributes, producer_id = f[5], f[9]
-    return not (attributes & (CONTROL_MASK | TRANSACTIONAL_MASK)) and producer_id < 0, producer_id
+    return not (attributes & (CONTROL_MASK | TRANSACTIONAL_MASK)) and producer_id < 0
 
 
 def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
@@ -245,13 +243,13 @@ def clean_segments(
 ) -> CleanResult:
     """Write the compacted survivors of ``sources`` (the segment files of ``[start, end)``, in
     order) to ``<start>-<end>.cleaned``, fsynced. Runs in a worker thread; changes nothing else."""
-    result = CleanResult(start, end, directory / (range_name(start, end) + CLEANED), sources=list(sources))
+    result = CleanResult(start, end, directory / (range_name(start, end) + CLEANED))
     # pass 1: the offset of the latest record of every key
     latest: dict[bytes, int] = {}
     pinned: set[bytes] = set()  # keys with a record in a batch kept byte for byte
     for path in sources:
         for buf, pos in _iter_batches(path, cancel):
-            cleanable = _plain(buf, pos)[0]
+            cleanable = _plain(buf, pos)
             for off, _ts, key, _tomb, _raw in _records(buf, pos, False):
                 if key is not None:
                     latest[key] = off
@@ -278,7 +276,7 @@ def clean_segments(
             for buf, pos in _iter_batches(path, cancel):
                 size = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True) + 12
                 result.bytes_read += size
-                cleanable, _pid = _plain(buf, pos)
+                cleanable = _plain(buf, pos)
                 if not cleanable:
                     flush()
                     _write(fd, buf[pos : pos + size], result)

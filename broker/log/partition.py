@@ -124,8 +124,8 @@ class PartitionLog:
             b, r, n, end = _scan_headers(path, 0)
             batches, records, nbytes, last = batches + b, records + r, nbytes + n, max(last, end)
             files.append(path.name)
-        os.ftruncate(seg.fd, error.position)
-        os.fsync(seg.fd)
+        seg.ops.truncate(seg.fd, error.position)
+        seg.ops.fsync(seg.fd)
         seg.size = error.position
         seg.write_index()
         for base in later:
