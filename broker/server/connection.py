@@ -226,16 +226,10 @@ class KafkaConnection(asyncio.Protocol):
         except CloseConnection as e:
             self.close(str(e))
             return
-        except KafkaError as e:
-            response = api.error_response(version, request, e.code)
+        except Exception as e:
+            response = self._error_response(api, version, request, e)
             if response is None:
                 self.close(f"{api.name} v{version} failed: {e}")
-                return
-        except Exception:
-            log.exception("%s v%d from %s: handler failed", api.name, version, client.describe())
-            response = api.error_response(version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-            if response is None:
-                self.close(f"{api.name} v{version}: internal error")
                 return
         if type(response) is bytes:  # already encoded by the handler
             self._write(response_frame(correlation_id, flexible_response_header, response))
@@ -269,15 +263,7 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(exc, CloseConnection):
             self.close(str(exc))
             return
-        if exc is None:
-            response = task.result()
-        elif isinstance(exc, KafkaError):
-            response = api.error_response(version, request, exc.code)
-        else:
-            log.error(
-                "%s v%d from %s: handler failed", api.name, version, self.client.describe(), exc_info=exc
-            )
-            response = api.error_response(version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        response = task.result() if exc is None else self._error_response(api, version, request, exc)
         if response is None and exc is not None:
             self.close(f"{api.name} v{version} failed: {exc}")
             return
@@ -287,6 +273,14 @@ class KafkaConnection(asyncio.Protocol):
             self._drain()
         finally:
             self._flush_out()
+
+    def _error_response(self, api: Any, version: int, request: Any, exc: BaseException) -> Any:
+        """What a failed handler answers: its KafkaError's code, else UNKNOWN_SERVER_ERROR (logged);
+        None when the API has no error response (the caller closes the connection)."""
+        if isinstance(exc, KafkaError):  # e.g. a commit whose flush failed: its own error code
+            return api.error_response(version, request, exc.code)
+        log.error("%s v%d from %s: handler failed", api.name, version, self.client.describe(), exc_info=exc)
+        return api.error_response(version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
 
     def _deferred_done(
         self, task: asyncio.Future, slot: list, api: Any, version: int, request: Any, correlation_id: int
@@ -298,13 +292,7 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(exc, CloseConnection):
             self.close(str(exc))
             return
-        if exc is None:
-            response = task.result()
-        elif isinstance(exc, KafkaError):  # e.g. a commit whose flush failed: its own error code
-            response = api.error_response(version, request, exc.code)
-        else:
-            log.error("%s v%d from %s failed", api.name, version, self.client.describe(), exc_info=exc)
-            response = api.error_response(version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+        response = task.result() if exc is None else self._error_response(api, version, request, exc)
         if response is None:
             self.close(f"{api.name} v{version} failed")
             return
@@ -383,8 +371,8 @@ class KafkaConnection(asyncio.Protocol):
         if self.closed:
             return
         log.warning("closing connection from %s: %s", self.client.describe(), reason)
+        self.queue.clear()  # first: the flush below must not schedule more work for it
         self._flush_out()  # answers to the requests before the bad one still go out
         self.closed = True
-        self.queue.clear()
         if self.transport is not None:
             self.transport.abort()
