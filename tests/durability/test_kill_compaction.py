@@ -20,8 +20,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -42,36 +40,13 @@ TIMEOUT = 60.0  # hang guard only
 ERRORS = re.compile(r"Traceback|\bERROR\b|CRITICAL|corrupt", re.I)
 
 
-class CompactingBroker(BrokerProcess):
-    def spawn(self) -> None:
-        path = self.log_dir / f"broker-{len(self.logs):03d}.log"
-        self.logs.append(path)
-        with open(path, "wb") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "broker",
-                    "serve",
-                    "--port",
-                    str(self.port),
-                    "--data-dir",
-                    str(self.data_dir),
-                ]
-                + [
-                    arg
-                    for kv in (
-                        "log.flush=always",
-                        "offsets.topic.segment.bytes=8000",
-                        "log.cleaner.backoff.ms=5",
-                        "log.cleaner.min.cleanable.ratio=0",  # re-clean continuously
-                        "log.cleaner.delete.retention.ms=0",
-                    )
-                    for arg in ("--config", kv)
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
+#: the coordinator log rolls every 8 KB and is re-cleaned continuously, tombstones dropped at once
+COMPACTING = {
+    "offsets.topic.segment.bytes": "8000",
+    "log.cleaner.backoff.ms": "5",
+    "log.cleaner.min.cleanable.ratio": "0",
+    "log.cleaner.delete.retention.ms": "0",
+}
 
 
 def wait_listening(broker: BrokerProcess) -> None:
@@ -127,7 +102,7 @@ def test_acknowledged_commits_survive_sigkill_during_compaction(broker_factory, 
     b.call(b.broker.create_topic, "t", PARTITIONS)
     b.stop()
 
-    broker = CompactingBroker(data, tmp_path)
+    broker = BrokerProcess(data, tmp_path, COMPACTING)
     acked: dict[str, int] = {}
     inflight: dict[str, int] = {}
     value = 0

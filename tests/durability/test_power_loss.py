@@ -85,6 +85,7 @@ def crash_image(
     dropped = 0
     shutil.rmtree(image, ignore_errors=True)
     image.mkdir()
+
     def copy(src: Path, dst: Path) -> None:
         try:
             shutil.copy2(src, dst)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from broker.log.batch import iter_batches
+from tests.support.process import free_port
 
 from .test_torn_tail import (
     batches_in,
@@ -30,12 +30,6 @@ from .test_torn_tail import (
 )
 
 TIMEOUT = 60.0  # hang guard only
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Served:
