@@ -26,6 +26,7 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -84,9 +85,16 @@ class LogManager:
     """``file_ops``: the system calls segments write and sync through (tests inject disk faults)."""
 
     def __init__(
-        self, data_dir: Path, broker_config: Any, file_ops: FileOps = SYSTEM_OPS, recover: bool = False
+        self,
+        data_dir: Path,
+        broker_config: Any,
+        file_ops: FileOps = SYSTEM_OPS,
+        recover: bool = False,
+        clock: Callable[[], float] | None = None,
     ):
         self.file_ops = file_ops
+        #: monotonic seconds for the group-commit window (default: the event loop's clock)
+        self._clock = clock
         self.data_dir = data_dir
         #: ``serve --recover``: partitions opened at start-up truncate at corruption instead of refusing
         self.recover = recover
@@ -98,7 +106,9 @@ class LogManager:
         self._next: asyncio.Future | None = None
         self._flushing = False
         self._scheduled: asyncio.TimerHandle | None = None
-        self._last_flush_start = 0.0
+        #: when the last group commit started (monotonic seconds); None before the first, which
+        #: starts at once -- a monotonic clock's zero is the machine's boot, not "long ago"
+        self._last_flush_start: float | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="fsync")
         self._tasks: list[asyncio.Task] = []
         self.recovery_points = self._read_checkpoint()
@@ -181,15 +191,16 @@ class LogManager:
             return
         loop = asyncio.get_running_loop()
         delay = 0.0
-        if self.policy == "interval":
-            delay = max(0.0, self._last_flush_start + self.interval - loop.time())
+        if self.policy == "interval" and self._last_flush_start is not None:
+            now = self._clock() if self._clock is not None else loop.time()
+            delay = max(0.0, self._last_flush_start + self.interval - now)
         self._scheduled = loop.call_later(delay, self._start_flush)
 
     def _start_flush(self) -> None:
         self._scheduled = None
         self._flushing = True
         loop = asyncio.get_running_loop()
-        self._last_flush_start = loop.time()
+        self._last_flush_start = self._clock() if self._clock is not None else loop.time()
         fut, self._next = self._next, None
         dirty, self._dirty = self._dirty, set()
         targets = [(plog, plog.flush_target()) for plog in dirty if not plog.deleted]

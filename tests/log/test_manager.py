@@ -124,3 +124,26 @@ async def test_delete_topic_removes_its_directories(tmp_path):
     assert m.get("gone", 0) is None
     assert not any(p.name.startswith("gone-") for p in tmp_path.iterdir())
     await m.close()
+
+
+async def test_first_group_commit_starts_at_once_on_a_clock_near_zero(tmp_path):
+    """A monotonic clock counts from boot: on a machine up for less than log.flush.interval.ms, a
+    first flush scheduled 'one interval after the last one at 0' would wait for the uptime to pass
+    the interval. The first flush never waits; the next one waits for the window."""
+    clock = [0.002]  # two milliseconds after boot
+    c = Config({"log.dirs": str(tmp_path), "log.flush": "interval", "log.flush.interval.ms": "3600000"})
+    m = LogManager(tmp_path, c, clock=lambda: clock[0])
+    m.open_topic("t", 1, {})
+    plog = m.get("t", 0)
+    loop = asyncio.get_running_loop()
+    _, first = append(m, plog)
+    assert m._scheduled is not None and m._scheduled.when() <= loop.time(), "first flush must not wait"
+    await asyncio.wait_for(first, 5)
+    assert plog.high_watermark == 1
+    clock[0] = 1.0  # a second later: still inside the one-hour window of the first flush
+    _, second = append(m, plog)
+    assert m._scheduled is not None
+    assert m._scheduled.when() - loop.time() > 3590, "the next flush waits for the interval"
+    assert plog.high_watermark == 1 and not second.done()
+    await m.close()  # closing flushes what is pending
+    assert plog.high_watermark == 2
