@@ -60,6 +60,7 @@ def config(data: Path) -> Config:
 def close(broker: Broker) -> None:
     broker.groups.close()
     asyncio.get_event_loop().run_until_complete(broker.logs.close())
+    broker.close()
 
 
 def generate(data: Path, groups: int, rounds: int) -> int:

@@ -19,6 +19,7 @@ import socket
 from broker.cluster import ClusterMeta, Topic, TopicRegistry
 from broker.config import Config
 from broker.coordinator import GroupCoordinator
+from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
 from broker.log.config import parse_topic_config
 from broker.log.manager import LogManager
@@ -35,11 +36,33 @@ SHUTDOWN_GRACE = 5.0
 
 class Broker:
     def __init__(self, config: Config, recover: bool = False, file_ops: FileOps = SYSTEM_OPS):
-        """``recover`` (``serve --recover``): a log damaged where start-up would refuse is truncated
-        at the first bad batch instead, and what was dropped is logged. ``file_ops``: the system
-        calls the logs write and sync through (tests inject disk faults)."""
+        """Open the listeners, lock the data directory, then load it (topics, logs, groups). The
+        listeners come first so that a broker that cannot listen creates nothing on disk; they accept
+        connections only from :meth:`start`. Raises ListenError, DataDirLocked or LogCorruption
+        (and releases what it took). ``recover`` (``serve --recover``): a log damaged where start-up
+        would refuse is truncated at the first bad batch instead, and what was dropped is logged.
+        ``file_ops``: the system calls the logs write and sync through (tests inject disk faults)."""
         self.config = config
         self.node_id: int = config["node.id"]
+        self.connections: set = set()
+        self.listener = Listener(self, config.endpoints())
+        self.listener.bind()
+        self.port: int = self.listener.port
+        self.lock = DataDirLock(config.data_dir)
+        try:
+            self.lock.acquire()
+            self._load(config, recover, file_ops)
+        except BaseException:
+            self.lock.release()
+            self.listener.close()
+            raise
+        self.registry = build_registry()
+        self.rack: str | None = config["broker.rack"] or None
+        #: listener name -> (host, port) given to clients connected to it
+        self.advertised: dict[str, tuple[str, int]] = {}
+        self._stopped = asyncio.Event()
+
+    def _load(self, config: Config, recover: bool, file_ops: FileOps) -> None:
         data_dir = config.data_dir
         self.cluster = ClusterMeta(data_dir, self.node_id)
         self.cluster_id = self.cluster.cluster_id
@@ -52,14 +75,10 @@ class Broker:
         self.logs.recover = False  # only what was on disk at start-up
         self.groups = GroupCoordinator(self)
         self.groups.load()
-        self.registry = build_registry()
-        self.rack: str | None = config["broker.rack"] or None
-        self.connections: set = set()
-        self.listener = Listener(self, config["host"], config["port"])
-        self.port: int = config["port"]
-        self.advertised_host: str = ""
-        self.advertised_port: int = 0
-        self._stopped = asyncio.Event()
+
+    def advertised_address(self, listener: str) -> tuple[str, int]:
+        """The (host, port) clients connected to ``listener`` are told to use."""
+        return self.advertised.get(listener) or next(iter(self.advertised.values()))
 
     # ------------------------------------------------------------------ topic administration
     # Each method raises KafkaError when refused; with validate_only it checks everything and
@@ -132,21 +151,28 @@ class Broker:
     async def start(self) -> None:
         self.logs.start()
         self.port = await self.listener.start()
-        host = self.config["advertised.host"] or self.config["host"]
-        if host in ("0.0.0.0", "::", ""):
-            host = socket.getfqdn()
-        self.advertised_host = host
-        self.advertised_port = self.config["advertised.port"] or self.port
-        log.info(
-            "broker %d of cluster %s listening on %s:%d (advertised as %s:%d), data in %s",
-            self.node_id,
-            self.cluster_id,
-            self.config["host"],
-            self.port,
-            self.advertised_host,
-            self.advertised_port,
-            self.config.data_dir,
-        )
+        for b in self.listener.bound:
+            ep = b.endpoint
+            host = ep.advertised_host
+            if host in ("0.0.0.0", "::", ""):
+                host = socket.getfqdn()
+            self.advertised[ep.name] = (host, ep.advertised_port or b.port)
+            log.info(
+                "broker %d of cluster %s listening on %s:%d (listener %s, advertised as %s:%d), data in %s",
+                self.node_id,
+                self.cluster_id,
+                ep.host or "0.0.0.0",
+                b.port,
+                ep.name,
+                *self.advertised[ep.name],
+                self.config.data_dir,
+            )
+
+    def close(self) -> None:
+        """Release a broker that was constructed but never started (or whose start failed): its
+        listeners and the data directory lock. ``stop`` does this for a started broker."""
+        self.listener.close()
+        self.lock.release()
 
     async def stop(self, grace: float = SHUTDOWN_GRACE) -> None:
         """Graceful shutdown: stop accepting and reading requests, answer the ones already received
@@ -167,6 +193,7 @@ class Broker:
         await self.listener.stop()
         self.groups.close()
         await self.logs.close()
+        self.lock.release()
         self._stopped.set()
         log.info("broker stopped")
 

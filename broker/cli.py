@@ -12,17 +12,25 @@ from pathlib import Path
 import click
 
 from broker.config import Config, ConfigError, parse_pairs, parse_properties
+from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption
+from broker.server.listener import ListenError
 
 
 @click.group()
+@click.version_option(package_name="pykbroker", prog_name="pykbroker")
 def main() -> None:
     """A Kafka wire-protocol broker for local development and client tests."""
 
 
 @main.command()
 @click.option("--host", default=None, help="Address to listen on [default: 127.0.0.1].")
-@click.option("--port", type=int, default=None, help="Port to listen on [default: 9092; 0 = any free].")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Port to listen on [default: 9092; 0 = any free].",
+)
 @click.option("--advertised-host", default=None, help="Host name clients are told to connect to.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="[default: ./kafka-data]")
 @click.option(
@@ -64,6 +72,12 @@ def serve(
         if config_file:
             values.update(parse_properties(Path(config_file).read_text()))
         values.update(parse_pairs(pairs))
+        # the command line wins over the file: --host/--port replace its listeners (all of them),
+        # --advertised-host its advertised.listeners
+        if (host is not None or port is not None) and values.pop("listeners", None):
+            click.echo("note: --host/--port replace the listeners of the configuration", err=True)
+        if advertised_host is not None and values.pop("advertised.listeners", None):
+            click.echo("note: --advertised-host replaces advertised.listeners of the configuration", err=True)
         for key, val in (("host", host), ("port", port), ("advertised.host", advertised_host)):
             if val is not None:
                 values[key] = str(val)
@@ -79,6 +93,9 @@ def serve(
     asyncio.set_event_loop(loop)
     try:
         loop.run_until_complete(_run(config, recover))
+    except (ListenError, DataDirLocked) as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
     except LogCorruption as e:
         click.echo(
             f"error: {e}\nThe log is damaged where a crash cannot have torn it. Start with --recover to "
@@ -113,12 +130,16 @@ def _raise_fd_limit() -> None:
 async def _run(config: Config, recover: bool = False) -> None:
     from broker.app import Broker
 
-    broker = Broker(config, recover=recover)
-    await broker.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT):  # a signal during start-up stops right after it
         loop.add_signal_handler(sig, _on_signal, stop, sig)
+    broker = Broker(config, recover=recover)  # binds, locks and loads, or raises having released all
+    try:
+        await broker.start()
+    except BaseException:
+        broker.close()
+        raise
     await stop.wait()
     logging.getLogger("broker").info("shutting down (a second SIGTERM or Ctrl-C exits at once)")
     await broker.stop()

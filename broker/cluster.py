@@ -169,7 +169,13 @@ class TopicRegistry:
         topic = Topic(name, topic_id, partitions, dict(configs or {}), internal)
         self._index(topic)
         self._save()
-        log.info("created topic %s (%d partitions, id %s)", name, partitions, kafka_uuid_str(topic_id))
+        log.info(
+            "created topic %s (%d partition%s, id %s)",
+            name,
+            partitions,
+            "" if partitions == 1 else "s",
+            kafka_uuid_str(topic_id),
+        )
         return topic
 
     def _require(self, name: str) -> Topic:

@@ -7,9 +7,12 @@ Values come from (lowest to highest precedence) the defaults below, a ``.propert
 
 from __future__ import annotations
 
+import difflib
+import functools
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +27,49 @@ class Setting:
     doc: str
     minimum: int | None = None
     choices: tuple[str, ...] | None = None
+    maximum: int | None = None
 
 
 _SETTINGS = [
     Setting("node.id", int, 1, "This broker's node id.", 0),
+    Setting("broker.id", int, -1, "Kafka's older name of node.id (used when node.id is not set).", -1),
     Setting("host", str, "127.0.0.1", "Address to listen on."),
-    Setting("port", int, 9092, "TCP port to listen on (0 picks a free one).", 0),
+    Setting("port", int, 9092, "TCP port to listen on (0 picks a free one).", 0, maximum=65535),
     Setting("advertised.host", str, "", "Host name given to clients in metadata (default: host)."),
-    Setting("advertised.port", int, 0, "Port given to clients in metadata (default: the bound port).", 0),
-    Setting("log.dirs", str, "./kafka-data", "Data directory."),
+    Setting(
+        "advertised.port",
+        int,
+        0,
+        "Port given to clients in metadata (default: the bound port).",
+        0,
+        maximum=65535,
+    ),
+    Setting(
+        "listeners",
+        str,
+        "",
+        "Kafka's listener list, NAME://host:port,... (wins over host/port when set).",
+    ),
+    Setting(
+        "advertised.listeners",
+        str,
+        "",
+        "Addresses given to clients per listener, NAME://host:port,... (default: listeners).",
+    ),
+    Setting(
+        "listener.security.protocol.map",
+        str,
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        "Security protocol of each listener name, NAME:PROTOCOL,...",
+    ),
+    Setting(
+        "controller.listener.names",
+        str,
+        "",
+        "KRaft controller listeners: not opened here (this broker has no controller quorum).",
+    ),
+    Setting("log.dirs", str, "./kafka-data", "Data directory (one)."),
+    Setting("log.dir", str, "/tmp/kafka-logs", "Data directory when log.dirs is not set (as Kafka)."),
     Setting("auto.create.topics.enable", bool, True, "Create unknown topics named in Metadata requests."),
     Setting("num.partitions", int, 1, "Partitions of an auto-created topic.", 1),
     Setting("default.replication.factor", int, 1, "Replication factor reported for topics.", 1),
@@ -153,12 +190,23 @@ def _coerce(setting: Setting, raw: Any) -> Any:
         raise ConfigError(f"{setting.name}: expected {setting.type.__name__}, got {raw!r}") from None
     if setting.minimum is not None and value < setting.minimum:
         raise ConfigError(f"{setting.name}: must be at least {setting.minimum}, got {value}")
+    if setting.maximum is not None and value > setting.maximum:
+        raise ConfigError(f"{setting.name}: must be at most {setting.maximum}, got {value}")
     if setting.choices is not None and isinstance(value, str) and value.lower() in setting.choices:
         value = value.lower()  # Kafka reads enumerated values case-insensitively
     if setting.choices is not None and value not in setting.choices:
         raise ConfigError(f"{setting.name}: must be one of {', '.join(setting.choices)}, got {value!r}")
     if setting.name == "max.connections.per.ip.overrides":
         parse_ip_overrides(value)
+    if setting.name in ("listeners", "advertised.listeners"):
+        parse_listeners(setting.name, value)
+    if setting.name == "listener.security.protocol.map":
+        parse_protocol_map(value)
+    if setting.name == "log.dirs" and len([d for d in value.split(",") if d.strip()]) > 1:
+        raise ConfigError(
+            f"log.dirs: this broker keeps its data in one directory, got {len(value.split(','))} "
+            f"({value}); give one directory"
+        )
     return value
 
 
@@ -179,7 +227,12 @@ def parse_ip_overrides(text: str) -> dict[str, int]:
 
 
 class Config:
-    """Typed view over the merged properties: ``config["num.partitions"]`` -> int."""
+    """Typed view over the merged properties: ``config["num.partitions"]`` -> int.
+
+    A key this broker does not use is kept in ``unknown``: when it is one of Kafka's own broker
+    properties (a KRaft file's ``process.roles``, ``num.network.threads``, ...) it is accepted with
+    no effect and listed once at INFO; anything else is a WARNING naming the closest known property,
+    since it is most likely a typo."""
 
     def __init__(self, values: Mapping[str, Any] | None = None):
         self._values: dict[str, Any] = {s.name: s.default for s in _SETTINGS}
@@ -187,15 +240,31 @@ class Config:
         self.unknown: dict[str, str] = {}
         for key, raw in (values or {}).items():
             self.set(key, raw)
+        if "broker.id" in self.explicit and self["broker.id"] >= 0:
+            if "node.id" not in self.explicit:
+                self._values["node.id"] = self["broker.id"]
+            elif self["node.id"] != self["broker.id"]:
+                raise ConfigError(
+                    f"broker.id ({self['broker.id']}) and node.id ({self['node.id']}) must match"
+                )
+        self.endpoints()  # the listener settings must agree with each other
+        self._report_unknown()
 
     def set(self, key: str, raw: Any) -> None:
         setting = SETTINGS.get(key)
         if setting is None:
             self.unknown[key] = str(raw)
-            log.info("ignoring unknown config %s=%s", key, raw)
             return
         self._values[key] = _coerce(setting, raw)
         self.explicit.add(key)
+
+    def _report_unknown(self) -> None:
+        no_effect = sorted(k for k in self.unknown if k in kafka_broker_properties())
+        if no_effect:
+            log.info("Kafka properties accepted, no effect here: %s", ", ".join(no_effect))
+        for key in self.unknown:
+            if key not in kafka_broker_properties():
+                log.warning("unknown config %s=%s ignored%s", key, self.unknown[key], _did_you_mean(key))
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
@@ -227,24 +296,148 @@ class Config:
 
     @property
     def data_dir(self) -> Path:
-        return Path(self["log.dirs"].split(",")[0])
+        """``log.dirs``, else ``log.dir`` when only that is set (Kafka's precedence), else the default."""
+        if "log.dir" in self.explicit and "log.dirs" not in self.explicit:
+            return Path(self["log.dir"].strip())
+        return Path(self["log.dirs"].strip().rstrip(","))
+
+    def endpoints(self) -> list[Endpoint]:
+        """The listeners to open, with the address each one gives clients. Kafka's precedence:
+        ``listeners`` wins over ``host``/``port``, ``advertised.listeners`` over
+        ``advertised.host``/``advertised.port``; a listener missing from ``advertised.listeners``
+        (or with none set) advertises its own address. Controller listeners are not opened.
+        Raises ConfigError when the settings do not agree (as Kafka refuses to start)."""
+        protocols = parse_protocol_map(self["listener.security.protocol.map"])
+        controllers = {n.strip().upper() for n in self["controller.listener.names"].split(",") if n.strip()}
+        if "listeners" in self.explicit and self["listeners"].strip():
+            listeners = parse_listeners("listeners", self["listeners"])
+        else:
+            listeners = [("PLAINTEXT", self["host"], self["port"])]
+        advertised: dict[str, tuple[str, int]] = {}
+        if "advertised.listeners" in self.explicit and self["advertised.listeners"].strip():
+            names = {name for name, _h, _p in listeners}
+            for name, host, port in parse_listeners("advertised.listeners", self["advertised.listeners"]):
+                if name not in names:
+                    raise ConfigError(
+                        f"advertised.listeners: listener {name} is not one of the listeners "
+                        f"({', '.join(sorted(names))})"
+                    )
+                if host in ("0.0.0.0", "::"):
+                    raise ConfigError(
+                        f"advertised.listeners cannot use the nonroutable meta-address {host}. "
+                        "Use a routable IP address."
+                    )
+                advertised[name] = (host, port)
+        out = []
+        for name, host, port in listeners:
+            if name in controllers:
+                log.info("controller listener %s://%s:%d not opened: this broker has no KRaft quorum",
+                         name, host, port)
+                continue
+            protocol = protocols.get(name)
+            if protocol is None:
+                if name not in SECURITY_PROTOCOLS:
+                    raise ConfigError(
+                        f"listeners: no security protocol defined for listener {name} "
+                        "(add it to listener.security.protocol.map)"
+                    )
+                protocol = name
+            if protocol != "PLAINTEXT":
+                raise ConfigError(
+                    f"listeners: listener {name}://{host}:{port} uses security protocol {protocol}, "
+                    "which this broker does not support yet (only PLAINTEXT)"
+                )
+            if name in advertised:
+                adv_host, adv_port = advertised[name]
+            elif "listeners" in self.explicit and self["listeners"].strip():
+                if host in ("0.0.0.0", "::"):
+                    raise ConfigError(
+                        f"advertised.listeners cannot use the nonroutable meta-address {host} "
+                        f"(listener {name} listens on {host} and advertised.listeners does not name it). "
+                        "Set advertised.listeners to a routable address."
+                    )
+                adv_host, adv_port = host, port
+            else:  # the host/port shorthand, with advertised.host/advertised.port
+                adv_host = self["advertised.host"] or host
+                adv_port = self["advertised.port"] or port
+            out.append(Endpoint(name, host, port, adv_host, adv_port))
+        if not out:
+            raise ConfigError("listeners: no listener left to open besides the controller listeners")
+        return out
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties`` subset: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments."""
+    """A ``.properties`` file as Java's ``Properties.load`` reads it (Kafka reads server.properties
+    so): ``#``/``!`` comment lines; the key ends at the first unescaped ``=``, ``:`` or white space,
+    then white space and one ``=`` or ``:`` may follow; a line ending in an odd number of
+    backslashes continues on the next one (its leading white space dropped); escapes ``\\t``,
+    ``\\n``, ``\\r``, ``\\f``, ``\\uXXXX``, and ``\\x`` for any other character x. A key
+    alone has the empty value; a later key replaces an earlier one."""
     out: dict[str, str] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
-        s = line.strip()
-        if not s or s[0] in "#!":
-            continue
-        for sep in ("=", ":"):
-            if sep in s:
-                k, v = s.split(sep, 1)
-                out[k.strip()] = v.strip()
-                break
-        else:
-            raise ConfigError(f"line {lineno}: expected key=value, got {line!r}")
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip(" \t\f")
+        i += 1
+        if not line or line[0] in "#!":
+            continue  # a comment line never continues, whatever it ends with
+        while _continues(line) and i < len(lines):
+            line = line[:-1] + lines[i].lstrip(" \t\f")
+            i += 1
+        if _continues(line):
+            line = line[:-1]  # a continuation at the end of the file
+        key, value = _split_property(line)
+        out[_unescape(key)] = _unescape(value)
     return out
+
+
+def _continues(line: str) -> bool:
+    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    i, n = 0, len(line)
+    while i < n:
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=: \t\f":
+            break
+        i += 1
+    key = line[:i]
+    rest = line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":") and (i >= n or line[i] in " \t\f=:"):
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(s: str) -> str:
+    if "\\" not in s:
+        return s
+    out = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c != "\\" or i + 1 >= len(s):
+            out.append(c)
+            i += 1
+            continue
+        nxt = s[i + 1]
+        if nxt == "u":
+            digits = s[i + 2 : i + 6]
+            try:
+                out.append(chr(int(digits, 16)))
+            except ValueError:
+                raise ConfigError(f"malformed \\uxxxx escape in {s!r}") from None
+            i += 6
+            continue
+        out.append(_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
 
 
 def parse_pairs(pairs: Iterable[str]) -> dict[str, str]:
@@ -255,3 +448,77 @@ def parse_pairs(pairs: Iterable[str]) -> dict[str, str]:
         k, v = p.split("=", 1)
         out[k.strip()] = v.strip()
     return out
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One listener: where it listens and what address clients are told. Port 0 picks a free port;
+    an advertised port of 0 means the bound port."""
+
+    name: str
+    host: str
+    port: int
+    advertised_host: str
+    advertised_port: int
+
+
+def parse_listeners(key: str, text: str) -> list[tuple[str, str, int]]:
+    """``NAME://host:port,...`` as Kafka reads ``listeners``: the name is case-insensitive
+    (normalised to upper case), an empty host means every interface, an IPv6 host is bracketed.
+    Names and ports must differ between listeners (port 0 excepted)."""
+    out: list[tuple[str, str, int]] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, address = item.partition("://")
+        host, colon, port_text = address.rpartition(":")
+        if not sep or not name or not colon or not port_text.lstrip("-").isdigit():
+            raise ConfigError(f"{key}: expected NAME://host:port, got {item!r}")
+        port = int(port_text)
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{key}: port {port} of {item!r} is out of range 0-65535")
+        out.append((name.strip().upper(), host.strip().strip("[]"), port))
+    if not out:
+        raise ConfigError(f"{key}: no listener given")
+    names = [n for n, _h, _p in out]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{key}: each listener must have a different name, got {text!r}")
+    ports = [p for _n, _h, p in out if p]
+    if key == "listeners" and len(set(ports)) != len(ports):
+        raise ConfigError(f"{key}: each listener must have a different port, got {text!r}")
+    return out
+
+
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """``listener.security.protocol.map``: ``NAME:PROTOCOL,...``."""
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener.security.protocol.map: expected NAME:PROTOCOL with PROTOCOL one of "
+                f"{', '.join(SECURITY_PROTOCOLS)}, got {item!r}"
+            )
+        out[name.strip().upper()] = protocol
+    return out
+
+
+@functools.cache
+def kafka_broker_properties() -> frozenset[str]:
+    """The broker property names Kafka itself defines (see kafka_broker_properties.txt)."""
+    text = resources.files("broker").joinpath("kafka_broker_properties.txt").read_text()
+    return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
+def _did_you_mean(key: str) -> str:
+    known = [*SETTINGS, *kafka_broker_properties()]
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""

@@ -53,7 +53,11 @@ class BrokerThread:
     async def _main(self) -> None:
         self._stop = asyncio.Event()
         self.broker = Broker(self.config, file_ops=self.file_ops)
-        await self.broker.start()
+        try:
+            await self.broker.start()
+        except BaseException:
+            self.broker.close()
+            raise
         self._ready.set()
         await self._stop.wait()
         await self.broker.stop()

@@ -91,7 +91,7 @@ def test_config_pairs_and_properties_file_use_kafka_names(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    assert "ignoring unknown config some.unknown.key" in proc.stderr.read()
+    assert "unknown config some.unknown.key=kept ignored" in proc.stderr.read()
 
 
 def test_bad_config_value_is_a_usage_error(tmp_path):

@@ -29,6 +29,7 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
             cluster_id=b.cluster_id,
             controller_id=-1,
         )
+    host, port = b.advertised_address(ctx.client.listener)
     return DescribeClusterResponse(
         error_code=0,
         error_message=None,
@@ -38,8 +39,8 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
         brokers=[
             DescribeClusterBroker(
                 broker_id=b.node_id,
-                host=b.advertised_host,
-                port=b.advertised_port,
+                host=host,
+                port=port,
                 rack=b.rack,
                 is_fenced=False,
             )

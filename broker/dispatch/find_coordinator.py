@@ -32,7 +32,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
 
 def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     b = ctx.broker
-    host, port, node = b.advertised_host, b.advertised_port, b.node_id
+    (host, port), node = b.advertised_address(ctx.client.listener), b.node_id
     if ctx.api_version < 4:
         code, msg = _lookup(ctx, req.key, req.key_type)
         if code:

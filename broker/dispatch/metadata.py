@@ -33,9 +33,8 @@ log = logging.getLogger(__name__)
 
 def broker_entry(ctx: RequestContext) -> MetadataResponseBroker:
     b = ctx.broker
-    return MetadataResponseBroker(
-        node_id=b.node_id, host=b.advertised_host, port=b.advertised_port, rack=b.rack
-    )
+    host, port = b.advertised_address(ctx.client.listener)
+    return MetadataResponseBroker(node_id=b.node_id, host=host, port=port, rack=b.rack)
 
 
 def topic_entry(ctx: RequestContext, topic: Topic, include_ops: bool) -> MetadataResponseTopic:

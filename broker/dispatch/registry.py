@@ -42,6 +42,8 @@ class ClientInfo:
     """What we know about the client on one connection (for logs and DescribeGroups)."""
 
     peer: str
+    #: the name of the listener the client connected to (its advertised address is the one given)
+    listener: str = "PLAINTEXT"
     client_id: str | None = None
     software_name: str | None = None
     software_version: str | None = None

@@ -17,6 +17,23 @@ _SIZE_CORR = Struct(">ii")
 _CHUNKED = 64 << 10
 
 
+_INT16 = Struct(">h")
+
+
+def peek_client_id(frame: bytes) -> str | None:
+    """The client id of a request header (v1 and later), read without knowing the API: it follows
+    the fixed prefix as an int16-length string in every header version, flexible ones included.
+    None when absent or unreadable (used to name the client when a request cannot be decoded)."""
+    try:
+        (n,) = _INT16.unpack_from(frame, REQUEST_PREFIX.size)
+    except Exception:
+        return None
+    start = REQUEST_PREFIX.size + 2
+    if n < 0 or start + n > len(frame):
+        return None
+    return bytes(frame[start : start + n]).decode("utf-8", "replace")
+
+
 class FrameError(ValueError):
     """The stream cannot be framed; the connection must be closed."""
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from broker.dispatch.api_versions import unsupported_version_response
 from broker.dispatch.registry import ClientInfo, CloseConnection, Deferred, RequestContext
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.protocol.framing import REQUEST_PREFIX, FrameError, FrameReader, response_frame
+from broker.protocol.framing import REQUEST_PREFIX, FrameError, FrameReader, peek_client_id, response_frame
 from broker.protocol.primitives import DecodeError
 
 if TYPE_CHECKING:
@@ -52,12 +52,12 @@ _DECODE_ERRORS = (DecodeError, StructError, IndexError, UnicodeDecodeError, Valu
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker):
+    def __init__(self, broker: Broker, listener: str = "PLAINTEXT"):
         self.broker = broker
         self.registry = broker.registry
         self.reader = FrameReader(broker.config["socket.request.max.bytes"])
         self.transport: asyncio.Transport | None = None
-        self.client = ClientInfo(peer="?")
+        self.client = ClientInfo(peer="?", listener=listener)
         self.queue: deque[bytes] = deque()
         self.busy = False
         self.closed = False
@@ -199,7 +199,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         api = self.registry.get(api_key)
         if api is None:
-            self.close(f"unknown API key {api_key}")
+            self._close_undecoded(frame, f"unknown API key {api_key}")
             return
         plan = api.plans.get(version)
         if plan is None:
@@ -207,8 +207,9 @@ class KafkaConnection(asyncio.Protocol):
                 body = unsupported_version_response(self.registry.ranges())
                 self._write(response_frame(correlation_id, False, body))
                 return
-            self.close(
-                f"unsupported {api.name} version {version} (we serve {api.min_version}-{api.max_version})"
+            self._close_undecoded(
+                frame,
+                f"unsupported {api.name} version {version} (we serve {api.min_version}-{api.max_version})",
             )
             return
         decode_header, decode_body, encode_body, flexible_response_header = plan
@@ -216,7 +217,7 @@ class KafkaConnection(asyncio.Protocol):
             header, pos = decode_header(frame)
             request, _end = decode_body(frame, pos)
         except _DECODE_ERRORS as e:
-            self.close(f"cannot decode {api.name} v{version}: {e}")
+            self._close_undecoded(frame, f"cannot decode {api.name} v{version}: {e}")
             return
         client = self.client
         client.client_id = header.client_id
@@ -365,6 +366,13 @@ class KafkaConnection(asyncio.Protocol):
             self._out_bytes += len(data)
         else:
             self.transport.write(data)
+
+    def _close_undecoded(self, frame: bytes, reason: str) -> None:
+        """Close for a request we cannot decode, naming the client id its header carries."""
+        client_id = peek_client_id(frame)
+        if client_id is not None:
+            self.client.client_id = client_id
+        self.close(reason)
 
     def close(self, reason: str) -> None:
         """Close this connection (never any other) with a log line naming the client."""

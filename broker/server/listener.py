@@ -19,9 +19,10 @@ import logging
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.config import parse_ip_overrides
+from broker.config import Endpoint, parse_ip_overrides
 
 from .connection import KafkaConnection
 
@@ -56,11 +57,23 @@ def resolve_ip_overrides(text: str) -> dict[str, int]:
     return out
 
 
+class ListenError(OSError):
+    """A listener cannot be opened; the message names the address."""
+
+
+@dataclass
+class Bound:
+    """An open listener: its endpoint, sockets and the port it got."""
+
+    endpoint: Endpoint
+    socks: list[socket.socket]
+    port: int
+
+
 class Listener:
-    def __init__(self, broker: Broker, host: str, port: int):
+    def __init__(self, broker: Broker, endpoints: list[Endpoint]):
         self.broker = broker
-        self.host = host
-        self.port = port
+        self.endpoints = endpoints
         config = broker.config
         self.max_connections: int = config["max.connections"]
         self.max_per_ip: int = config["max.connections.per.ip"]
@@ -70,40 +83,76 @@ class Listener:
         self.count = 0
         #: connections refused for max.connections.per.ip, since start
         self.refused = 0
-        self._socks: list[socket.socket] = []
+        self.bound: list[Bound] = []
         self._acceptors: list[asyncio.Task] = []
         self._sweeper: asyncio.Task | None = None
         self._slot_freed: asyncio.Event | None = None
 
-    async def start(self) -> int:
-        """Bind every address ``host`` resolves to (all interfaces for "" or 0.0.0.0/::, as asyncio's
-        ``create_server`` does) and start accepting; returns the bound port."""
-        loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(
-            self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
-        port = self.port
+    @property
+    def _socks(self) -> list[socket.socket]:
+        return [sock for b in self.bound for sock in b.socks]
+
+    @property
+    def port(self) -> int:
+        """The bound port of the first listener."""
+        return self.bound[0].port if self.bound else self.endpoints[0].port
+
+    def bind(self) -> None:
+        """Bind every listener (not listening yet): each binds every address its host resolves
+        to (all interfaces for "" or 0.0.0.0/::, as asyncio's ``create_server`` does). Raises
+        :class:`ListenError` ("cannot listen on HOST:PORT: reason") and leaves nothing open."""
+        if self.bound:
+            return
         try:
+            for ep in self.endpoints:
+                self.bound.append(self._bind_one(ep))
+        except OSError:
+            self.close()
+            raise
+
+    def _bind_one(self, ep: Endpoint) -> Bound:
+        where = f"{ep.host or '0.0.0.0'}:{ep.port}"
+        if ep.host and ":" in ep.host:
+            where = f"[{ep.host}]:{ep.port}"
+        socks: list[socket.socket] = []
+        port = ep.port
+        try:
+            infos = socket.getaddrinfo(ep.host or None, ep.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
             for family, type_, proto, _name, addr in dict.fromkeys(infos):
                 sock = socket.socket(family, type_, proto)
-                self._socks.append(sock)
+                socks.append(sock)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 if family == socket.AF_INET6:
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 if port:  # port 0: every address gets the port the first one was given
                     addr = (addr[0], port, *addr[2:])
-                sock.bind(addr)
-                sock.listen(1024)
+                sock.bind(addr)  # listen() only in start(): until then connecting is refused
                 sock.setblocking(False)
                 port = sock.getsockname()[1]
-        except OSError:
-            for sock in self._socks:
+        except OSError as e:
+            for sock in socks:
                 sock.close()
-            self._socks = []
-            raise
-        self.port = port
+            reason = e.strerror or str(e)
+            err = ListenError(f"cannot listen on {where}: {reason} (listener {ep.name})")
+            err.errno = e.errno
+            raise err from e
+        return Bound(ep, socks, port)
+
+    def close(self) -> None:
+        """Close the listening sockets of a listener that never started (or has stopped)."""
+        for sock in self._socks:
+            sock.close()
+        self.bound = []
+
+    async def start(self) -> int:
+        """Bind (if not yet) and start accepting on every listener; returns the first one's port."""
+        self.bind()
+        for sock in self._socks:
+            sock.listen(1024)
         self._slot_freed = asyncio.Event()
-        self._acceptors = [asyncio.create_task(self._accept_loop(sock)) for sock in self._socks]
+        self._acceptors = [
+            asyncio.create_task(self._accept_loop(sock, b.endpoint.name)) for b in self.bound for sock in b.socks
+        ]
         self._sweeper = asyncio.create_task(self._sweep_idle())
         return self.port
 
@@ -114,10 +163,10 @@ class Listener:
     def _limit_for(self, ip: str) -> int:
         return self.ip_overrides.get(ip, self.max_per_ip)
 
-    async def _accept_loop(self, sock: socket.socket) -> None:
+    async def _accept_loop(self, sock: socket.socket, listener_name: str) -> None:
         loop = asyncio.get_running_loop()
         assert self._slot_freed is not None
-        factory: Callable[[], KafkaConnection] = lambda: KafkaConnection(self.broker)  # noqa: E731
+        factory: Callable[[], KafkaConnection] = lambda: KafkaConnection(self.broker, listener_name)  # noqa: E731
         while True:
             while self.count >= self.max_connections:  # as Kafka's acceptor: wait for a free slot
                 self._slot_freed.clear()
@@ -191,9 +240,7 @@ class Listener:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
-        for sock in self._socks:
-            sock.close()
-        self._socks = []
+        self.close()
 
     def stop_reading(self) -> None:
         """At shutdown: read no more requests on any connection."""
