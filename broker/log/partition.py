@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 
 from . import cleaner, streaming
-from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets
+from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets, read_header
 from .config import LogConfig
 from .producers import ProducerState
 from .segment import SYSTEM_OPS, FileOps, LogCorruption, Segment, segment_name
@@ -325,13 +325,40 @@ class PartitionLog:
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        best: tuple[int, int] | None = None
-        for info in self.iter_headers(self.log_start_offset):
-            if info.base_offset >= self.high_watermark:
+        """(offset, timestamp) of the first record carrying the log's largest timestamp, as Kafka
+        3.8+ answers ListOffsets MAX_TIMESTAMP (KAFKA-16310): the first segment with the largest max
+        timestamp, its first batch with that max timestamp, and in it the first record with that
+        timestamp (every record of a LogAppendTime batch has it, so its first). None when the log is
+        empty, when no record carries the batch's max timestamp, or when the record is not yet
+        below the high watermark (Kafka answers offset -1 then, too)."""
+        best = None
+        for seg in self.segments:
+            if seg.size > 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        found = None
+        for seg, info in self._iter_batches(best.base_offset):
+            if seg is not best:
                 break
-            if best is None or info.max_timestamp > best[1]:
-                best = (info.last_offset, info.max_timestamp)
-        return best
+            if info.max_timestamp == best.max_timestamp:
+                found = info
+                break
+        if found is None:
+            return None
+        buf = os.pread(best.fd, found.size, found.position)
+        info = read_header(buf, 0)
+        try:
+            for offset_delta, ts in streaming.record_timestamps(
+                buf, info, EXPANSION_LIMIT * self.config.max_message_bytes
+            ):
+                if ts == info.max_timestamp:
+                    offset = info.base_offset + offset_delta
+                    return (offset, ts) if offset < self.high_watermark else None
+        except InvalidBatch:
+            # written before produce validated records, or beyond the streaming caps: batch level
+            return (info.last_offset, info.max_timestamp) if info.last_offset < self.high_watermark else None
+        return None
 
     # ------------------------------------------------------------------ retention and shutdown
 
