@@ -107,7 +107,7 @@ _SETTINGS = [
     Setting("log.roll.hours", int, 168, "Segment roll age in hours (log.roll.ms wins when set).", 1),
     Setting("log.roll.jitter.ms", int, 0, "Random jitter subtracted from a new segment's roll age.", 0),
     Setting("log.roll.jitter.hours", int, 0, "Roll jitter in hours (log.roll.jitter.ms wins when set).", 0),
-    Setting("log.retention.minutes", int, 10080, "Retention in minutes (log.retention.ms wins when set).", -1),
+    Setting("log.retention.minutes", int, 10080, "Retention in minutes (log.retention.ms wins).", -1),
     Setting("log.index.size.max.bytes", int, 10485760, "Default segment.index.bytes (accepted).", 4),
     Setting("log.preallocate", bool, False, "Default preallocate (accepted; files grow as written)."),
     Setting("log.segment.delete.delay.ms", int, 60000, "Default file.delete.delay.ms (accepted).", 0),
@@ -122,14 +122,14 @@ _SETTINGS = [
         "log.flush.scheduler.interval.ms",
         int,
         LONG_MAX,
-        "Default flush.ms: with log.flush=never, fsync a partition whose oldest unflushed message is this old.",
+        "Default flush.ms: with log.flush=never, fsync when the oldest unflushed message is that old.",
         0,
     ),
     Setting(
         "log.cleaner.min.compaction.lag.ms", int, 0, "Default min.compaction.lag.ms of compacted topics.", 0
     ),
     Setting(
-        "log.cleaner.max.compaction.lag.ms", int, LONG_MAX, "Default max.compaction.lag.ms of compacted topics.", 1
+        "log.cleaner.max.compaction.lag.ms", int, LONG_MAX, "Default max.compaction.lag.ms of topics.", 1
     ),
     Setting("unclean.leader.election.enable", bool, False, "Default of topics (no effect: one replica)."),
     Setting(
@@ -139,7 +139,7 @@ _SETTINGS = [
         "Default codec of topics: producer (keep the producer's) or one the broker recompresses to.",
         choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
     ),
-    Setting("compression.gzip.level", int, -1, "gzip level of broker compression (-1 or 1-9).", -1, maximum=9),
+    Setting("compression.gzip.level", int, -1, "gzip level of broker compression (-1, 1-9).", -1, maximum=9),
     Setting("compression.lz4.level", int, 9, "lz4 level of broker compression (1-17).", 1, maximum=17),
     Setting("compression.zstd.level", int, 3, "zstd level of broker compression.", -131072, maximum=22),
     Setting(
@@ -158,7 +158,7 @@ _SETTINGS = [
     ),
     Setting("log.local.retention.ms", int, -2, "Default local.retention.ms (tiered storage only).", -2),
     Setting("log.local.retention.bytes", int, -2, "Default local.retention.bytes (tiered storage only).", -2),
-    Setting("log.message.downconversion.enable", bool, True, "Deprecated no-op (Kafka 4 never down-converts)."),
+    Setting("log.message.downconversion.enable", bool, True, "Deprecated no-op (no down-conversion)."),
     Setting("offsets.topic.segment.bytes", int, 104857600, "Segment size of the __consumer_offsets log.", 14),
     Setting("min.insync.replicas", int, 1, "Reported default for topics (one replica always).", 1),
     Setting("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for.", 0),

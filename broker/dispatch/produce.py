@@ -9,9 +9,9 @@ length, CRC-32C, record count, size against max.message.bytes), then its records
 offset deltas 0..n-1, decompressed with a cap: ``broker.log.streaming``) and their timestamps
 (INVALID_TIMESTAMP outside message.timestamp.before/after.max.ms: ``broker.log.validator``), then
 against the producer's sequence state when it is idempotent; it is recompressed when the topic's
-compression.type names another codec, and appended with broker-assigned offsets. acks=1 and acks=-1 are answered once the append is durable
-per ``log.flush``; acks=0 gets no answer, and an error with acks=0 closes the connection so the
-producer notices, as Kafka does.
+compression.type names another codec, and appended with broker-assigned offsets. acks=1 and
+acks=-1 are answered once the append is durable per ``log.flush``; acks=0 gets no answer, and an
+error with acks=0 closes the connection so the producer notices, as Kafka does.
 """
 
 from __future__ import annotations
@@ -205,7 +205,9 @@ def _append(
             log_start_offset=plog.log_start_offset,
         )
     if rebuild:
-        data, rebuilt = validator.rebuild(records, batch, stats, config.compression, config.compression_level, limit)
+        data, rebuilt = validator.rebuild(
+            records, batch, stats, config.compression, config.compression_level, limit
+        )
         if len(data) > config.max_message_bytes:
             return _error(
                 partition,

@@ -37,7 +37,8 @@ LZ4_LEVELS = (1, 17, 9)
 ZSTD_LEVELS = (-131072, 22, 3)
 
 TIERED_STORAGE_DISABLED = (
-    "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
+    "Tiered Storage functionality is disabled in the broker. "
+    "Topic cannot be configured with remote log storage."
 )
 
 
@@ -319,7 +320,14 @@ _SETTINGS = [
         at_least(-2),
         "log.local.retention.bytes",
     ),
-    _s("cleanup.policy", "LIST", "delete", "delete and/or compact.", each_one_of("compact", "delete"), "log.cleanup.policy"),
+    _s(
+        "cleanup.policy",
+        "LIST",
+        "delete",
+        "delete and/or compact.",
+        each_one_of("compact", "delete"),
+        "log.cleanup.policy",
+    ),
     _s(
         "delete.retention.ms",
         "LONG",
@@ -353,7 +361,14 @@ _SETTINGS = [
         "log.cleaner.min.cleanable.ratio",
     ),
     # messages
-    _s("max.message.bytes", "INT", 1048588, "Largest record batch accepted.", at_least(0), "message.max.bytes"),
+    _s(
+        "max.message.bytes",
+        "INT",
+        1048588,
+        "Largest record batch accepted.",
+        at_least(0),
+        "message.max.bytes",
+    ),
     _s(
         "compression.type",
         "STRING",
@@ -463,7 +478,9 @@ def parse_topic_config(name: str, raw: str | None) -> Any:
         return setting.parse(raw)
     except ConfigValueError as e:
         shown = raw if e.shown is None else _shown(e.shown)
-        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {shown} for configuration {name}: {e}") from None
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG, f"Invalid value {shown} for configuration {name}: {e}"
+        ) from None
 
 
 def canonical(name: str, raw: str | None) -> str:
@@ -533,7 +550,11 @@ class LogConfig:
         v = effective(broker_defaults, overrides)
         ctype = v["compression.type"]
         codec = None if ctype == "producer" else CODECS[ctype]
-        level = {1: v["compression.gzip.level"], 3: v["compression.lz4.level"], 4: v["compression.zstd.level"]}
+        level = {
+            1: v["compression.gzip.level"],
+            3: v["compression.lz4.level"],
+            4: v["compression.zstd.level"],
+        }
         return cls(
             segment_bytes=v["segment.bytes"],
             segment_ms=v["segment.ms"],

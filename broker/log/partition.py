@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import time
 from bisect import bisect_right
 from collections.abc import Iterator
@@ -55,6 +56,7 @@ class PartitionLog:
         #: ``serve --recover``: truncate at corruption (and report it) instead of refusing to start
         self.recover = recover
         self.keep_unflushed = False  # see discard_unflushed
+        self._roll_jitter = self._new_jitter()
         self._load(recovery_point)
 
     # ------------------------------------------------------------------ loading and recovery
@@ -209,7 +211,7 @@ class PartitionLog:
         active = self.active
         if active.size > 0 and (
             active.size + len(data) > self.config.segment_bytes
-            or (now_ms / 1000 - active.created) * 1000 >= self.config.segment_ms
+            or (now_ms / 1000 - active.created) * 1000 >= self.config.segment_ms - self._roll_jitter
         ):
             active = self.roll()
         base = self.log_end_offset
@@ -231,7 +233,14 @@ class PartitionLog:
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
         self.write_producer_snapshot()
+        self._roll_jitter = self._new_jitter()
         return seg
+
+    def _new_jitter(self) -> int:
+        """segment.jitter.ms: each new segment rolls up to this much earlier, at random (Kafka's
+        LogConfig.randomSegmentJitter: uniform below min(segment.jitter.ms, segment.ms))."""
+        jitter = getattr(self.config, "segment_jitter_ms", 0)
+        return random.randrange(min(jitter, self.config.segment_ms)) if jitter > 0 else 0
 
     def discard_unflushed(self) -> int:
         """After a failed fsync: cut the log back to the high watermark (the last successful flush),

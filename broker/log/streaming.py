@@ -323,7 +323,9 @@ def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int, keep:
     return RecordStats(lo, hi, first, False)  # attributes not tracked here: a rebuild decodes the records
 
 
-def record_timestamps(buf: bytes | memoryview, info: BatchInfo, limit: int = DEFAULT_LIMIT) -> Iterator[tuple[int, int]]:
+def record_timestamps(
+    buf: bytes | memoryview, info: BatchInfo, limit: int = DEFAULT_LIMIT
+) -> Iterator[tuple[int, int]]:
     """(offset delta, timestamp) of every record of a batch, streamed (a LogAppendTime batch gives
     each record its max timestamp)."""
     log_append = info.attributes & TIMESTAMP_TYPE_MASK

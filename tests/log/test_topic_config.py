@@ -108,7 +108,12 @@ BAD = [
         "LZ4",
         "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
     ),
-    ("compression.type", "none", "none", "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer"),
+    (
+        "compression.type",
+        "none",
+        "none",
+        "String must be one of: uncompressed, zstd, lz4, snappy, gzip, producer",
+    ),
     ("compression.gzip.level", "0", "0", "Value must be between 1 and 9 or equal to -1"),
     ("compression.gzip.level", "10", "10", "Value must be between 1 and 9 or equal to -1"),
     ("compression.gzip.level", "-2", "-2", "Value must be between 1 and 9 or equal to -1"),
@@ -116,7 +121,12 @@ BAD = [
     ("compression.lz4.level", "18", "18", "Value must be no more than 17"),
     ("compression.zstd.level", "23", "23", "Value must be no more than 22"),
     ("compression.zstd.level", "-131073", "-131073", "Value must be at least -131072"),
-    ("message.timestamp.type", "createtime", "createtime", "String must be one of: CreateTime, LogAppendTime"),
+    (
+        "message.timestamp.type",
+        "createtime",
+        "createtime",
+        "String must be one of: CreateTime, LogAppendTime",
+    ),
     ("message.timestamp.before.max.ms", "-1", "-1", "Value must be at least 0"),
     ("message.timestamp.after.max.ms", "-1", "-1", "Value must be at least 0"),
     ("preallocate", "yes", "yes", "Expected value to be either true or false"),
@@ -200,10 +210,18 @@ def test_broker_defaults_come_through_the_synonyms_in_kafkas_order():
 def test_defaults_are_kafkas():
     v = effective(Config().log_defaults(), {})
     assert v["compression.type"] == "producer"
-    assert (v["compression.gzip.level"], v["compression.lz4.level"], v["compression.zstd.level"]) == (-1, 9, 3)
+    assert (v["compression.gzip.level"], v["compression.lz4.level"], v["compression.zstd.level"]) == (
+        -1,
+        9,
+        3,
+    )
     assert (v["message.timestamp.before.max.ms"], v["message.timestamp.after.max.ms"]) == (LONG_MAX, 3600000)
     assert (v["flush.messages"], v["flush.ms"], v["segment.jitter.ms"]) == (LONG_MAX, LONG_MAX, 0)
-    assert (v["local.retention.ms"], v["local.retention.bytes"], v["remote.storage.enable"]) == (-2, -2, False)
+    assert (v["local.retention.ms"], v["local.retention.bytes"], v["remote.storage.enable"]) == (
+        -2,
+        -2,
+        False,
+    )
     assert v["cleanup.policy"] == ["delete"] and v["min.cleanable.dirty.ratio"] == 0.5
 
 
@@ -221,7 +239,10 @@ def test_resolved_log_config():
     )
     assert (cfg.compression, cfg.compression_level, cfg.timestamp_after_max_ms) == (4, 7, 10)
     assert (cfg.min_insync_replicas, cfg.cleanup_policy) == (2, "compact,delete")
-    assert LogConfig.resolve({}, {"compression.type": "gzip", "compression.gzip.level": "2"}).compression_level == 2
+    assert (
+        LogConfig.resolve({}, {"compression.type": "gzip", "compression.gzip.level": "2"}).compression_level
+        == 2
+    )
     assert LogConfig.resolve({}, {"compression.type": "snappy"}).compression == 2
     assert LogConfig.resolve({}, {"compression.type": "uncompressed"}).compression == 0
     producer = LogConfig.resolve({}, {})
@@ -242,3 +263,21 @@ def test_broker_compression_settings_are_validated():
         with pytest.raises(ConfigError):
             Config({key: value})
     assert Config({"compression.type": "LZ4"})["compression.type"] == "lz4"
+
+
+def test_segment_jitter_rolls_segments_earlier(tmp_path, monkeypatch):
+    from broker.log import partition as partition_module
+    from broker.log import records
+    from broker.log.batch import validate_produce
+
+    picked: list[int] = []
+    monkeypatch.setattr(partition_module.random, "randrange", lambda n: (picked.append(n), n - 1)[1])
+    cfg = LogConfig.resolve({}, {"segment.ms": "10000", "segment.jitter.ms": "60000"})
+    plog = partition_module.PartitionLog(tmp_path / "p", "t", 0, cfg)
+    assert picked == [10000]  # below min(segment.jitter.ms, segment.ms)
+    created_ms = int(plog.active.created * 1000)
+    for i in range(2):
+        data = bytearray(records.simple_batch([b"v"]))
+        plog.append(data, validate_produce(data), created_ms + 2 + i)  # 2 ms old: past 10000 - 9999
+    assert len(plog.segments) == 2
+    plog.close()
