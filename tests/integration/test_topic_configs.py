@@ -14,7 +14,7 @@ from broker.log.batch import TIMESTAMP_TYPE_MASK, iter_batches
 from broker.log.config import TIERED_STORAGE_DISABLED
 from broker.log.records import iter_records
 from tests.support.java import json_lines, require_java
-from tests.support.produce_consume import fetch_request
+from tests.support.produce_consume import fetch_request, value_of
 from tests.support.wire import WireClient
 
 FETCH = 1
@@ -309,3 +309,45 @@ def test_max_timestamp_through_three_clients(broker, three_records):
         (0, -1),
     ]
     assert lines[0]["leaderEpoch"] == 0 and lines[2]["leaderEpoch"] is None
+
+
+def test_java_and_kafka_python_consumers_read_recompressed_batches(broker):
+    """The Java producer sends gzip (snappy to the gzip topic); the broker stores each topic's codec;
+    the Java consumer and kafka-python read every record back, with its timestamp."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    java = require_java()
+    n = 300
+    targets = {"lz4": "gzip", "snappy": "gzip", "zstd": "gzip", "gzip": "snappy", "uncompressed": "lz4"}
+    for target in targets:
+        create(broker, f"r-{target}", {"compression.type": target})
+    base_ts = int(time.time() * 1000) - 60_000
+    commands = [
+        f"produce r-{t} {n} {base_ts} compression.type={src},linger.ms=20" for t, src in targets.items()
+    ]
+    commands += [f"consume r-{t} {n}" for t in targets]
+    result = java.run("ProduceConsumeProbe", [broker.bootstrap, *commands], timeout=120)
+    lines = json_lines(result.stdout)
+    failed = [line for line in lines if "error" in line]
+    assert result.returncode == 0 and len(lines) == len(commands) and not failed, (
+        f"{failed}\nstderr:\n{result.stderr[-4000:]}"
+    )
+    expected = [[0, i, base_ts + i, str(i), value_of(i).decode()] for i in range(n)]
+    for target, consumed in zip(targets, lines[len(targets) :], strict=True):
+        assert consumed["records"] == expected, target
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False)
+    try:
+        for target in targets:
+            batches, _raw = stored_batches(broker, f"r-{target}")
+            assert {b.compression for b in batches} == {CODEC_IDS[target]}, target
+            tp = TopicPartition(f"r-{target}", 0)
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            got: list = []
+            deadline = time.monotonic() + TIMEOUT
+            while len(got) < n and time.monotonic() < deadline:
+                for recs in consumer.poll(timeout_ms=200).values():
+                    got += [[r.partition, r.offset, r.timestamp, r.key.decode(), r.value.decode()] for r in recs]
+            assert got == expected, target
+    finally:
+        consumer.close()
