@@ -347,7 +347,9 @@ def test_java_and_kafka_python_consumers_read_recompressed_batches(broker):
             deadline = time.monotonic() + TIMEOUT
             while len(got) < n and time.monotonic() < deadline:
                 for recs in consumer.poll(timeout_ms=200).values():
-                    got += [[r.partition, r.offset, r.timestamp, r.key.decode(), r.value.decode()] for r in recs]
+                    got += [
+                        [r.partition, r.offset, r.timestamp, r.key.decode(), r.value.decode()] for r in recs
+                    ]
             assert got == expected, target
     finally:
         consumer.close()
