@@ -354,7 +354,8 @@ def _check_plain(data: bytes | bytearray, count: int) -> RecordStats:
     pos = 0
     i = 0
     attrs = 0
-    lo, hi, first = 1 << 63, -(1 << 63), 0
+    first = _first_ts_delta(data) if count else 0
+    lo = hi = first
     try:
         while i < count:
             # each varint: one byte from a table, two bytes inline, longer ones in _read_varint
@@ -379,17 +380,19 @@ def _check_plain(data: bytes | bytearray, count: int) -> RecordStats:
             if b < 0x80:
                 td = zz[b]
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                td = (z >> 1) ^ -(z & 1)
+                pos += 2
             else:
                 try:
                     td, pos = rv(data, pos, 10)
                 except InvalidRecords:
                     raise _invalid(f"record {i} has a timestamp delta longer than 10 bytes") from None
-            if td < lo:
-                lo = td
             if td > hi:
                 hi = td
-            if i == 0:
-                first = td
+            elif td < lo:
+                lo = td
             b = data[pos]
             if b < 0x80:
                 od = zz[b]
@@ -448,6 +451,16 @@ def _check_plain(data: bytes | bytearray, count: int) -> RecordStats:
     if pos != n:
         raise _invalid(f"{n - pos} bytes left after the {count} records the batch declares")
     return RecordStats(lo, hi, first, attrs == 0)
+
+
+def _first_ts_delta(data: bytes | bytearray) -> int:
+    """The first record's timestamp delta (length varint, attributes byte, then the delta); 0 when
+    the section is too malformed to tell (the full check reports it)."""
+    try:
+        pos = _read_varint(data, 0, 5)[1] + 1
+        return _read_varint(data, pos, 10)[0]
+    except (IndexError, InvalidRecords):
+        return 0
 
 
 def _check_headers(data: bytes, pos: int, end: int, i: int) -> int:
