@@ -188,3 +188,20 @@ def test_max_timestamp_ties_answer_the_first_record_of_the_first_batch(tmp_path)
     plog.mark_flushed(*plog.flush_target())
     assert plog.max_timestamp_offset() == (7, NOW - 940)
     plog.close()
+
+
+def test_max_timestamp_survives_a_reopen_and_ignores_a_lying_header(tmp_path):
+    plog = open_log(tmp_path)
+    base = NOW - 10_000
+    append(plog, batch(4, deltas=(100, 400, 200), base_ts=base, max_timestamp=base + 400))
+    # a batch whose header claims a max timestamp no record has: Kafka finds no record, answers -1
+    append(plog, batch(0, deltas=(0, 1), base_ts=base, max_timestamp=base + 5000))
+    plog.mark_flushed(*plog.flush_target())
+    assert plog.max_timestamp_offset() is None
+    plog.close()
+    again = open_log(tmp_path)
+    assert again.max_timestamp_offset() is None
+    append(again, batch(1, deltas=(0, 9000, 9000), base_ts=base))
+    again.mark_flushed(*again.flush_target())
+    assert again.max_timestamp_offset() == (6, base + 9000)
+    again.close()
