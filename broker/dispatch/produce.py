@@ -178,6 +178,13 @@ def _append(
         )
     except InvalidBatch as e:
         return _error(partition, ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e))
+    if "compact" in config.cleanup_policy:
+        # records already validated (and their decompressed size capped) above
+        keyless = validator.keyless_record_errors(records, batch, topic, partition)
+        if keyless:
+            return _error(
+                partition, ErrorCode.INVALID_RECORD, validator.record_errors_message(keyless), keyless
+            )
     if bad_timestamps:
         return _error(
             partition,
@@ -205,9 +212,12 @@ def _append(
             log_start_offset=plog.log_start_offset,
         )
     if rebuild:
-        data, rebuilt = validator.rebuild(
-            records, batch, stats, config.compression, config.compression_level, limit
-        )
+        try:
+            data, rebuilt = validator.rebuild(
+                records, batch, stats, config.compression, config.compression_level, limit
+            )
+        except InvalidBatch as e:  # records the rebuild must re-encode, with a header key not UTF-8
+            return _error(partition, ErrorCode.INVALID_RECORD, str(e))
         if len(data) > config.max_message_bytes:
             return _error(
                 partition,

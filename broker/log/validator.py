@@ -1,6 +1,9 @@
 """What Kafka's LogValidator does to a client's batch after its records were checked
-(``streaming.validate_records``) and before offsets are assigned: timestamp validation (KIP-937)
-and broker-side recompression to the topic's ``compression.type``.
+(``streaming.validate_records``) and before offsets are assigned: timestamp validation (KIP-937),
+keys on compacted topics, and broker-side recompression to the topic's ``compression.type``.
+
+Keys: a topic whose cleanup.policy includes ``compact`` refuses records without a key
+(INVALID_RECORD, one record error each, Kafka's texts).
 
 Timestamps: on a CreateTime topic every record whose timestamp is not -1 must lie within
 [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]; a batch that claims
@@ -87,6 +90,35 @@ def timestamp_errors(
                 )
             )
     return errors
+
+
+def keyless_record_errors(buf: bytes | memoryview, info: BatchInfo, topic: str, partition: int) -> list:
+    """A compacted topic takes only records with a key (LogValidator.validateKey): (record index,
+    message) of each record without one."""
+    section = memoryview(buf)[info.position + HEADER_SIZE : info.position + info.size]
+    data = _records.decompress(info.attributes & COMPRESSION_MASK, section)  # validated: size capped
+    message = f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}"
+    errors = []
+    pos = 0
+    for index in range(info.records_count):  # only the key length of each record is read
+        length, pos = _records._read_varint(data, pos, 5)
+        end = pos + length
+        _ts, p = _records._read_varint(data, pos + 1, 10)
+        _od, p = _records._read_varint(data, p, 5)
+        key_length, p = _records._read_varint(data, p, 5)
+        if key_length < 0:
+            errors.append((index, message))
+        pos = end
+    return errors
+
+
+def record_errors_message(errors: list[tuple[int, str]]) -> str:
+    """Kafka's InvalidRecordException text for record errors other than timestamps."""
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    return (
+        f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+        f"showing the first three errors at most: [{shown}]"
+    )
 
 
 def set_max_timestamp(buf: bytearray, info: BatchInfo, stats: RecordStats) -> None:

@@ -353,3 +353,17 @@ def test_java_and_kafka_python_consumers_read_recompressed_batches(broker):
             assert got == expected, target
     finally:
         consumer.close()
+
+
+def test_compacted_topic_refuses_records_without_a_key(broker):
+    from confluent_kafka import KafkaError, Producer
+
+    create(broker, "c", {"cleanup.policy": "compact"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "retries": 0})
+    results: list = []
+    producer.produce("c", key=b"k", value=b"kept", partition=0, on_delivery=lambda e, m: results.append(e))
+    assert producer.flush(TIMEOUT) == 0
+    producer.produce("c", value=b"no key", partition=0, on_delivery=lambda e, m: results.append(e))
+    assert producer.flush(TIMEOUT) == 0
+    assert results[0] is None and results[1].code() == KafkaError.INVALID_RECORD
+    assert broker.broker.logs.get("c", 0).log_end_offset == 1

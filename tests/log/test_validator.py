@@ -205,3 +205,17 @@ def test_max_timestamp_survives_a_reopen_and_ignores_a_lying_header(tmp_path):
     again.mark_flushed(*again.flush_target())
     assert again.max_timestamp_offset() == (6, base + 9000)
     again.close()
+
+
+def test_compacted_topics_refuse_records_without_a_key():
+    recs = [records.Record(0, 0, b"k", b"v", []), records.Record(1, 0, None, b"v", [])]
+    data = bytearray(records.build_batch(recs, base_timestamp=NOW, compression=3))
+    (info,) = validate_produce(data)
+    message = "Compacted topic cannot accept message without key in topic partition t-0"
+    got = validator.keyless_record_errors(data, info, "t", 0)
+    assert got == [(1, message)]
+    assert validator.record_errors_message(got) == (
+        "One or more records have been rejected due to 1 record errors in total, and only showing the "
+        f"first three errors at most: [RecordError(batchIndex=1, message='{message}')]"
+    )
+    assert validator.keyless_record_errors(batch(1), validate_produce(batch(1))[0], "t", 0) == []
