@@ -239,7 +239,7 @@ class PartitionLog:
     def _new_jitter(self) -> int:
         """segment.jitter.ms: each new segment rolls up to this much earlier, at random (Kafka's
         LogConfig.randomSegmentJitter: uniform below min(segment.jitter.ms, segment.ms))."""
-        jitter = getattr(self.config, "segment_jitter_ms", 0)
+        jitter = self.config.segment_jitter_ms
         return random.randrange(min(jitter, self.config.segment_ms)) if jitter > 0 else 0
 
     def discard_unflushed(self) -> int:
