@@ -26,6 +26,7 @@ import gzip
 from struct import Struct
 
 import cramjam
+import lz4.frame
 from crc32c import crc32c
 
 from . import records as _records
@@ -146,11 +147,17 @@ def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
         return data
     if codec == 1:
         return gzip.compress(data, compresslevel=6 if level in (None, -1) else level, mtime=0)
-    if codec == 3 and level not in (None, 9):
-        # Kafka uses lz4-java's fast compressor at the default level 9 and LZ4 HC at any other
-        c = cramjam.lz4.Compressor(level=level, block_linked=False, content_checksum=False)
-        c.compress(data)
-        return bytes(c.finish())
+    if codec == 3:
+        # Kafka uses lz4-java's fast compressor at the default level 9 and LZ4 HC at any other; the
+        # frame as Kafka's Lz4BlockOutputStream writes it: 64 KiB independent blocks, no content size
+        return lz4.frame.compress(
+            data,
+            compression_level=0 if level in (None, 9) else level,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=False,
+            store_size=False,
+        )
     if codec == 4:
         return bytes(cramjam.zstd.compress(data, level=3 if level is None else level))
     return _records.compress(codec, data)
