@@ -21,7 +21,7 @@ from broker.config import Config
 from broker.coordinator import GroupCoordinator
 from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
-from broker.log.config import parse_topic_config
+from broker.log.config import canonical, validate_topic_configs
 from broker.log.manager import LogManager
 from broker.log.segment import SYSTEM_OPS, FileOps
 from broker.protocol.errors import ErrorCode, KafkaError
@@ -95,7 +95,8 @@ class Broker:
         """Validate, register and open the logs of a new topic. Config values are stored in their
         canonical form. With ``validate_only`` the returned topic is not registered (zero id)."""
         self.topics.check_new(name)
-        configs = {key: _canonical(key, value) for key, value in (configs or {}).items()}
+        configs = {key: canonical(key, value) for key, value in (configs or {}).items()}
+        validate_topic_configs(self.config.log_defaults(), configs)
         if validate_only:
             if partitions < 1:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
@@ -135,7 +136,8 @@ class Broker:
         """Replace a topic's config overrides (validated, stored canonically) and apply them to its
         open logs at once."""
         topic = self._existing(name)
-        configs = {key: _canonical(key, value) for key, value in configs.items()}
+        configs = {key: canonical(key, value) for key, value in configs.items()}
+        validate_topic_configs(self.config.log_defaults(), configs)
         if validate_only:
             return topic
         self.topics.set_configs(name, configs)
@@ -199,11 +201,3 @@ class Broker:
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
-
-
-def _canonical(key: str, value: str | None) -> str:
-    """A topic config value validated (KafkaError INVALID_CONFIG) and in canonical text form."""
-    parsed = parse_topic_config(key, value)
-    if isinstance(parsed, bool):
-        return "true" if parsed else "false"
-    return str(parsed)

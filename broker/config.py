@@ -18,6 +18,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+LONG_MAX = (1 << 63) - 1
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -138,6 +140,61 @@ _SETTINGS = [
     Setting(
         "log.cleaner.delete.retention.ms", int, 86400000, "Keep tombstones this long in a compacted log.", 0
     ),
+    Setting("log.roll.hours", int, 168, "Segment roll age in hours (log.roll.ms wins when set).", 1),
+    Setting("log.roll.jitter.ms", int, 0, "Random jitter subtracted from a new segment's roll age.", 0),
+    Setting("log.roll.jitter.hours", int, 0, "Roll jitter in hours (log.roll.jitter.ms wins when set).", 0),
+    Setting("log.retention.minutes", int, 10080, "Retention in minutes (log.retention.ms wins).", -1),
+    Setting("log.index.size.max.bytes", int, 10485760, "Default segment.index.bytes (accepted).", 4),
+    Setting("log.preallocate", bool, False, "Default preallocate (accepted; files grow as written)."),
+    Setting("log.segment.delete.delay.ms", int, 60000, "Default file.delete.delay.ms (accepted).", 0),
+    Setting(
+        "log.flush.interval.messages",
+        int,
+        LONG_MAX,
+        "Default flush.messages: with log.flush=never, fsync a partition after this many messages.",
+        1,
+    ),
+    Setting(
+        "log.flush.scheduler.interval.ms",
+        int,
+        LONG_MAX,
+        "Default flush.ms: with log.flush=never, fsync when the oldest unflushed message is that old.",
+        0,
+    ),
+    Setting(
+        "log.cleaner.min.compaction.lag.ms", int, 0, "Default min.compaction.lag.ms of compacted topics.", 0
+    ),
+    Setting(
+        "log.cleaner.max.compaction.lag.ms", int, LONG_MAX, "Default max.compaction.lag.ms of topics.", 1
+    ),
+    Setting("unclean.leader.election.enable", bool, False, "Default of topics (no effect: one replica)."),
+    Setting(
+        "compression.type",
+        str,
+        "producer",
+        "Default codec of topics: producer (keep the producer's) or one the broker recompresses to.",
+        choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    ),
+    Setting("compression.gzip.level", int, -1, "gzip level of broker compression (-1, 1-9).", -1, maximum=9),
+    Setting("compression.lz4.level", int, 9, "lz4 level of broker compression (1-17).", 1, maximum=17),
+    Setting("compression.zstd.level", int, 3, "zstd level of broker compression.", -131072, maximum=22),
+    Setting(
+        "log.message.timestamp.before.max.ms",
+        int,
+        LONG_MAX,
+        "CreateTime more than this before the broker's clock is refused (INVALID_TIMESTAMP).",
+        0,
+    ),
+    Setting(
+        "log.message.timestamp.after.max.ms",
+        int,
+        3600000,
+        "CreateTime more than this after the broker's clock is refused (INVALID_TIMESTAMP).",
+        0,
+    ),
+    Setting("log.local.retention.ms", int, -2, "Default local.retention.ms (tiered storage only).", -2),
+    Setting("log.local.retention.bytes", int, -2, "Default local.retention.bytes (tiered storage only).", -2),
+    Setting("log.message.downconversion.enable", bool, True, "Deprecated no-op (no down-conversion)."),
     Setting("offsets.topic.segment.bytes", int, 104857600, "Segment size of the __consumer_offsets log.", 14),
     Setting("min.insync.replicas", int, 1, "Reported default for topics (one replica always).", 1),
     Setting("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for.", 0),
@@ -192,6 +249,8 @@ def _coerce(setting: Setting, raw: Any) -> Any:
         raise ConfigError(f"{setting.name}: must be at least {setting.minimum}, got {value}")
     if setting.maximum is not None and value > setting.maximum:
         raise ConfigError(f"{setting.name}: must be at most {setting.maximum}, got {value}")
+    if setting.name == "compression.gzip.level" and value == 0:
+        raise ConfigError("compression.gzip.level: must be between 1 and 9 or equal to -1, got 0")
     if setting.choices is not None and isinstance(value, str) and value.lower() in setting.choices:
         value = value.lower()  # Kafka reads enumerated values case-insensitively
     if setting.choices is not None and value not in setting.choices:
@@ -273,25 +332,22 @@ class Config:
         return dict(self._values)
 
     def log_defaults(self) -> dict[str, Any]:
-        """Broker-level defaults of topic configs, keyed by broker property name."""
-        out = {
-            k: self._values[k]
-            for k in (
-                "log.segment.bytes",
-                "log.roll.ms",
-                "log.retention.bytes",
-                "message.max.bytes",
-                "log.message.timestamp.type",
-                "log.cleanup.policy",
-                "log.index.interval.bytes",
-                "min.insync.replicas",
-            )
-        }
-        if "log.retention.ms" in self.explicit or "log.retention.hours" not in self.explicit:
-            out["log.retention.ms"] = self._values["log.retention.ms"]
-        else:
-            hours = self._values["log.retention.hours"]
-            out["log.retention.ms"] = -1 if hours < 0 else hours * 3600000
+        """Broker-level defaults of topic configs, keyed by the topic setting's first broker synonym
+        (``log.retention.ms`` for retention.ms), resolved as Kafka resolves them: the first synonym
+        set explicitly wins (log.retention.ms, then .minutes, then .hours), converted to the
+        setting's unit; with none set, the first synonym's default."""
+        from broker.log.config import TOPIC_SETTINGS  # the topic settings name their broker synonyms
+
+        out: dict[str, Any] = {}
+        for setting in TOPIC_SETTINGS.values():
+            known = [(k, f) for k, f in setting.synonyms if k in self._values]
+            if not known:
+                continue
+            key, factor = next(((k, f) for k, f in known if k in self.explicit), known[0])
+            value = self._values[key]
+            if factor != 1 and isinstance(value, int):
+                value = -1 if value < 0 else value * factor
+            out[known[0][0]] = value
         return out
 
     @property

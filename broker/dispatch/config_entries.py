@@ -17,6 +17,7 @@ from enum import IntEnum
 from typing import Any
 
 from broker.config import SETTINGS, Config
+from broker.log.config import BROKER_SYNONYMS as TOPIC_BROKER_KEYS
 from broker.log.config import TOPIC_SETTINGS, effective
 from broker.protocol.errors import ErrorCode, KafkaError
 
@@ -61,19 +62,6 @@ class ConfigType(IntEnum):
     PASSWORD = 9
 
 
-#: Kafka's types of the topic settings (LogConfig); settings not listed fall back to their default's type.
-TOPIC_TYPES: dict[str, ConfigType] = {
-    "segment.bytes": ConfigType.INT,
-    "segment.ms": ConfigType.LONG,
-    "retention.ms": ConfigType.LONG,
-    "retention.bytes": ConfigType.LONG,
-    "max.message.bytes": ConfigType.INT,
-    "message.timestamp.type": ConfigType.STRING,
-    "cleanup.policy": ConfigType.LIST,
-    "index.interval.bytes": ConfigType.INT,
-    "min.insync.replicas": ConfigType.INT,
-}
-
 #: Kafka's types of broker properties where the Python type does not tell (LONG, LIST).
 BROKER_TYPES: dict[str, ConfigType] = {
     "log.roll.ms": ConfigType.LONG,
@@ -88,10 +76,9 @@ BROKER_TYPES: dict[str, ConfigType] = {
     "log.cleaner.min.cleanable.ratio": ConfigType.DOUBLE,
 }
 
-#: Broker properties that supply a topic setting, by precedence, when it is not the TopicSetting's
-#: broker_key alone; and the one Kafka names in the DEFAULT_CONFIG synonym.
-BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {"retention.ms": ("log.retention.ms", "log.retention.hours")}
-DEFAULT_SYNONYM: dict[str, str] = {"retention.ms": "log.retention.hours"}
+#: Broker properties whose default is null in Kafka: they never appear as a DEFAULT_CONFIG synonym
+#: (retention.ms's default comes from log.retention.hours, segment.ms's from log.roll.hours).
+NULL_DEFAULTS = frozenset({"log.retention.ms", "log.retention.minutes", "log.roll.ms", "log.roll.jitter.ms"})
 
 
 def _type_of(value: Any) -> ConfigType:
@@ -104,7 +91,16 @@ def _type_of(value: Any) -> ConfigType:
 
 def topic_type(name: str) -> ConfigType:
     setting = TOPIC_SETTINGS.get(name)
-    return TOPIC_TYPES.get(name) or (_type_of(setting.default) if setting else ConfigType.UNKNOWN)
+    return ConfigType[setting.kind] if setting is not None else ConfigType.UNKNOWN
+
+
+def broker_type(name: str) -> ConfigType:
+    """A broker property's type: the type of the topic setting it supplies, else by its Python type."""
+    if name in BROKER_TYPES:
+        return BROKER_TYPES[name]
+    if name in TOPIC_BROKER_KEYS and TOPIC_BROKER_KEYS[name][1] == 1:  # not log.roll.hours and the like
+        return topic_type(TOPIC_BROKER_KEYS[name][0])
+    return _type_of(SETTINGS[name].default)
 
 
 def is_list(name: str) -> bool:
@@ -114,10 +110,12 @@ def is_list(name: str) -> bool:
 
 def fmt(value: Any) -> str | None:
     """A config value in Kafka's text form (booleans lower-case, empty strings as null)."""
-    if value is None or value == "":
+    if value is None or value == "" or value == []:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(value)
     return str(value)
 
 
@@ -147,18 +145,18 @@ def topic_entries(config: Config, overrides: Mapping[str, str]) -> list[Entry]:
         synonyms: list[tuple[str, str | None, ConfigSource]] = []
         if name in overrides:
             synonyms.append((name, fmt(overrides[name]), ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        for key in BROKER_SYNONYMS.get(name, (setting.broker_key,)):
+        keys = [key for key, _factor in setting.synonyms if key in SETTINGS]
+        for key in keys:
             if key in config.explicit:
                 synonyms.append((key, fmt(config[key]), ConfigSource.STATIC_BROKER_CONFIG))
-        default_key = DEFAULT_SYNONYM.get(name, setting.broker_key)
-        broker_setting = SETTINGS.get(default_key)
-        default = broker_setting.default if broker_setting is not None else setting.default
-        synonyms.append((default_key, fmt(default), ConfigSource.DEFAULT_CONFIG))
+        for key in keys:
+            if key not in NULL_DEFAULTS:
+                synonyms.append((key, fmt(SETTINGS[key].default), ConfigSource.DEFAULT_CONFIG))
         out.append(
             Entry(
                 name=name,
                 value=fmt(values[name]),
-                source=synonyms[0][2],
+                source=synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
                 read_only=False,
                 config_type=topic_type(name),
                 doc=setting.doc,
@@ -183,7 +181,7 @@ def broker_entries(config: Config) -> list[Entry]:
                 value=fmt(config[name]),
                 source=synonyms[0][2],
                 read_only=True,
-                config_type=BROKER_TYPES.get(name) or _type_of(setting.default),
+                config_type=broker_type(name),
                 doc=setting.doc,
                 synonyms=synonyms,
             )

@@ -1,11 +1,14 @@
 """ListOffsets (key 2) v0-11: v0 old-style offset lists; v1 one offset and its timestamp; v2
 isolation level; v4 current leader epoch and the leader epoch in answers; v6 flexible; v7 max
-timestamp (-3, KIP-734); v8 earliest-local (-4, KIP-405); v9 earliest pending upload (-5); v10
-timeout; v11 latest tiered (-6).
+timestamp (-3, KIP-734); v8 earliest-local (-4, KIP-405); v9 latest tiered (-5, KIP-1005); v10
+timeout; v11 earliest pending upload (-6, KIP-1023).
 
-Special timestamps: -1 latest (the high watermark), -2 earliest (log start), -3 the record with the
-largest timestamp, -4/-5/-6 as earliest/latest for a log without tiered storage. A timestamp T >= 0
-finds the first record with timestamp >= T, or offset -1 when there is none.
+Special timestamps, as Kafka answers them for a log without tiered storage: -1 latest (the high
+watermark), -2 earliest and -4 earliest-local (both the log start offset), -3 the first record
+carrying the largest timestamp (record-exact inside its batch, KAFKA-16310; offset -1 for an empty
+log), -5 latest tiered and -6 earliest pending upload: offset -1, timestamp -1, leader epoch -1
+(nothing is tiered). A timestamp T >= 0 finds the first record with timestamp >= T, or offset -1
+when there is none.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from .registry import RequestContext
 
 API_KEY = 2
 
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST_TIERED = (
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = (
     -1,
     -2,
     -3,
@@ -35,10 +38,12 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST
 
 def lookup(plog: PartitionLog, ts: int) -> tuple[int, int]:
     """(offset, timestamp) for a ListOffsets timestamp query; (-1, -1) when nothing matches."""
-    if ts in (LATEST, LATEST_TIERED):
+    if ts == LATEST:
         return plog.high_watermark, -1
-    if ts in (EARLIEST, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD):
+    if ts in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
+    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1  # no tiered storage: UnifiedLog answers offset -1 with leader epoch -1
     if ts == MAX_TIMESTAMP:
         found = plog.max_timestamp_offset()
         return found if found is not None else (-1, -1)
@@ -62,7 +67,7 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
             if v >= 4 and p.current_leader_epoch > 0:
                 parts.append(_error(p.partition_index, ErrorCode.UNKNOWN_LEADER_EPOCH))
                 continue
-            if p.timestamp == MAX_TIMESTAMP and v < 7 or p.timestamp < LATEST_TIERED:
+            if p.timestamp == MAX_TIMESTAMP and v < 7 or p.timestamp < EARLIEST_PENDING_UPLOAD:
                 parts.append(_error(p.partition_index, ErrorCode.UNSUPPORTED_VERSION))
                 continue
             offset, ts = lookup(plog, p.timestamp)

@@ -3,12 +3,15 @@ id; v5 log start offset; v8 per-batch record errors and an error message; v9 fle
 leader (tagged); v13 topic ids instead of names. Versions 0-2 (message formats 0/1) are not served,
 as in Kafka 4.
 
-Each batch is checked (magic, length, CRC-32C, record count, size against max.message.bytes), then
-its records (well formed, offset deltas 0..n-1, decompressed with a cap: ``broker.log.streaming``),
-then against the producer's sequence state when it is idempotent, and appended with broker-assigned
-offsets. acks=1 and acks=-1 are answered once the append is durable
-per ``log.flush``; acks=0 gets no answer, and an error with acks=0 closes the connection so the
-producer notices, as Kafka does.
+With acks=-1, a topic whose min.insync.replicas exceeds 1 (the one replica this node is) gets
+NOT_ENOUGH_REPLICAS, as Kafka answers when its ISR is too small. Each batch is checked (magic,
+length, CRC-32C, record count, size against max.message.bytes), then its records (well formed,
+offset deltas 0..n-1, decompressed with a cap: ``broker.log.streaming``) and their timestamps
+(INVALID_TIMESTAMP outside message.timestamp.before/after.max.ms: ``broker.log.validator``), then
+against the producer's sequence state when it is idempotent; it is recompressed when the topic's
+compression.type names another codec, and appended with broker-assigned offsets. acks=1 and
+acks=-1 are answered once the append is durable per ``log.flush``; acks=0 gets no answer, and an
+error with acks=0 closes the connection so the producer notices, as Kafka does.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import asyncio
 import logging
 import time
 
+from broker.log import validator
 from broker.log.batch import InvalidBatch, validate_produce
 from broker.log.manager import StorageError
 from broker.log.streaming import EXPANSION_LIMIT, validate_records
@@ -37,7 +41,14 @@ VERSIONS = (3, 13)
 log = logging.getLogger(__name__)
 
 
-def _error(index: int, code: ErrorCode, message: str | None = None) -> PartitionProduceResponse:
+def _error(
+    index: int,
+    code: ErrorCode,
+    message: str | None = None,
+    record_errors: list[tuple[int, str]] | None = None,
+) -> PartitionProduceResponse:
+    if record_errors is None:
+        record_errors = [(0, message)] if code == ErrorCode.INVALID_RECORD else []
     return PartitionProduceResponse(
         index=index,
         error_code=int(code),
@@ -45,7 +56,7 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> Partition
         log_append_time_ms=-1,
         log_start_offset=-1,
         error_message=message,
-        record_errors=[BatchIndexAndErrorMessage(0, message)] if code == ErrorCode.INVALID_RECORD else [],
+        record_errors=[BatchIndexAndErrorMessage(i, m) for i, m in record_errors],
     )
 
 
@@ -81,7 +92,7 @@ def handle(ctx: RequestContext, req: ProduceRequest):
                     f"Cannot append to internal topic {topic.name}",
                 )
             else:
-                resp = _append(ctx, name, pd.index, pd.records, req.transactional_id, now, waits)
+                resp = _append(ctx, name, pd.index, pd.records, req.transactional_id, acks, now, waits)
             any_error = any_error or resp.error_code != 0
             parts.append(resp)
         responses.append(
@@ -117,6 +128,7 @@ def _append(
     partition: int,
     records: memoryview | bytes | None,
     transactional_id: str | None,
+    acks: int,
     now: int,
     waits: list[asyncio.Future],
 ) -> PartitionProduceResponse:
@@ -125,6 +137,15 @@ def _append(
         return _error(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if records is None or len(records) == 0:
         return _error(partition, ErrorCode.INVALID_RECORD, "produce requests must carry a record batch")
+    config = plog.config
+    if acks == -1 and config.min_insync_replicas > 1:
+        # one replica (this node) is ever in sync, as Partition.appendRecordsToLeader checks it
+        return _error(
+            partition,
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            f"The size of the current ISR Set({ctx.broker.node_id}) is insufficient to satisfy the min.isr "
+            f"requirement of {config.min_insync_replicas} for partition {topic}-{partition}",
+        )
     if len(records) > plog.config.max_message_bytes:
         return _error(
             partition,
@@ -142,10 +163,35 @@ def _append(
             f"expected exactly one record batch per partition, got {len(batches)}",
         )
     (batch,) = batches
+    limit = EXPANSION_LIMIT * config.max_message_bytes
+    rebuild = validator.needs_rebuild(batch, config.compression)
     try:
-        validate_records(records, batch, EXPANSION_LIMIT * plog.config.max_message_bytes)
+        stats = validate_records(records, batch, limit, keep=rebuild)
+        bad_timestamps = validator.timestamp_errors(
+            records,
+            batch,
+            stats,
+            now,
+            config.timestamp_before_max_ms,
+            config.timestamp_after_max_ms,
+            config.log_append_time,
+        )
     except InvalidBatch as e:
         return _error(partition, ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e))
+    if "compact" in config.cleanup_policy:
+        # records already validated (and their decompressed size capped) above
+        keyless = validator.keyless_record_errors(records, batch, topic, partition)
+        if keyless:
+            return _error(
+                partition, ErrorCode.INVALID_RECORD, validator.record_errors_message(keyless), keyless
+            )
+    if bad_timestamps:
+        return _error(
+            partition,
+            ErrorCode.INVALID_TIMESTAMP,
+            "One or more records have been rejected due to invalid timestamp",
+            bad_timestamps,
+        )
     if transactional_id is not None or batch.is_transactional:
         return _error(partition, ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
     try:
@@ -165,8 +211,26 @@ def _append(
             log_append_time_ms=-1,
             log_start_offset=plog.log_start_offset,
         )
+    if rebuild:
+        try:
+            data, rebuilt = validator.rebuild(
+                records, batch, stats, config.compression, config.compression_level, limit
+            )
+        except InvalidBatch as e:  # records the rebuild must re-encode, with a header key not UTF-8
+            return _error(partition, ErrorCode.INVALID_RECORD, str(e))
+        if len(data) > config.max_message_bytes:
+            return _error(
+                partition,
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"Message batch size is {len(data)} bytes in append to partition {topic}-{partition} which "
+                f"exceeds the maximum configured size of {config.max_message_bytes}.",
+            )
+        batches = [rebuilt]
+    else:
+        data = bytearray(records)
+        validator.set_max_timestamp(data, batch, stats)
     try:
-        base = plog.append(bytearray(records), batches, now)
+        base = plog.append(data, batches, now)
     except OSError as e:
         log.error("%s-%d: append failed: %s", topic, partition, e)
         return _error(partition, ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e}")

@@ -34,7 +34,7 @@ from typing import Any
 from broker.protocol.errors import ErrorCode, KafkaError
 
 from .cleaner import LogCleaner
-from .config import LogConfig
+from .config import LONG_MAX, LogConfig
 from .partition import PartitionLog, now_ms
 from .segment import SYSTEM_OPS, FileOps, Segment
 
@@ -113,6 +113,8 @@ class LogManager:
         self._tasks: list[asyncio.Task] = []
         self.recovery_points = self._read_checkpoint()
         self.cleaner = LogCleaner(broker_config)
+        #: log.flush=never: partitions with flush.messages / flush.ms and unflushed appends since when
+        self._unflushed_since: dict[PartitionLog, float] = {}
         self._next_pid, self._pid_block_end = self._load_pid_block()
 
     # ------------------------------------------------------------------ topics
@@ -169,15 +171,43 @@ class LogManager:
     # ------------------------------------------------------------------ durability
 
     def appended(self, plog: PartitionLog) -> asyncio.Future | None:
-        """After an append: a future that completes once it is durable (None if it already is)."""
+        """After an append: a future that completes once it is durable (None if it already is).
+
+        With ``never``, the topic's flush.messages and flush.ms still ask for an fsync (in the
+        background, nobody waits): once that many messages are unflushed, or by the periodic
+        check when the oldest unflushed one is that old. With ``always`` and ``interval`` every
+        append is fsynced before its acknowledgement, which is stricter than any flush.* value."""
         if self.policy == "never":
             plog.mark_flushed(*plog.flush_target(), durable=False)
+            cfg = plog.config
+            if cfg.flush_messages < LONG_MAX or cfg.flush_ms < LONG_MAX:
+                self._unflushed_since.setdefault(plog, asyncio.get_running_loop().time())
+                if plog.log_end_offset - plog.durable_offset >= cfg.flush_messages:
+                    self._flush_in_background(plog)
             return None
         self._dirty.add(plog)
         if self._next is None:
             self._next = asyncio.get_running_loop().create_future()
         self._schedule()
         return self._next
+
+    def _flush_in_background(self, plog: PartitionLog) -> None:
+        """An fsync of ``plog`` through the group-commit machinery that no request waits for."""
+        self._unflushed_since.pop(plog, None)
+        self._dirty.add(plog)
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+            self._next.add_done_callback(lambda f: f.cancelled() or f.exception())  # errors are logged
+        self._schedule()
+
+    def check_flush_ms(self) -> None:
+        """log.flush=never: fsync the partitions whose oldest unflushed message is flush.ms old."""
+        now = asyncio.get_running_loop().time()
+        for plog, since in list(self._unflushed_since.items()):
+            if plog.deleted:
+                self._unflushed_since.pop(plog, None)
+            elif (now - since) * 1000 >= plog.config.flush_ms:
+                self._flush_in_background(plog)
 
     def flush_soon(self) -> None:
         """Start a group commit that is waiting for its interval now (at shutdown)."""
@@ -267,6 +297,8 @@ class LogManager:
         self._tasks.append(asyncio.create_task(self._periodic(5.0, self.write_checkpoint)))
         interval = self.broker_config["log.retention.check.interval.ms"] / 1000
         self._tasks.append(asyncio.create_task(self._periodic(interval, self.apply_retention)))
+        if self.policy == "never":
+            self._tasks.append(asyncio.create_task(self._periodic(0.1, self.check_flush_ms)))
         self.cleaner.start()
 
     async def _periodic(self, seconds: float, fn: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import time
 from bisect import bisect_right
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from pathlib import Path
 import orjson
 
 from . import cleaner, streaming
-from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets
+from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets, read_header
 from .config import LogConfig
 from .producers import ProducerState
 from .segment import SYSTEM_OPS, FileOps, LogCorruption, Segment, segment_name
@@ -55,6 +56,7 @@ class PartitionLog:
         #: ``serve --recover``: truncate at corruption (and report it) instead of refusing to start
         self.recover = recover
         self.keep_unflushed = False  # see discard_unflushed
+        self._roll_jitter = self._new_jitter()
         self._load(recovery_point)
 
     # ------------------------------------------------------------------ loading and recovery
@@ -209,7 +211,7 @@ class PartitionLog:
         active = self.active
         if active.size > 0 and (
             active.size + len(data) > self.config.segment_bytes
-            or (now_ms / 1000 - active.created) * 1000 >= self.config.segment_ms
+            or (now_ms / 1000 - active.created) * 1000 >= self.config.segment_ms - self._roll_jitter
         ):
             active = self.roll()
         base = self.log_end_offset
@@ -231,7 +233,14 @@ class PartitionLog:
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
         self.write_producer_snapshot()
+        self._roll_jitter = self._new_jitter()
         return seg
+
+    def _new_jitter(self) -> int:
+        """segment.jitter.ms: each new segment rolls up to this much earlier, at random (Kafka's
+        LogConfig.randomSegmentJitter: uniform below min(segment.jitter.ms, segment.ms))."""
+        jitter = self.config.segment_jitter_ms
+        return random.randrange(min(jitter, self.config.segment_ms)) if jitter > 0 else 0
 
     def discard_unflushed(self) -> int:
         """After a failed fsync: cut the log back to the high watermark (the last successful flush),
@@ -325,13 +334,40 @@ class PartitionLog:
         return None
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
-        best: tuple[int, int] | None = None
-        for info in self.iter_headers(self.log_start_offset):
-            if info.base_offset >= self.high_watermark:
+        """(offset, timestamp) of the first record carrying the log's largest timestamp, as Kafka
+        3.8+ answers ListOffsets MAX_TIMESTAMP (KAFKA-16310): the first segment with the largest max
+        timestamp, its first batch with that max timestamp, and in it the first record with that
+        timestamp (every record of a LogAppendTime batch has it, so its first). None when the log is
+        empty, when no record carries the batch's max timestamp, or when the record is not yet
+        below the high watermark (Kafka answers offset -1 then, too)."""
+        best = None
+        for seg in self.segments:
+            if seg.size > 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        found = None
+        for seg, info in self._iter_batches(best.base_offset):
+            if seg is not best:
                 break
-            if best is None or info.max_timestamp > best[1]:
-                best = (info.last_offset, info.max_timestamp)
-        return best
+            if info.max_timestamp == best.max_timestamp:
+                found = info
+                break
+        if found is None:
+            return None
+        buf = os.pread(best.fd, found.size, found.position)
+        info = read_header(buf, 0)
+        try:
+            for offset_delta, ts in streaming.record_timestamps(
+                buf, info, EXPANSION_LIMIT * self.config.max_message_bytes
+            ):
+                if ts == info.max_timestamp:
+                    offset = info.base_offset + offset_delta
+                    return (offset, ts) if offset < self.high_watermark else None
+        except InvalidBatch:
+            # written before produce validated records, or beyond the streaming caps: batch level
+            return (info.last_offset, info.max_timestamp) if info.last_offset < self.high_watermark else None
+        return None
 
     # ------------------------------------------------------------------ retention and shutdown
 

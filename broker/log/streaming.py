@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import cramjam
 import lz4.frame
@@ -273,14 +274,30 @@ def _section_stream(buf: bytes | memoryview, info: BatchInfo, limit: int) -> _St
 # produce validation
 
 
-def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int) -> None:
+@dataclass(slots=True)
+class RecordStats:
+    """What validation learnt about a batch's records: the smallest and largest timestamp delta,
+    the first record's delta, and whether every record's attributes byte is 0. ``section`` is the
+    decompressed records section when the caller asked to keep it and it fit the window."""
+
+    min_ts_delta: int
+    max_ts_delta: int
+    first_ts_delta: int
+    plain_attributes: bool
+    section: bytes | None = None
+
+
+def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int, keep: bool = False) -> RecordStats:
     """Check the records of the (CRC-checked) batch ``info`` in ``buf``: raises InvalidBatch
     (INVALID_RECORD when ``corrupt`` is false, else CORRUPT_MESSAGE). ``limit`` caps the
-    decompressed size of a compressed batch."""
+    decompressed size of a compressed batch. With ``keep``, the decompressed section of a
+    compressed batch that fits the window comes back in ``section`` (for recompression)."""
     section = bytes(memoryview(buf)[info.position + HEADER_SIZE : info.position + info.size])
     codec = info.attributes & COMPRESSION_MASK
     if not codec:
-        return _check_plain(section, info.records_count)
+        stats = _check_plain(section, info.records_count)
+        stats.section = section if keep else None
+        return stats
     chunks = decompressed_chunks(codec, section, limit)
     head = bytearray()
     for chunk in chunks:
@@ -288,16 +305,34 @@ def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int) -> No
         if len(head) > WINDOW:
             break
     else:  # the usual case: the whole section fits the window
-        return _check_plain(head, info.records_count)
+        stats = _check_plain(head, info.records_count)
+        stats.section = bytes(head) if keep else None
+        return stats
     _check_streamable(info)
     stream = _Stream(itertools.chain((bytes(head),), chunks))
     del head
-    for expected, (offset_delta, _ts) in enumerate(_scan(stream, info.records_count)):
+    lo, hi, first = 1 << 63, -(1 << 63), 0
+    for expected, (offset_delta, ts_delta) in enumerate(_scan(stream, info.records_count)):
         if offset_delta != expected:
             raise _invalid(f"record {expected} has offset delta {offset_delta}, not {expected}")
+        lo, hi = min(lo, ts_delta), max(hi, ts_delta)
+        if expected == 0:
+            first = ts_delta
     if not stream.at_end():
         raise _invalid(f"bytes left after the {info.records_count} records the batch declares")
-    return None
+    return RecordStats(lo, hi, first, False)  # attributes not tracked here: a rebuild decodes the records
+
+
+def record_timestamps(
+    buf: bytes | memoryview, info: BatchInfo, limit: int = DEFAULT_LIMIT
+) -> Iterator[tuple[int, int]]:
+    """(offset delta, timestamp) of every record of a batch, streamed (a LogAppendTime batch gives
+    each record its max timestamp)."""
+    log_append = info.attributes & TIMESTAMP_TYPE_MASK
+    if info.attributes & COMPRESSION_MASK:
+        _check_streamable(info)
+    for offset_delta, ts_delta in _scan(_section_stream(buf, info, limit), info.records_count):
+        yield offset_delta, info.max_timestamp if log_append else info.base_timestamp + ts_delta
 
 
 def _check_streamable(info: BatchInfo) -> None:
@@ -308,7 +343,7 @@ def _check_streamable(info: BatchInfo) -> None:
         )
 
 
-def _check_plain(data: bytes | bytearray, count: int) -> None:
+def _check_plain(data: bytes | bytearray, count: int) -> RecordStats:
     """:func:`validate_records` for an uncompressed section: the same checks, inlined for speed
     (the produce hot path), with no copies of keys or values."""
     n = len(data)
@@ -318,6 +353,9 @@ def _check_plain(data: bytes | bytearray, count: int) -> None:
     rv = _read_varint
     pos = 0
     i = 0
+    attrs = 0
+    first = _first_ts_delta(data) if count else 0
+    lo = hi = first
     try:
         while i < count:
             # each varint: one byte from a table, two bytes inline, longer ones in _read_varint
@@ -334,17 +372,27 @@ def _check_plain(data: bytes | bytearray, count: int) -> None:
             end = pos + length
             if length < 6 or end > n:
                 raise _invalid(f"record {i} declares a bad length {length}")
-            # attributes, then the timestamp delta: a varlong of at most 10 bytes, skipped
+            # attributes (0 from every client; noted, as a rebuilt batch writes 0), then the
+            # timestamp delta: a varlong of at most 10 bytes
+            attrs |= data[pos]
             pos += 1
-            if data[pos] < 0x80:
+            b = data[pos]
+            if b < 0x80:
+                td = zz[b]
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                z = (b & 0x7F) | (data[pos + 1] << 7)
+                td = (z >> 1) ^ -(z & 1)
+                pos += 2
             else:
-                start = pos
-                while data[pos] > 0x7F:
-                    pos += 1
-                pos += 1
-                if pos - start > 10:
-                    raise _invalid(f"record {i} has a timestamp delta longer than 10 bytes")
+                try:
+                    td, pos = rv(data, pos, 10)
+                except InvalidRecords:
+                    raise _invalid(f"record {i} has a timestamp delta longer than 10 bytes") from None
+            if td > hi:
+                hi = td
+            elif td < lo:
+                lo = td
             b = data[pos]
             if b < 0x80:
                 od = zz[b]
@@ -402,6 +450,17 @@ def _check_plain(data: bytes | bytearray, count: int) -> None:
         raise _invalid(str(e)) from None
     if pos != n:
         raise _invalid(f"{n - pos} bytes left after the {count} records the batch declares")
+    return RecordStats(lo, hi, first, attrs == 0)
+
+
+def _first_ts_delta(data: bytes | bytearray) -> int:
+    """The first record's timestamp delta (length varint, attributes byte, then the delta); 0 when
+    the section is too malformed to tell (the full check reports it)."""
+    try:
+        pos = _read_varint(data, 0, 5)[1] + 1
+        return _read_varint(data, pos, 10)[0]
+    except (IndexError, InvalidRecords):
+        return 0
 
 
 def _check_headers(data: bytes, pos: int, end: int, i: int) -> int:

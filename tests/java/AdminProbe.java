@@ -35,10 +35,12 @@ import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.DeleteConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.AlterConsumerGroupOffsetsResult;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.admin.TopicListing;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -99,6 +101,9 @@ import org.apache.kafka.common.requests.RequestHeader;
  *   alter NAME EDIT...           incrementalAlterConfigs of topic NAME; EDIT is k=v (SET),
  *                                k+=v (APPEND), k-=v (SUBTRACT) or -k (DELETE)
  *   alter-dry NAME EDIT...       the same with validateOnly
+ *   list-offsets T:P SPEC        listOffsets of partition P of topic T; SPEC is earliest, latest,
+ *                                max-timestamp, earliest-local, latest-tiered or a timestamp:
+ *                                offset, timestamp and leaderEpoch (null when absent)
  *   list-groups                  listConsumerGroups: "groups", each groupId, simple, state, type,
  *                                sorted by groupId
  *   describe-groups G1,G2        describeConsumerGroups: "groups" by id, each either the description
@@ -216,6 +221,9 @@ public class AdminProbe {
                 case "alter-dry":
                     arg(words, 2);
                     alter(arg(words, 1), Arrays.copyOfRange(words, 2, words.length), cmd.equals("alter-dry"));
+                    break;
+                case "list-offsets":
+                    listOffsets(out, arg(words, 1), arg(words, 2));
                     break;
                 case "list-groups":
                     listGroups(out);
@@ -428,6 +436,26 @@ public class AdminProbe {
         }
         ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, name);
         admin.incrementalAlterConfigs(Map.of(resource, ops), new AlterConfigsOptions().validateOnly(dry)).all().get();
+    }
+
+    private void listOffsets(Map<String, Object> out, String partition, String spec) throws Exception {
+        int colon = partition.lastIndexOf(':');
+        TopicPartition tp = new TopicPartition(partition.substring(0, colon),
+                Integer.parseInt(partition.substring(colon + 1)));
+        OffsetSpec offsetSpec;
+        switch (spec) {
+            case "earliest": offsetSpec = OffsetSpec.earliest(); break;
+            case "latest": offsetSpec = OffsetSpec.latest(); break;
+            case "max-timestamp": offsetSpec = OffsetSpec.maxTimestamp(); break;
+            case "earliest-local": offsetSpec = OffsetSpec.earliestLocal(); break;
+            case "latest-tiered": offsetSpec = OffsetSpec.latestTiered(); break;
+            default: offsetSpec = OffsetSpec.forTimestamp(Long.parseLong(spec));
+        }
+        ListOffsetsResult.ListOffsetsResultInfo info =
+                admin.listOffsets(Map.of(tp, offsetSpec)).partitionResult(tp).get();
+        out.put("offset", info.offset());
+        out.put("timestamp", info.timestamp());
+        out.put("leaderEpoch", info.leaderEpoch().orElse(null));
     }
 
     // ------------------------------------------------------------------------------------ groups

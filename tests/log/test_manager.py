@@ -147,3 +147,39 @@ async def test_first_group_commit_starts_at_once_on_a_clock_near_zero(tmp_path):
     assert plog.high_watermark == 1 and not second.done()
     await m.close()  # closing flushes what is pending
     assert plog.high_watermark == 2
+
+
+async def _until(condition, seconds: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "hang guard"
+        await asyncio.sleep(0.01)
+
+
+async def test_never_with_flush_messages_fsyncs_every_n_messages(tmp_path, monkeypatch):
+    m = manager(tmp_path, **{"log.flush": "never"})
+    m.open_topic("t", 1, {"flush.messages": "3"})
+    m.open_topic("u", 1, {})
+    plog, other = m.get("t", 0), m.get("u", 0)
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
+    for _ in range(2):
+        assert append(m, plog)[1] is None and append(m, other)[1] is None
+    await asyncio.sleep(0.05)
+    assert synced == [] and plog.durable_offset == 0  # two messages: below flush.messages
+    append(m, plog)
+    await _until(lambda: plog.durable_offset == 3)
+    assert synced == [plog.active.fd] and other.durable_offset == 0  # only the topic that asked
+    await m.close()
+
+
+async def test_never_with_flush_ms_fsyncs_old_unflushed_messages(tmp_path):
+    m = manager(tmp_path, **{"log.flush": "never"})
+    m.start()
+    m.open_topic("t", 1, {"flush.ms": "50"})
+    plog = m.get("t", 0)
+    append(m, plog)
+    assert plog.durable_offset == 0 and plog.high_watermark == 1
+    await _until(lambda: plog.durable_offset == 1)
+    await m.close()
