@@ -18,6 +18,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+LONG_MAX = (1 << 63) - 1
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -126,7 +128,7 @@ _SETTINGS = [
         choices=("delete", "compact", "delete,compact", "compact,delete"),
     ),
     Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries.", 0),
-    Setting("log.cleaner.enable", bool, True, "Compact the coordinator log in the background."),
+    Setting("log.cleaner.enable", bool, True, "Run the log cleaner (compacted topics and the coordinator log)."),
     Setting("log.cleaner.backoff.ms", int, 15000, "How often the cleaner looks for a log to compact.", 1),
     Setting(
         "log.cleaner.min.cleanable.ratio",
@@ -137,6 +139,12 @@ _SETTINGS = [
     ),
     Setting(
         "log.cleaner.delete.retention.ms", int, 86400000, "Keep tombstones this long in a compacted log.", 0
+    ),
+    Setting(
+        "log.cleaner.min.compaction.lag.ms", int, 0, "Default min.compaction.lag.ms of compacted topics.", 0
+    ),
+    Setting(
+        "log.cleaner.max.compaction.lag.ms", int, LONG_MAX, "Default max.compaction.lag.ms of topics.", 1
     ),
     Setting("offsets.topic.segment.bytes", int, 104857600, "Segment size of the __consumer_offsets log.", 14),
     Setting("min.insync.replicas", int, 1, "Reported default for topics (one replica always).", 1),
@@ -285,6 +293,10 @@ class Config:
                 "log.cleanup.policy",
                 "log.index.interval.bytes",
                 "min.insync.replicas",
+                "log.cleaner.delete.retention.ms",
+                "log.cleaner.min.compaction.lag.ms",
+                "log.cleaner.max.compaction.lag.ms",
+                "log.cleaner.min.cleanable.ratio",
             )
         }
         if "log.retention.ms" in self.explicit or "log.retention.hours" not in self.explicit:

@@ -72,6 +72,10 @@ TOPIC_TYPES: dict[str, ConfigType] = {
     "cleanup.policy": ConfigType.LIST,
     "index.interval.bytes": ConfigType.INT,
     "min.insync.replicas": ConfigType.INT,
+    "delete.retention.ms": ConfigType.LONG,
+    "min.compaction.lag.ms": ConfigType.LONG,
+    "max.compaction.lag.ms": ConfigType.LONG,
+    "min.cleanable.dirty.ratio": ConfigType.DOUBLE,
 }
 
 #: Kafka's types of broker properties where the Python type does not tell (LONG, LIST).
@@ -86,6 +90,8 @@ BROKER_TYPES: dict[str, ConfigType] = {
     "log.cleaner.backoff.ms": ConfigType.LONG,
     "log.cleaner.delete.retention.ms": ConfigType.LONG,
     "log.cleaner.min.cleanable.ratio": ConfigType.DOUBLE,
+    "log.cleaner.min.compaction.lag.ms": ConfigType.LONG,
+    "log.cleaner.max.compaction.lag.ms": ConfigType.LONG,
 }
 
 #: Broker properties that supply a topic setting, by precedence, when it is not the TopicSetting's

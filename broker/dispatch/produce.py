@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 
+from broker.log import cleaner
 from broker.log.batch import InvalidBatch, validate_produce
 from broker.log.manager import StorageError
 from broker.log.streaming import EXPANSION_LIMIT, validate_records
@@ -46,6 +47,23 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> Partition
         log_start_offset=-1,
         error_message=message,
         record_errors=[BatchIndexAndErrorMessage(0, message)] if code == ErrorCode.INVALID_RECORD else [],
+    )
+
+
+def _keyless(index: int, topic: str, records: list[int]) -> PartitionProduceResponse:
+    """Kafka's answer to records without a key in a compacted topic (LogValidator.validateKey)."""
+    message = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
+    errors = [BatchIndexAndErrorMessage(i, message) for i in records]
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{message}')" for i in records[:3])
+    return PartitionProduceResponse(
+        index=index,
+        error_code=int(ErrorCode.INVALID_RECORD),
+        base_offset=-1,
+        log_append_time_ms=-1,
+        log_start_offset=-1,
+        error_message=f"One or more records have been rejected due to {len(records)} record errors in "
+        f"total, and only showing the first three errors at most: [{shown}]",
+        record_errors=errors,
     )
 
 
@@ -146,6 +164,10 @@ def _append(
         validate_records(records, batch, EXPANSION_LIMIT * plog.config.max_message_bytes)
     except InvalidBatch as e:
         return _error(partition, ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e))
+    if "compact" in plog.config.cleanup_policy and batch.records_count:
+        keyless = cleaner.missing_keys(records, batch.position)
+        if keyless:
+            return _keyless(partition, topic, keyless)
     if transactional_id is not None or batch.is_transactional:
         return _error(partition, ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
     try:

@@ -34,6 +34,13 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def _ratio(s: str) -> float:
+    return float(str(s).strip())
+
+
+LONG_MAX = (1 << 63) - 1
+
+
 def _policy(s: str) -> str:
     parts = [p.strip() for p in str(s).split(",") if p.strip()]
     if not parts or any(p not in ("delete", "compact") for p in parts):
@@ -98,6 +105,42 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
         ),
         TopicSetting("cleanup.policy", "log.cleanup.policy", "delete", _policy, "delete and/or compact."),
         TopicSetting(
+            "delete.retention.ms",
+            "log.cleaner.delete.retention.ms",
+            86400000,
+            _int,
+            "Keep tombstones this long in a compacted log.",
+            lambda v: v >= 0,
+            "0 or more",
+        ),
+        TopicSetting(
+            "min.compaction.lag.ms",
+            "log.cleaner.min.compaction.lag.ms",
+            0,
+            _int,
+            "A record stays uncompacted at least this long.",
+            lambda v: v >= 0,
+            "0 or more",
+        ),
+        TopicSetting(
+            "max.compaction.lag.ms",
+            "log.cleaner.max.compaction.lag.ms",
+            LONG_MAX,
+            _int,
+            "A record becomes eligible for compaction at most this long after it is written.",
+            lambda v: v >= 1,
+            "at least 1",
+        ),
+        TopicSetting(
+            "min.cleanable.dirty.ratio",
+            "log.cleaner.min.cleanable.ratio",
+            0.5,
+            _ratio,
+            "Compact once this share of the log is not yet compacted.",
+            lambda v: 0 <= v <= 1,
+            "between 0 and 1",
+        ),
+        TopicSetting(
             "index.interval.bytes",
             "log.index.interval.bytes",
             4096,
@@ -147,6 +190,10 @@ class LogConfig:
     log_append_time: bool
     cleanup_policy: str
     index_interval_bytes: int
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
 
     @classmethod
     def resolve(cls, broker_defaults: Mapping[str, Any], overrides: Mapping[str, str]) -> LogConfig:
@@ -160,6 +207,10 @@ class LogConfig:
             log_append_time=v["message.timestamp.type"] == "LogAppendTime",
             cleanup_policy=v["cleanup.policy"],
             index_interval_bytes=v["index.interval.bytes"],
+            delete_retention_ms=v["delete.retention.ms"],
+            min_compaction_lag_ms=v["min.compaction.lag.ms"],
+            max_compaction_lag_ms=v["max.compaction.lag.ms"],
+            min_cleanable_dirty_ratio=v["min.cleanable.dirty.ratio"],
         )
 
 
