@@ -246,7 +246,7 @@ def test_filthiest_log_is_cleaned_first(tmp_path):
 
     lc = Recording(config)
     logs = {}
-    for name, rewrites in (("low", 1), ("high", 3), ("mid", 2)):
+    for name in ("low", "high", "mid"):
         plog = logs[name] = open_log(tmp_path / name, min_cleanable_dirty_ratio="0.1")
         for i in range(20):
             append(plog, [(f"k{i}".encode(), b"v" * 20, T0 + i)])
