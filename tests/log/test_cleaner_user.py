@@ -267,3 +267,36 @@ def test_filthiest_log_is_cleaned_first(tmp_path):
     asyncio.run(lc.close())
     for plog in logs.values():
         plog.close()
+
+
+def test_the_spark_log_source_reads_a_compacted_log_with_gaps_and_empty_batches(tmp_path):
+    from broker.spark import logdir
+
+    data = tmp_path / "data"
+    plog = PartitionLog(
+        data / "u-0",
+        "u",
+        0,
+        LogConfig.resolve({}, {"cleanup.policy": "compact", "segment.bytes": "300"}),
+    )
+    pid = dict(producer_id=9, producer_epoch=0)
+    for i in range(30):
+        recs = [(f"k{i % 3}".encode(), f"v{i}".encode(), T0 + i), (f"u{i}".encode(), None, T0 + i)]
+        if i % 2:
+            append(plog, recs, base_sequence=i // 2 * 2, **pid)
+        else:
+            append(plog, recs)
+    append(plog, [(b"k2", b"final", T0 + 50), (b"u29", b"final", T0 + 50)])  # empties the producer's last
+    seal(plog)
+    clean(plog, T0 + 100)
+    expected = contents(plog)
+    assert any(count == 0 for _b, _l, count, _a in headers(plog))  # the producer's last batch
+    assert [o for o, *_r in expected] != list(range(len(expected)))  # gaps
+    columns = {"offset": [], "key": [], "value": [], "timestamp": []}
+    for r in logdir.plan(data, ("u", 0), 0, plog.high_watermark):
+        got = logdir.read_columns(r)
+        for name in columns:
+            columns[name] += got[name]
+    rows = zip(columns["offset"], columns["timestamp"], columns["key"], columns["value"], strict=True)
+    assert list(rows) == expected
+    plog.close()
