@@ -47,6 +47,7 @@ import logging
 import os
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -427,6 +428,7 @@ def filter_segments(
                 if key is not None and off >= first_dirty:
                     latest[key] = off
     result.keys = len(latest)
+    ends = sorted(latest.values())
     # pass 2: every batch filtered
     fd = os.open(result.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -445,7 +447,11 @@ def filter_segments(
                 keep_tombstones = horizon is None or now_ms < horizon
                 kept: list[tuple[int, int, bytes]] = []
                 tombstones = False
-                for off, ts, key, tombstone, raw in _records(buf, pos, True):
+                # in the dirty part every keyed record is in the map: a batch holding none of the
+                # latest offsets loses all its records, and is not even parsed
+                i = bisect_left(ends, f[0])
+                superseded = f[0] >= first_dirty and (i == len(ends) or ends[i] > last)
+                for off, ts, key, tombstone, raw in () if superseded else _records(buf, pos, True):
                     if key is None or latest.get(key, off) > off:
                         continue
                     if tombstone:
