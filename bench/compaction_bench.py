@@ -60,7 +60,9 @@ def build(data_dir: Path, args: argparse.Namespace) -> dict[str, str]:
                 except BufferError:
                     p.poll(0.01)
         for i in range(args.tombstones):
-            p.produce(TOPIC, key=f"key-{i * (args.keys // args.tombstones):06d}".encode(), value=None, partition=0)
+            p.produce(
+                TOPIC, key=f"key-{i * (args.keys // args.tombstones):06d}".encode(), value=None, partition=0
+            )
         assert p.flush(120) == 0
     return configs
 
@@ -111,7 +113,9 @@ def main() -> int:
         t0 = time.perf_counter()
         configs = build(tmp / "data", args)
         source = tmp / "data" / f"{TOPIC}-0"
-        print(f"wrote {args.updates} updates + {args.tombstones} tombstones in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"wrote {args.updates} updates + {args.tombstones} tombstones in {time.perf_counter() - t0:.1f} s"
+        )
         best_base = best_clean = None
         for r in range(args.rounds):
             work = tmp / f"round{r}"

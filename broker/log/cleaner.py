@@ -667,8 +667,9 @@ class LogCleaner:
         todo = to_clean(plog, self.first_dirty.get(id(plog), 0), now_ms)
         if todo is None:
             return None
-        due = (todo.need_now and todo.cleanable_bytes > 0) or todo.ratio > plog.config.min_cleanable_dirty_ratio
-        return todo.ratio if due else None
+        if todo.need_now and todo.cleanable_bytes > 0:
+            return todo.ratio
+        return todo.ratio if todo.ratio > plog.config.min_cleanable_dirty_ratio else None
 
     def start(self) -> None:
         if self.enabled:

@@ -103,7 +103,9 @@ def test_acknowledged_latest_values_survive_sigkill_during_compaction(broker_fac
                     k = f"k{rng.randrange(KEYS)}"
                     value += 1
                     sent[k] = value
-                    producer.produce(TOPIC, key=k.encode(), value=str(value).encode(), partition=0, on_delivery=delivered)
+                    producer.produce(
+                        TOPIC, key=k.encode(), value=str(value).encode(), partition=0, on_delivery=delivered
+                    )
                 producer.poll(0.01)
             broker.kill()
             producer.flush(0.5)  # callbacks of what was acknowledged before the kill
@@ -116,5 +118,7 @@ def test_acknowledged_latest_values_survive_sigkill_during_compaction(broker_fac
     assert bad == [], "\n".join(bad[:20])
     passes = len(re.findall(rf"{TOPIC}-0: cleaned offsets", logs))
     assert passes >= KILLS // 2, f"only {passes} cleaner passes over {KILLS + 1} runs"
-    interrupted = len(re.findall(r"completing a log cleaner swap|removing an unfinished cleaner output", logs))
+    interrupted = len(
+        re.findall(r"completing a log cleaner swap|removing an unfinished cleaner output", logs)
+    )
     print(f"{passes} cleaner passes, {interrupted} of {KILLS} kills landed inside one")

@@ -150,3 +150,79 @@ def test_confluent_written_compacted_topic_read_by_kafka_python_and_java(broker_
 
 
 pytestmark = pytest.mark.java
+
+
+def test_cleanup_policy_changes_start_and_stop_compaction(broker_factory, tmp_path):
+    """A topic switched to compact by IncrementalAlterConfigs (confluent-kafka's AdminClient) is
+    compacted; switched back to delete, it is not, and takes keyless records again; a compacted topic
+    found at start-up is compacted; a deleted one is forgotten."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    data = tmp_path / "policy"
+    b = broker_factory({"log.cleaner.backoff.ms": "20", "log.flush": "never"}, data)
+    b.call(b.broker.create_topic, "t", 1, {"segment.bytes": "2000"})
+    cleaner_of = b.broker.logs.cleaner
+
+    def registered() -> bool:
+        return b.call(lambda: any(p is b.broker.logs.get("t", 0) for p in cleaner_of.partitions))
+
+    def alter(policy: str) -> None:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        entry = ConfigEntry("cleanup.policy", policy, incremental_operation=AlterConfigOpType.SET)
+        futures = admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.TOPIC, "t", incremental_configs=[entry])]
+        )
+        for f in futures.values():
+            f.result(30)
+
+    def produce(keyed: bool, n: int) -> list:
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+        errors = []
+        for i in range(n):
+            p.produce(
+                "t",
+                key=f"k{i % 5}".encode() if keyed else None,
+                value=str(i).encode(),
+                partition=0,
+                on_delivery=lambda err, _m: errors.append(err),
+            )
+        assert p.flush(30) == 0
+        return [e for e in errors if e is not None]
+
+    assert not registered()
+    assert produce(keyed=False, n=10) == []
+    alter("compact")
+    assert registered()
+    assert produce(keyed=True, n=500) == []
+    wait_for(lambda: b.call(lambda: cleaner.read_checkpoint(b.broker.logs.get("t", 0).dir)) > 0, "a pass")
+    # what was cleaned holds each key at most once (the keyless records written before are gone)
+    plog = b.call(lambda: b.broker.logs.get("t", 0))
+    end = cleaner.read_checkpoint(plog.dir)
+    keys = b.call(
+        lambda: [
+            k
+            for seg in plog.segments
+            if seg.base_offset < end
+            for buf, pos in cleaner._iter_batches(seg.path, None)
+            for _o, _t, k, _d, _r in cleaner._records(buf, pos, False)
+        ]
+    )
+    assert None not in keys and len(keys) == len(set(keys)) and len(keys) <= 5
+    assert [e.code() for e in produce(keyed=False, n=1)] == [87]  # INVALID_RECORD
+    alter("delete")
+    assert not registered() and produce(keyed=False, n=3) == []
+    alter("compact,delete")
+    assert registered()
+    b.stop()
+    b = broker_factory({"log.cleaner.backoff.ms": "20"}, data)
+    cleaner_of = b.broker.logs.cleaner
+    assert registered()
+    b.call(b.broker.delete_topic, "t")
+    assert b.call(lambda: len(cleaner_of.partitions)) == 0

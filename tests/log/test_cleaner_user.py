@@ -159,8 +159,10 @@ def test_producer_batches_keep_their_fields_and_the_last_one_stays_even_when_emp
     append(plog, [(b"c", b"2", T0 + 4)])  # 6
     seal(plog)
     clean(plog, T0 + 10)
-    kept = [(i.base_offset, i.last_offset, i.records_count, i.producer_id, i.base_sequence, i.producer_epoch)
-            for i in plog.iter_headers(0)]
+    kept = [
+        (i.base_offset, i.last_offset, i.records_count, i.producer_id, i.base_sequence, i.producer_epoch)
+        for i in plog.iter_headers(0)
+    ]
     assert kept == [
         (0, 1, 1, 7, 0, 3),  # b survives; the batch keeps its base sequence and offsets
         # 2-3 lost both records and is not the producer's last: gone
