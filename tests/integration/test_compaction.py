@@ -10,6 +10,7 @@ makes the cleaner take the small dirty tails too. The test waits for conditions 
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -42,15 +43,25 @@ def wait_for(condition, what: str) -> None:
         time.sleep(0.2)
 
 
+def stored(plog, below: int) -> list[tuple[int, bytes | None, bool]]:
+    """(offset, key, tombstone?) of every record in the segments below offset ``below``, read through
+    the segments' open descriptors (a cleaner swap may be unlinking their files meanwhile); on the
+    event loop."""
+    out = []
+    for seg, info in plog._iter_batches(plog.log_start_offset):
+        if seg.base_offset >= below:
+            break
+        buf = os.pread(seg.fd, info.size, info.position)
+        out += [(o, k, t) for o, _ts, k, t, _r in cleaner._records(buf, 0, False)]
+    return out
+
+
 def log_state(b) -> tuple[int, int, int, bool]:
     """(first offset not cleaned, active segment base, high watermark, any tombstone left below it)."""
 
     def read():
         plog = b.broker.logs.get(TOPIC, 0)
-        tombstones = False
-        for seg in plog.segments[:-1]:
-            for buf, pos in cleaner._iter_batches(seg.path, None):
-                tombstones |= any(t for _o, _ts, _k, t, _r in cleaner._records(buf, pos, False))
+        tombstones = any(t for _o, _k, t in stored(plog, plog.active.base_offset))
         return cleaner.read_checkpoint(plog.dir), plog.active.base_offset, plog.high_watermark, tombstones
 
     return b.call(read)
@@ -219,15 +230,7 @@ def test_cleanup_policy_changes_start_and_stop_compaction(broker_factory, tmp_pa
     # what was cleaned holds each key at most once (the keyless records written before are gone)
     plog = b.call(lambda: b.broker.logs.get("t", 0))
     end = cleaner.read_checkpoint(plog.dir)
-    keys = b.call(
-        lambda: [
-            k
-            for seg in plog.segments
-            if seg.base_offset < end
-            for buf, pos in cleaner._iter_batches(seg.path, None)
-            for _o, _t, k, _d, _r in cleaner._records(buf, pos, False)
-        ]
-    )
+    keys = b.call(lambda: [k for _o, k, _t in stored(plog, end)])
     assert None not in keys and len(keys) == len(set(keys)) and len(keys) <= 5
     assert [e.code() for e in produce(keyed=False, n=1)] == [87]  # INVALID_RECORD
     alter("delete")
