@@ -302,3 +302,42 @@ def test_the_spark_log_source_reads_a_compacted_log_with_gaps_and_empty_batches(
     rows = zip(columns["offset"], columns["timestamp"], columns["key"], columns["value"], strict=True)
     assert list(rows) == expected
     plog.close()
+
+
+def test_compacted_topics_roll_by_the_smaller_of_segment_ms_and_max_compaction_lag_on_append(tmp_path):
+    """Kafka's LogConfig.maxSegmentMs; as in Kafka the age is checked on append only."""
+    plog = open_log(tmp_path / "p", segment_bytes="1000000", segment_ms=str(DAY), max_compaction_lag_ms="50")
+    assert plog.roll_ms == 50
+    append(plog, [(b"a", b"1", T0)])
+    plog.active.created = (T0 + 1) / 1000 - 0.06  # at the next append's time, 60 ms old
+    assert len(plog.segments) == 1  # nothing rolls by itself
+    append(plog, [(b"a", b"2", T0 + 1)])
+    assert [s.base_offset for s in plog.segments] == [0, 1]
+    plog.close()
+    plain = PartitionLog(
+        tmp_path / "d",
+        "d",
+        0,
+        LogConfig.resolve({}, {"segment.ms": str(DAY), "max.compaction.lag.ms": "50"}),
+    )
+    assert plain.roll_ms == DAY  # cleanup.policy=delete: segment.ms alone
+    plain.close()
+
+
+def test_compact_delete_retention_moves_the_log_start_past_the_checkpoint(tmp_path):
+    plog = open_log(tmp_path / "p", cleanup_policy="compact,delete", retention_bytes="1000")
+    for i in range(60):
+        append(plog, [(f"k{i % 4}".encode(), b"v" * 20, T0 + i)])
+    seal(plog)
+    clean(plog, T0 + 100)
+    for i in range(60):
+        append(plog, [(f"j{i}".encode(), b"w" * 20, T0 + 200 + i)])
+    seal(plog)
+    checkpoint = cleaner.read_checkpoint(plog.dir)
+    assert plog.apply_retention(T0 + 300) > 0 and plog.log_start_offset > checkpoint
+    todo = cleaner.to_clean(plog, checkpoint, T0 + 300)
+    assert todo.first_dirty == todo.start == plog.log_start_offset
+    before = contents(plog)
+    clean(plog, T0 + 300)
+    assert contents(plog) == latest_model(before, drop_tombstones=False)
+    plog.close()
