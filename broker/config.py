@@ -128,7 +128,7 @@ _SETTINGS = [
         choices=("delete", "compact", "delete,compact", "compact,delete"),
     ),
     Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries.", 0),
-    Setting("log.cleaner.enable", bool, True, "Compact the coordinator log in the background."),
+    Setting("log.cleaner.enable", bool, True, "Run the log cleaner (compacted topics and the coordinator log)."),
     Setting("log.cleaner.backoff.ms", int, 15000, "How often the cleaner looks for a log to compact.", 1),
     Setting(
         "log.cleaner.min.cleanable.ratio",

@@ -74,6 +74,8 @@ BROKER_TYPES: dict[str, ConfigType] = {
     "log.cleaner.backoff.ms": ConfigType.LONG,
     "log.cleaner.delete.retention.ms": ConfigType.LONG,
     "log.cleaner.min.cleanable.ratio": ConfigType.DOUBLE,
+    "log.cleaner.min.compaction.lag.ms": ConfigType.LONG,
+    "log.cleaner.max.compaction.lag.ms": ConfigType.LONG,
 }
 
 #: Broker properties whose default is null in Kafka: they never appear as a DEFAULT_CONFIG synonym

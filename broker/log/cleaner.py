@@ -22,15 +22,32 @@ Crash safety -- SIGKILL at any instant leaves either the old segments or the new
 
 At start-up (:func:`complete_swaps`) a ``.swap`` file is finished as in step 3 and a ``.cleaned``
 file is deleted. The old segments are only read, through file descriptors of the worker's own.
+
+User topics (``cleanup.policy=compact`` or ``compact,delete``) are cleaned as Kafka's LogCleaner
+cleans them (:func:`filter_segments`, same crash-safe swap): the key -> latest offset map is built from
+the dirty part only (from the cleaner checkpoint to the first uncleanable offset) and every batch of
+the log is filtered on its own (MemoryRecords.filterTo) -- a batch keeps its base offset, last offset,
+producer id, epoch, base sequence, timestamp type and codec; a batch nothing was removed from is kept
+byte for byte; a batch left empty is dropped, unless it is the last batch of an active producer (its
+last sequence) or the last batch of the cleaned range, which stay as empty batches (Kafka's
+RETAIN_EMPTY). Records without a key are removed (Kafka counts them as invalid). Tombstones follow
+KIP-534: the first pass that keeps one stamps its batch with a delete horizon (now +
+``delete.retention.ms``, in the base timestamp, attribute bit 0x40); a later pass past the horizon
+drops it. Control batches (transaction markers; transactions are refused here) are kept byte for
+byte. A partition's next pass is picked as Kafka picks it: the filthiest log whose dirty ratio is
+above ``min.cleanable.dirty.ratio``, or whose oldest dirty record is older than
+``max.compaction.lag.ms``; segments with a record younger than ``min.compaction.lag.ms`` wait.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -48,11 +65,12 @@ from .batch import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
 )
-from .records import _ZZ, InvalidRecords, _read_varint, _varint, decompress
+from .records import _ZZ, InvalidRecords, _read_varint, _varint, compress, decompress
 from .segment import segment_name
 
 log = logging.getLogger(__name__)
 
+DELETE_HORIZON_MASK = 0x40  # KIP-534: the base timestamp is the batch's delete horizon
 CLEANED = ".cleaned"
 SWAP = ".swap"
 CHECKPOINT = "cleaner-offset-checkpoint"
@@ -314,6 +332,154 @@ def _write(fd: int, data: bytes, result: CleanResult) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# user topics: Kafka's per-batch filter
+
+
+def _header(
+    base: int,
+    last_delta: int,
+    attributes: int,
+    base_ts: int,
+    max_ts: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    count: int,
+    section: bytes,
+) -> bytes:
+    header = HEADER.pack(
+        base,
+        HEADER_SIZE - 12 + len(section),
+        LEADER_EPOCH,
+        2,
+        0,
+        attributes,
+        last_delta,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    out = bytearray(header) + section
+    out[17:21] = crc32c(memoryview(out)[21:]).to_bytes(4, "big")
+    return bytes(out)
+
+
+def _rebuilt(buf: bytes, pos: int, kept: list[tuple[int, int, bytes]], horizon: int | None) -> bytes:
+    """The batch at ``pos`` with only the ``kept`` (offset, timestamp, raw) records: same base and
+    last offset, producer fields, timestamp type and codec (MemoryRecords.buildRetainedRecordsInto)."""
+    f = HEADER.unpack_from(buf, pos)
+    base, attributes, last_delta, max_ts = f[0], f[5], f[6], f[8]
+    codec = attributes & COMPRESSION_MASK
+    append_time = attributes & TIMESTAMP_TYPE_MASK
+    if horizon is not None:
+        base_ts = horizon
+        attributes |= DELETE_HORIZON_MASK
+    else:
+        base_ts = kept[0][1]
+    body = []
+    for off, ts, rec in kept:
+        head = rec[:1] + _varint(ts - base_ts) + _varint(off - base)
+        body.append(_varint(len(head) + len(rec) - 1) + head + rec[1:])
+    section = b"".join(body)
+    if codec:
+        section = compress(codec, section)
+    if not append_time:
+        max_ts = max(ts for _o, ts, _r in kept)
+    return _header(base, last_delta, attributes, base_ts, max_ts, f[9], f[10], f[11], len(kept), section)
+
+
+def _empty(buf: bytes, pos: int) -> bytes:
+    """The header of the batch at ``pos`` with no records (DefaultRecordBatch.writeEmptyHeader)."""
+    f = HEADER.unpack_from(buf, pos)
+    attributes = f[5] & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
+    return _header(f[0], f[6], attributes, f[8], f[8], f[9], f[10], f[11], 0, b"")
+
+
+def filter_segments(
+    directory: Path,
+    sources: list[Path],
+    start: int,
+    end: int,
+    first_dirty: int,
+    now_ms: int,
+    delete_retention_ms: int,
+    producer_last: dict[int, int] | None = None,
+    cancel: threading.Event | None = None,
+) -> CleanResult:
+    """Kafka's cleaning of the segment files ``sources`` (``[start, end)``, in order) into
+    ``<start>-<end>.cleaned``, fsynced: the map from ``[first_dirty, end)``, each batch filtered on its
+    own. ``producer_last``: producer id -> last offset of its last batch (kept, maybe empty). Runs in
+    a worker thread; changes nothing else."""
+    result = CleanResult(start, end, directory / (range_name(start, end) + CLEANED))
+    producer_last = producer_last or {}
+    # pass 1: the latest offset of every key written in the dirty part
+    latest: dict[bytes, int] = {}
+    for i, path in enumerate(sources):
+        next_base = int(sources[i + 1].stem) if i + 1 < len(sources) else end
+        if next_base <= first_dirty:
+            continue
+        for buf, pos in _iter_batches(path, cancel):
+            if buf[pos + 22] & CONTROL_MASK:
+                continue
+            for off, _ts, key, _tomb, _raw in _records(buf, pos, False):
+                if key is not None and off >= first_dirty:
+                    latest[key] = off
+    result.keys = len(latest)
+    ends = sorted(latest.values())
+    # pass 2: every batch filtered
+    fd = os.open(result.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for path in sources:
+            for buf, pos in _iter_batches(path, cancel):
+                f = HEADER.unpack_from(buf, pos)
+                size, attributes, base_ts, last = f[1] + 12, f[5], f[7], f[0] + f[6]
+                count, producer_id = f[12], f[9]
+                result.bytes_read += size
+                result.records_read += count
+                if attributes & CONTROL_MASK:
+                    _write(fd, buf[pos : pos + size], result)
+                    result.records_kept += count
+                    continue
+                horizon = base_ts if attributes & DELETE_HORIZON_MASK else None
+                keep_tombstones = horizon is None or now_ms < horizon
+                kept: list[tuple[int, int, bytes]] = []
+                tombstones = False
+                # in the dirty part every keyed record is in the map: a batch holding none of the
+                # latest offsets loses all its records, and is not even parsed
+                i = bisect_left(ends, f[0])
+                superseded = f[0] >= first_dirty and (i == len(ends) or ends[i] > last)
+                for off, ts, key, tombstone, raw in () if superseded else _records(buf, pos, True):
+                    if key is None or latest.get(key, off) > off:
+                        continue
+                    if tombstone:
+                        if not keep_tombstones:
+                            result.tombstones_dropped += 1
+                            continue
+                        tombstones = True
+                    kept.append((off, ts, raw))
+                set_horizon = tombstones and horizon is None
+                if kept and len(kept) == count and not set_horizon:
+                    _write(fd, buf[pos : pos + size], result)
+                elif kept:
+                    if set_horizon:
+                        horizon = now_ms + delete_retention_ms
+                    _write(fd, _rebuilt(buf, pos, kept, horizon), result)
+                elif (producer_id >= 0 and producer_last.get(producer_id) == last) or last + 1 == end:
+                    _write(fd, _empty(buf, pos), result)
+                result.records_kept += len(kept)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        result.path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
 # committing and recovering
 
 
@@ -388,12 +554,61 @@ def _commit_and_finish(result: CleanResult) -> None:
     finish_swap(commit_swap(result))
 
 
+@dataclass
+class ToClean:
+    """What a pass over a user topic would clean (Kafka's LogToClean): ``segs`` = ``[start, end)``."""
+
+    start: int
+    end: int
+    segs: list[Any]
+    first_dirty: int
+    ratio: float
+    need_now: bool  # max.compaction.lag.ms is exceeded
+    cleanable_bytes: int
+
+
+def first_batch_timestamp(seg: Any) -> int:
+    """The max timestamp of a segment's first batch (Kafka's getFirstBatchTimestampForSegments)."""
+    if seg.size < HEADER_SIZE:
+        return -1
+    return HEADER.unpack_from(os.pread(seg.fd, HEADER_SIZE, 0), 0)[8]
+
+
+def to_clean(plog: Any, checkpoint: int, now_ms: int) -> ToClean | None:
+    """Kafka's LogCleanerManager.cleanableOffsets and LogToClean for one compacted user log."""
+    cfg = plog.config
+    start, end, segs = plog.cleanable()
+    first_dirty = checkpoint
+    if first_dirty < plog.log_start_offset or first_dirty > plog.log_end_offset:
+        first_dirty = plog.log_start_offset  # truncated or deleted below the checkpoint: all dirty
+    if cfg.min_compaction_lag_ms > 0:  # no segment with a record younger than the lag
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else end
+            if nxt > first_dirty and seg.max_timestamp > now_ms - cfg.min_compaction_lag_ms:
+                end, segs = seg.base_offset, segs[:i]
+                break
+    if not segs:
+        return None
+    dirty = [s for i, s in enumerate(segs) if s.base_offset >= first_dirty]
+    clean_bytes = sum(s.size for s in segs if s.base_offset < first_dirty)
+    cleanable_bytes = sum(s.size for s in dirty)
+    total = clean_bytes + cleanable_bytes
+    if total == 0:
+        return None
+    stamps = [t for t in (first_batch_timestamp(s) for s in dirty) if t > 0]
+    need_now = bool(stamps) and min(stamps) < now_ms - max(cfg.max_compaction_lag_ms, 0)
+    return ToClean(start, end, segs, first_dirty, cleanable_bytes / total, need_now, cleanable_bytes)
+
+
 class LogCleaner:
     """Compacts the registered partitions in a worker thread, one pass at a time.
 
-    Every ``log.cleaner.backoff.ms`` it picks a partition whose dirty ratio (bytes of closed segments
-    not yet cleaned over bytes of all closed segments) is at least ``log.cleaner.min.cleanable.ratio``,
-    cleans it off the event loop and installs the result on it.
+    Every ``log.cleaner.backoff.ms`` it cleans, filthiest first (the highest dirty ratio), every
+    partition that qualifies: the coordinator's log when its dirty ratio (bytes of closed segments not
+    yet cleaned over bytes of all closed segments) is at least ``log.cleaner.min.cleanable.ratio``; a
+    compacted user topic as Kafka's LogCleanerManager.grabFilthiestCompactedLog picks it (its ratio
+    above ``min.cleanable.dirty.ratio``, or ``max.compaction.lag.ms`` exceeded with dirty bytes).
+    Each pass is cleaned off the event loop and installed on it.
     """
 
     def __init__(self, config: Any):
@@ -403,18 +618,30 @@ class LogCleaner:
         self.delete_retention_ms: int = config["log.cleaner.delete.retention.ms"]
         self.partitions: list[Any] = []
         self.first_dirty: dict[int, int] = {}
+        self.user: set[int] = set()  # ids of user topics' logs (Kafka's per-batch cleaning)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="log-cleaner")
         self._cancel = threading.Event()
         self._task: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         self.passes = 0
 
-    def register(self, plog: Any) -> None:
+    def register(self, plog: Any, user: bool = False) -> None:
+        """Compact ``plog`` from now on: ``user`` for a topic with cleanup.policy=compact (Kafka's
+        cleaning), else the coordinator's log."""
+        if user:
+            self.user.add(id(plog))
         if any(p is plog for p in self.partitions):
             return
         self.partitions.append(plog)
         # a log truncated since (serve --recover) has nothing clean beyond its end
         self.first_dirty[id(plog)] = min(read_checkpoint(plog.dir), plog.log_end_offset)
+
+    def unregister(self, plog: Any) -> None:
+        """No more passes over ``plog`` (topic deleted, or its cleanup.policy no longer compacts); a
+        pass running now installs nothing if the log was deleted, and otherwise completes."""
+        self.partitions = [p for p in self.partitions if p is not plog]
+        self.first_dirty.pop(id(plog), None)
+        self.user.discard(id(plog))
 
     def dirty_ratio(self, plog: Any) -> float:
         _start, _end, segs = plog.cleanable()
@@ -424,6 +651,18 @@ class LogCleaner:
         first_dirty = self.first_dirty.get(id(plog), 0)
         return sum(s.size for s in segs if s.base_offset >= first_dirty) / total
 
+    def candidate(self, plog: Any, now_ms: int) -> float | None:
+        """The dirty ratio of ``plog`` if it is due for a pass now, else None."""
+        if id(plog) not in self.user:
+            ratio = self.dirty_ratio(plog)
+            return ratio if ratio >= self.min_ratio else None
+        todo = to_clean(plog, self.first_dirty.get(id(plog), 0), now_ms)
+        if todo is None:
+            return None
+        if todo.need_now and todo.cleanable_bytes > 0:
+            return todo.ratio
+        return todo.ratio if todo.ratio > plog.config.min_cleanable_dirty_ratio else None
+
     def start(self) -> None:
         if self.enabled:
             self._task = asyncio.create_task(self._run())
@@ -431,45 +670,90 @@ class LogCleaner:
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.backoff_s)
+            try:
+                await self.clean_due()
+            except CleanCancelled:
+                return
+
+    async def clean_due(self) -> int:
+        """One round: every partition due for a pass, filthiest first; returns the passes made."""
+        done: set[int] = set()
+        while True:
+            now = int(time.time() * 1000)
+            best: tuple[float, Any] | None = None
             for plog in list(self.partitions):
                 if plog.deleted:
-                    self.partitions.remove(plog)
+                    self.unregister(plog)
                     continue
-                if self.dirty_ratio(plog) >= self.min_ratio:
-                    try:
-                        await self.clean(plog)
-                    except CleanCancelled:
-                        return
-                    except Exception:
-                        log.exception("%s-%d: log cleaner pass failed", plog.topic, plog.partition)
+                if id(plog) in done:
+                    continue
+                ratio = self.candidate(plog, now)
+                if ratio is not None and (best is None or ratio > best[0]):
+                    best = (ratio, plog)
+            if best is None:
+                return len(done)
+            plog = best[1]
+            done.add(id(plog))
+            try:
+                await self.clean(plog)
+            except CleanCancelled:
+                raise
+            except Exception:
+                if not plog.deleted:
+                    log.exception("%s-%d: log cleaner pass failed", plog.topic, plog.partition)
 
     async def clean(self, plog: Any) -> CleanResult | None:
         """One pass over ``plog``: heavy work in the worker thread, the swap on the event loop."""
         async with self._lock:
-            start, end, segs = plog.cleanable()
-            if not segs:
-                return None
             now = int(time.time() * 1000)
-            begun = time.monotonic()
             loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(
-                self._executor,
-                clean_segments,
-                plog.dir,
-                [s.path for s in segs],
-                start,
-                end,
-                now,
-                self.delete_retention_ms,
-                self._cancel,
-            )
-            if self._cancel.is_set() or not plog.can_install(segs):
-                result.path.unlink(missing_ok=True)
-                return None
-            # the file operations (renames, unlinks, directory fsyncs) off the loop too: until the
-            # segments are swapped in memory the loop reads the old ones through open descriptors
-            await loop.run_in_executor(self._executor, _commit_and_finish, result)
-            plog.adopt_cleaned(start, segs)
+            if id(plog) in self.user:
+                todo = to_clean(plog, self.first_dirty.get(id(plog), 0), now)
+                if todo is None:
+                    return None
+                start, end, segs = todo.start, todo.end, todo.segs
+                producer_last = {
+                    pid: e.batches[-1].last_offset for pid, e in plog.producers.producers.items() if e.batches
+                }
+                work = functools.partial(
+                    filter_segments,
+                    plog.dir,
+                    [s.path for s in segs],
+                    start,
+                    end,
+                    todo.first_dirty,
+                    now,
+                    plog.config.delete_retention_ms,
+                    producer_last,
+                    self._cancel,
+                )
+            else:
+                start, end, segs = plog.cleanable()
+                if not segs:
+                    return None
+                work = functools.partial(
+                    clean_segments,
+                    plog.dir,
+                    [s.path for s in segs],
+                    start,
+                    end,
+                    now,
+                    self.delete_retention_ms,
+                    self._cancel,
+                )
+            begun = time.monotonic()
+            plog.cleaning = True  # retention (compact,delete) waits: it would delete what is read
+            try:
+                result = await loop.run_in_executor(self._executor, work)
+                if self._cancel.is_set() or not plog.can_install(segs):
+                    result.path.unlink(missing_ok=True)
+                    return None
+                # the file operations (renames, unlinks, directory fsyncs) off the loop too: until the
+                # segments are swapped in memory the loop reads the old ones through open descriptors
+                await loop.run_in_executor(self._executor, _commit_and_finish, result)
+                plog.adopt_cleaned(start, segs)
+            finally:
+                plog.cleaning = False
             write_checkpoint(plog.dir, end)
             self.first_dirty[id(plog)] = end
             self.passes += 1

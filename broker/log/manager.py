@@ -40,6 +40,8 @@ from .segment import SYSTEM_OPS, FileOps, Segment
 
 log = logging.getLogger(__name__)
 
+COORDINATOR_TOPIC = "__consumer_offsets"
+
 CHECKPOINT = "recovery-point-offset-checkpoint"
 PRODUCER_ID_BLOCK = "producer-id-block"
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -137,6 +139,8 @@ class LogManager:
             ops=self.file_ops,
         )
         self.logs[key] = plog
+        if "compact" in plog.config.cleanup_policy and topic != COORDINATOR_TOPIC:
+            self.cleaner.register(plog, user=True)
         return plog
 
     def open_topic(self, topic: str, partitions: int, configs: dict[str, str], first: int = 0) -> None:
@@ -151,6 +155,12 @@ class LogManager:
         for (t, _p), plog in self.logs.items():
             if t == topic:
                 plog.config = cfg
+                if topic == COORDINATOR_TOPIC:  # compacted by the coordinator's own registration
+                    continue
+                if "compact" in cfg.cleanup_policy:
+                    self.cleaner.register(plog, user=True)
+                else:
+                    self.cleaner.unregister(plog)
 
     def delete_topic(self, topic: str) -> None:
         """Close the topic's logs and remove their directories (renamed first, then deleted)."""
@@ -161,6 +171,7 @@ class LogManager:
             doomed = plog.dir.with_name(plog.dir.name[: 255 - len(suffix)] + suffix)
             os.rename(plog.dir, doomed)  # only then is the partition gone from the manager
             del self.logs[key]
+            self.cleaner.unregister(plog)
             self._dirty.discard(plog)
             self.recovery_points.pop(key, None)
             plog.close_for_delete()

@@ -56,6 +56,7 @@ class PartitionLog:
         #: ``serve --recover``: truncate at corruption (and report it) instead of refusing to start
         self.recover = recover
         self.keep_unflushed = False  # see discard_unflushed
+        self.cleaning = False  # a log cleaner pass is reading the closed segments
         self._roll_jitter = self._new_jitter()
         self._load(recovery_point)
 
@@ -211,7 +212,7 @@ class PartitionLog:
         active = self.active
         if active.size > 0 and (
             active.size + len(data) > self.config.segment_bytes
-            or (now_ms / 1000 - active.created) * 1000 >= self.config.segment_ms - self._roll_jitter
+            or (now_ms / 1000 - active.created) * 1000 >= self.roll_ms - self._roll_jitter
         ):
             active = self.roll()
         base = self.log_end_offset
@@ -222,6 +223,16 @@ class PartitionLog:
         for b in batches:
             self.producers.record(b)
         return base
+
+    @property
+    def roll_ms(self) -> int:
+        """The active segment's age limit: segment.ms, or max.compaction.lag.ms when smaller on a
+        compacted topic (Kafka's LogConfig.maxSegmentMs). As in Kafka, the roll is checked on append:
+        a topic nobody writes to keeps its last records in the active segment, uncleaned."""
+        cfg = self.config
+        if "compact" in cfg.cleanup_policy and cfg.max_compaction_lag_ms > 0:
+            return min(cfg.segment_ms, cfg.max_compaction_lag_ms)
+        return cfg.segment_ms
 
     def roll(self) -> Segment:
         """Close the active segment for writing (synced, index written) and start a new one."""
@@ -373,7 +384,7 @@ class PartitionLog:
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole old segments past retention.ms / retention.bytes; returns segments deleted."""
-        if "delete" not in self.config.cleanup_policy:
+        if "delete" not in self.config.cleanup_policy or self.cleaning:
             return 0
         deleted = 0
         total = self.size_bytes()

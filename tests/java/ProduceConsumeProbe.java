@@ -42,6 +42,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   consume TOPIC N           KafkaConsumer without a group: assign() every partition,
  *                             seekToBeginning, poll until N records (30 s at most); prints
  *                             "records": [[partition, offset, timestamp, key, value], ...]
+ *   drain TOPIC               KafkaConsumer without a group: assign() every partition,
+ *                             seekToBeginning, poll until the position of every partition reaches
+ *                             its endOffsets (60 s at most); prints "records" as consume does
+ *                             (null keys/values as null) and "positions" per partition
  *   offsets TOPIC TS,TS,...   beginningOffsets, endOffsets, and offsetsForTimes for each TS on
  *                             every partition ([offset, timestamp] or null per partition)
  * </pre>
@@ -74,6 +78,9 @@ public class ProduceConsumeProbe {
                         break;
                     case "consume":
                         consume(out, args[0], words[1], Integer.parseInt(words[2]));
+                        break;
+                    case "drain":
+                        drain(out, args[0], words[1]);
                         break;
                     case "offsets":
                         offsets(out, args[0], words[1], words[2]);
@@ -158,6 +165,26 @@ public class ProduceConsumeProbe {
                 }
             }
             out.put("records", records);
+        }
+    }
+
+    private static void drain(Map<String, Object> out, String bootstrap, String topic) {
+        try (KafkaConsumer<String, String> c = consumer(bootstrap)) {
+            List<TopicPartition> tps = partitions(c, topic);
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps);
+            List<Object> records = new ArrayList<>();
+            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+            while (System.nanoTime() < deadline && tps.stream().anyMatch(tp -> c.position(tp) < end.get(tp))) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                    records.add(java.util.Arrays.asList(r.partition(), r.offset(), r.timestamp(), r.key(), r.value()));
+                }
+            }
+            Map<String, Object> positions = new LinkedHashMap<>();
+            for (TopicPartition tp : tps) positions.put(String.valueOf(tp.partition()), c.position(tp));
+            out.put("records", records);
+            out.put("positions", positions);
         }
     }
 
