@@ -158,13 +158,13 @@ class GroupCoordinator:
         return self._run(lambda now: groups.leave_group(self.state, req, ctx.api_version, now))
 
     def commit_offsets(self, ctx: Any, req: Any) -> Any:
-        return self._run(lambda now: offsets.commit(self.state, req, ctx.api_version, self.topics, now))
+        return self._run(lambda now: offsets.commit(self.state, req, ctx.api_version, now))
 
     def fetch_offsets(self, ctx: Any, req: Any) -> Any:
-        return offsets.fetch(self.state, req, ctx.api_version, self.topics)
+        return offsets.fetch(self.state, req, ctx.api_version)
 
     def delete_offsets(self, ctx: Any, req: Any) -> Any:
-        return self._run(lambda now: offsets.delete(self.state, req, self.topics))
+        return self._run(lambda now: offsets.delete(self.state, req))
 
     def on_topic_deleted(self, topic: str) -> None:
         """Drop every group's committed offsets of a deleted topic (tombstones), as Kafka does."""

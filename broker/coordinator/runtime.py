@@ -7,15 +7,23 @@ outcome, its response, and completions for parked requests. The runtime then
 1. appends the records to the coordinator log (``__consumer_offsets`` partition 0) -- if that fails,
    nothing is replayed and the caller gets NOT_COORDINATOR (retriable: the client looks the
    coordinator up again and retries), as Kafka maps a storage error on the coordinator's log;
-2. replays them through ``Coordinator.replay`` -- the only code that changes persisted state, and
-   the same code start-up uses to rebuild it (loader.py, with a fast path for offset commits, over
-   a log the log cleaner keeps key-compacted: broker/log/cleaner.py);
+2. replays them through ``Coordinator.replay`` (state.py), the same code start-up uses to rebuild
+   the state (loader.py, with a fast path for offset commits, over a log the log cleaner keeps
+   key-compacted: broker/log/cleaner.py), then runs the result's ``after`` steps;
 3. releases the response and the completions once the records are durable per ``log.flush``; if
    the fsync fails they get COORDINATOR_NOT_AVAILABLE, and the records stay in the log (so the state
    matches it) to become durable with the next fsync that succeeds.
 
-Everything runs on the event-loop thread, so operations never interleave. Timers are keyed
-(``session:{group}:{member}``) and a timer that fires is just another operation.
+Everything runs on the event-loop thread, so operations never interleave. Timers are keyed (every
+key is built in timers.py) and a timer that fires is just another operation.
+
+Operations arm and cancel timers while they run, before their records are appended, and a failed
+append does not disarm them. That is deliberate: timers follow the transient state the operation
+has already changed in memory (a classic group's rebalance, kept in memory as in Kafka, is not
+rolled back either), and deferring them to ``after`` would leave such a group without its join or
+sync deadline. Every timer operation re-checks the state when it fires (the member still exists,
+the group is still the same object, in the same state or generation, with the same member epoch)
+and does nothing otherwise, so a timer armed for records that were never appended is harmless.
 """
 
 from __future__ import annotations

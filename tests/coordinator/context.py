@@ -589,7 +589,7 @@ class CoordinatorContext:
             group_instance_id=instance,
             topics=topics,
         )
-        return self.run(lambda now: offsets.commit(self.state, req, version, self.topics, now))
+        return self.run(lambda now: offsets.commit(self.state, req, version, now))
 
     def fetch(
         self, group: str, topics: dict[str, list[int]] | None = None, version: int = 7
@@ -597,7 +597,7 @@ class CoordinatorContext:
         """OffsetFetch v0-7 for one group (``topics=None``: all of them, v2+)."""
         wanted = None if topics is None else [OffsetFetchRequestTopic(t, ps) for t, ps in topics.items()]
         req = OffsetFetchRequest(group_id=group, topics=wanted)
-        return offsets.fetch(self.state, req, version, self.topics)
+        return offsets.fetch(self.state, req, version)
 
     def fetch_groups(
         self, groups: dict[str, dict[str, list[int]] | None], version: int = 9
@@ -619,7 +619,7 @@ class CoordinatorContext:
                 ]
             req_groups.append(OffsetFetchRequestGroup(group_id=gid, topics=wanted))
         req = OffsetFetchRequest(groups=req_groups)
-        return offsets.fetch(self.state, req, version, self.topics)
+        return offsets.fetch(self.state, req, version)
 
     def delete_offsets(self, group: str, topics: dict[str, list[int]]) -> tuple[OffsetDeleteResponse, Result]:
         req = OffsetDeleteRequest(
@@ -629,7 +629,7 @@ class CoordinatorContext:
                 for t, ps in topics.items()
             ],
         )
-        result = self.run(lambda now: offsets.delete(self.state, req, self.topics))
+        result = self.run(lambda now: offsets.delete(self.state, req))
         return result.response, result
 
     def describe(self, groups: list[str], version: int = 5, ops: int = -(2**31)) -> DescribeGroupsResponse:

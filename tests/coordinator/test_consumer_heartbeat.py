@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from broker.coordinator import offsets
 from broker.coordinator.consumer.group import ConsumerGroupState
 from broker.coordinator.consumer.reconcile import MemberState
 from broker.coordinator.consumer.regex import matching
@@ -19,6 +20,12 @@ from broker.protocol.generated.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatRequestTopicPartitions,
 )
+from broker.protocol.generated.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
 
 from .context import CoordinatorContext, TopicInfo
 
@@ -283,25 +290,7 @@ def test_classic_group_with_members_is_not_a_consumer_group():
 # ---------------------------------------------------------------------- offsets and admin
 
 
-class _Lookup:
-    def exists(self, name, partition):
-        return name == "t" and 0 <= partition < 6
-
-    def name_for_id(self, tid):
-        return "t" if tid == T else None
-
-    def id_for_name(self, name):
-        return T if name == "t" else None
-
-
 def _commit(c: Ctx, member_id: str, epoch: int, version: int = 9) -> int:
-    from broker.coordinator import offsets
-    from broker.protocol.generated.offset_commit import (
-        OffsetCommitRequest,
-        OffsetCommitRequestPartition,
-        OffsetCommitRequestTopic,
-    )
-
     req = OffsetCommitRequest(
         group_id="g",
         generation_id_or_member_epoch=epoch,
@@ -313,7 +302,7 @@ def _commit(c: Ctx, member_id: str, epoch: int, version: int = 9) -> int:
         ],
     )
     return (
-        c.run(lambda now: offsets.commit(c.state, req, version, _Lookup(), now))
+        c.run(lambda now: offsets.commit(c.state, req, version, now))
         .response.topics[0]
         .partitions[0]
         .error_code
@@ -321,11 +310,8 @@ def _commit(c: Ctx, member_id: str, epoch: int, version: int = 9) -> int:
 
 
 def _fetch(c: Ctx, member_id, epoch) -> tuple[int, list]:
-    from broker.coordinator import offsets
-    from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
-
     req = OffsetFetchRequest(groups=[OffsetFetchRequestGroup("g", member_id, epoch, None)])
-    g = offsets.fetch(c.state, req, 9, _Lookup()).groups[0]
+    g = offsets.fetch(c.state, req, 9).groups[0]
     return g.error_code, [(p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions]
 
 

@@ -101,16 +101,6 @@ class MigCtx(Ctx):
         return self.run(lambda now: groups.leave_group(self.state, req, 5, now)).response
 
     def commit(self, member_id: str, generation: int, version: int = 8) -> int:
-        class Lookup:
-            def exists(self, name, p):
-                return name == "foo"
-
-            def id_for_name(self, name):
-                return T
-
-            def name_for_id(self, tid):
-                return "foo"
-
         req = OffsetCommitRequest(
             group_id="g",
             generation_id_or_member_epoch=generation,
@@ -118,7 +108,7 @@ class MigCtx(Ctx):
             group_instance_id=None,
             topics=[OffsetCommitRequestTopic("foo", T, [OffsetCommitRequestPartition(0, 5, -1, "")])],
         )
-        resp = self.run(lambda now: offsets.commit(self.state, req, version, Lookup(), now)).response
+        resp = self.run(lambda now: offsets.commit(self.state, req, version, now)).response
         return resp.topics[0].partitions[0].error_code
 
     # ------------------------------------------------------------------ seeding and views

@@ -111,8 +111,7 @@ def prepare_rebalance(st: CoordinatorState, group: ClassicGroup, now: int, reaso
         group.initial_delay_phase = False
         st.timers.schedule(key, now + group.rebalance_timeout_ms(), lambda t: join_timer(st, group, t))
         more = maybe_complete_join(st, group, now)  # everyone may already be waiting (Kafka)
-        result.records += more.records
-        result.completions += more.completions
+        result.merge(more)
     return result
 
 
@@ -216,12 +215,10 @@ def remove_member_and_rebalance(
         result.completions.append((member.sync[0], sync_error(member.sync[1], ErrorCode.UNKNOWN_MEMBER_ID)))
     if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
         more = prepare_rebalance(st, group, now, reason)
-        result.records += more.records
-        result.completions += more.completions
+        result.merge(more)
     elif group.is_in(GroupState.PREPARING_REBALANCE):
         more = maybe_complete_join(st, group, now)
-        result.records += more.records
-        result.completions += more.completions
+        result.merge(more)
     return result
 
 
@@ -294,8 +291,7 @@ def _park(
         )
     member.join = (waiter, version)
     more = maybe_complete_join(st, group, now)
-    result.records += more.records
-    result.completions += more.completions
+    result.merge(more)
     return result
 
 
@@ -316,8 +312,7 @@ def _add_and_rebalance(
     if not group.is_in(GroupState.PREPARING_REBALANCE):
         result = prepare_rebalance(st, group, now, reason)
     parked = _park(st, group, member, version, waiter, now)
-    parked.completions = result.completions + parked.completions
-    return parked
+    return result.merge(parked)
 
 
 def _join_unknown(
@@ -397,10 +392,9 @@ def _replace_static(
         parked = _park(st, group, member, version, waiter, now)
     else:
         more = prepare_rebalance(st, group, now, f"static member {spec['group_instance_id']} rejoined")
-        result.completions += more.completions
+        result.merge(more)
         parked = _park(st, group, member, version, waiter, now)
-    parked.completions = result.completions + parked.completions
-    return parked
+    return result.merge(parked)
 
 
 def _join_known(
@@ -433,8 +427,7 @@ def _join_known(
         _update(member, spec)
         result = prepare_rebalance(st, group, now, f"member {mid} rejoined")
     parked = _park(st, group, member, version, waiter, now)
-    parked.completions = result.completions + parked.completions
-    return parked
+    return result.merge(parked)
 
 
 def _update(member: Member, spec: dict) -> None:

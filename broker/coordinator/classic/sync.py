@@ -171,8 +171,7 @@ def leave_group(st: CoordinatorState, req: LeaveGroupRequest, version: int, now:
             group.pending_members.discard(target)
             st.timers.cancel(pending_key(group.group_id, target))
             more = maybe_complete_join(st, group, now)
-            result.records += more.records
-            result.completions += more.completions
+            result.merge(more)
             answers.append(MemberResponse(member_id, instance_id, 0))
             continue
         elif target not in group.members:
@@ -180,8 +179,7 @@ def leave_group(st: CoordinatorState, req: LeaveGroupRequest, version: int, now:
         if code == ErrorCode.NONE:
             log.info("group %s: member %s leaves%s", group.group_id, target, f": {reason}" if reason else "")
             more = remove_member_and_rebalance(st, group, target, now, f"member {target} left")
-            result.records += more.records
-            result.completions += more.completions
+            result.merge(more)
         answers.append(MemberResponse(member_id, instance_id, int(code)))
     if version < 3:
         result.response = LeaveGroupResponse(error_code=answers[0].error_code)
