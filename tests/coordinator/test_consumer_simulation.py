@@ -117,10 +117,7 @@ class Sim:
             self.advance(rng.choice([1000, 5000, 20000, 50000]))
 
     def advance(self, ms: int) -> None:
-        horizon = self.ctx.clock.ms + ms
-        while (due := self.ctx.timers.pop_next_due(horizon)) is not None:
-            self.ctx.run(due[1])
-        self.ctx.clock.ms = horizon
+        self.ctx.advance(ms)
         self.trace.append(f"clock +{ms}")
 
     def check(self) -> None:
