@@ -10,16 +10,21 @@ import uuid
 
 import pytest
 
-from broker.coordinator import offsets
+from broker.coordinator import admin, offsets
+from broker.coordinator.classic.group import ClassicGroup, Member
+from broker.coordinator.consumer import describe as cdesc
 from broker.coordinator.consumer.group import ConsumerGroupState
 from broker.coordinator.consumer.reconcile import MemberState
 from broker.coordinator.consumer.regex import matching
 from broker.coordinator.state import ConsumerGroupConfig
 from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest
 from broker.protocol.generated.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatRequestTopicPartitions,
 )
+from broker.protocol.generated.delete_groups import DeleteGroupsRequest
+from broker.protocol.generated.list_groups import ListGroupsRequest
 from broker.protocol.generated.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -278,8 +283,6 @@ def test_restart_replays_to_the_same_group():
 
 
 def test_classic_group_with_members_is_not_a_consumer_group():
-    from broker.coordinator.classic.group import ClassicGroup, Member
-
     c = Ctx()
     g = ClassicGroup("g")
     g.add(Member("m", None, "c", "/h", 1000, 10000, "consumer", [("range", b"")]))
@@ -332,12 +335,6 @@ def test_offset_commit_and_fetch_check_member_epochs():
 
 
 def test_list_delete_and_describe_consumer_groups():
-    from broker.coordinator import admin
-    from broker.coordinator.consumer import describe as cdesc
-    from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest
-    from broker.protocol.generated.delete_groups import DeleteGroupsRequest
-    from broker.protocol.generated.list_groups import ListGroupsRequest
-
     c = Ctx()
     c.hb("A")
     c.hb("B")

@@ -29,7 +29,7 @@ from broker.protocol.generated.offset_commit import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
-from broker.protocol.generated.sync_group import SyncGroupRequest
+from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 
 from .context import TopicInfo
 from .test_consumer_heartbeat import Ctx, T, assert_no_double_ownership, parts
@@ -501,8 +501,6 @@ def test_downgrade_when_the_last_consumer_member_leaves():
     leader = jx.value.leader
     gen = jx.value.generation_id
     assert gen == epoch + 1
-    from broker.protocol.generated.sync_group import SyncGroupRequestAssignment
-
     asg = [
         SyncGroupRequestAssignment("x", encode_assignment({"foo": [0, 1, 2]})),
         SyncGroupRequestAssignment("y", encode_assignment({"foo": [3, 4, 5]})),
