@@ -401,10 +401,11 @@ class CoordinatorContext:
         steps, then complete the parked requests it answers."""
         now = self.clock.ms
         result = op(now)
-        base = len(self.log)
-        for record in result.records:
-            self.log.append(LogEntry(record.key_bytes(), record.value_bytes(), now))
-        apply(result, base, self.replay, now)
+        if result.records:  # as the runtime: nothing to append, nothing to replay or step
+            base = len(self.log)
+            for record in result.records:
+                self.log.append(LogEntry(record.key_bytes(), record.value_bytes(), now))
+            apply(result, base, self.replay, now)
         complete(result.completions)
         return result
 
