@@ -6,5 +6,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh" test
 cd "$root"
 .venv/bin/ruff check .
+.venv/bin/lint-imports --no-logo --no-cache
 .venv/bin/python -m codegen generate --check
 exec .venv/bin/python -m pytest -q "$@"

@@ -1,9 +1,19 @@
-"""The group coordinator: classic groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup), committed offsets
-and group administration, persisted in the internal ``__consumer_offsets`` topic.
+"""The group coordinator: classic groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup), KIP-848
+consumer groups (ConsumerGroupHeartbeat), online migration between the two, committed offsets and
+group administration, persisted in the internal ``__consumer_offsets`` topic.
 
 ``GroupCoordinator`` is the facade the dispatch handlers call; each call becomes one operation of the
-serial runtime (runtime.py) over the state (state.py). Where a group's state changes:
-classic/join.py, classic/sync.py, offsets.py, admin.py (operations) and state.py (replay).
+serial runtime (runtime.py: records -> log -> replay -> responses) over the state (state.py). Layers,
+top down (enforced by import-linter, pyproject.toml):
+
+- groups.py, the router: decides once per request whether the group is classic, consumer, or a
+  consumer group with classic members, and calls that family's operations; restores timers at
+  start-up;
+- migration.py (upgrade/downgrade conversions), offsets.py, admin.py;
+- state.py: groups, offsets, services, and ``replay``;
+- classic/ (the JoinGroup/SyncGroup protocol, rebalanced in memory as Kafka does) and consumer/
+  (consumer groups, computed on copies and changed only by replay; classic_members.py);
+- result.py and timers.py (Result, Clock/Timers and every timer key), records.py.
 """
 
 from __future__ import annotations
@@ -18,15 +28,12 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.heartbeat import RESPONSE_ENCODERS as HB_ENCODERS
 from broker.protocol.generated.heartbeat import HeartbeatResponse
 
-from . import admin, offsets
-from .classic import join, sync
-from .classic.group import GroupState
+from . import admin, groups, offsets
 from .consumer import describe as cg_describe
-from .consumer import heartbeat as cg_heartbeat
-from .consumer.assign import assign
 from .group_configs import GroupConfigStore
-from .runtime import CoordinatorRuntime, LoopTimers, Result, SystemClock
-from .state import ConsumerGroupConfig, CoordinatorState, GroupConfig
+from .result import Result
+from .runtime import CoordinatorRuntime, LoopTimers, SystemClock
+from .state import ConsumerGroupConfig, GroupConfig
 
 log = logging.getLogger(__name__)
 
@@ -73,19 +80,19 @@ class GroupCoordinator:
     def __init__(self, broker: Any, clock: Any = None):
         self.broker = broker
         self.topics = TopicLookup(broker.topics)
-        self.state = CoordinatorState(
-            GroupConfig.from_config(broker.config),
-            timers=None,  # type: ignore[arg-type]
-            consumer_config=ConsumerGroupConfig.from_config(broker.config),
-        )
         self.configs = GroupConfigStore(broker.config.data_dir, broker.config)
-        self.state.group_configs = self.configs
-        self.state.topics = self.topics
-        self.state.assign = assign
+        clock = clock or SystemClock()
+        self.timers = LoopTimers(clock, lambda op: self.runtime.run_detached(op))
+        self.state = groups.new_state(
+            GroupConfig.from_config(broker.config),
+            self.timers,
+            ConsumerGroupConfig.from_config(broker.config),
+            topics=self.topics,
+            group_configs=self.configs,
+        )
         self._log = _LazyLog(broker)
         self._heartbeat_ok: dict[int, bytes] = {}
-        self.runtime = CoordinatorRuntime(self.state, broker.logs, None, clock or SystemClock())
-        self.state.timers = LoopTimers(self.runtime)
+        self.runtime = CoordinatorRuntime(self.state, broker.logs, None, clock)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -93,12 +100,13 @@ class GroupCoordinator:
         """Replay the coordinator log (if the topic exists) and restart the members' timers."""
         plog = self.broker.logs.get(OFFSETS_TOPIC, 0)
         if plog is None:
-            self.state.loaded(self.runtime.clock.now_ms())
+            groups.restore_timers(self.state, self.runtime.clock.now_ms())
             return
         self.runtime.plog = plog
         self.broker.logs.cleaner.register(plog)
         start = time.monotonic()
         n = self.runtime.load()
+        groups.restore_timers(self.state, self.runtime.clock.now_ms())
         log.info(
             "coordinator loaded %d records (%d groups, %d with offsets) in %.0f ms",
             n,
@@ -108,7 +116,7 @@ class GroupCoordinator:
         )
 
     def close(self) -> None:
-        self.state.timers.cancel_all()
+        self.timers.cancel_all()
 
     # ------------------------------------------------------------------ operations
 
@@ -126,46 +134,37 @@ class GroupCoordinator:
         host = ctx.client.peer.rsplit(":", 1)[0]
         client_id = ctx.client_id or ""
         return self._run(
-            lambda now: join.join_group(self.state, req, ctx.api_version, client_id, "/" + host, waiter, now)
+            lambda now: groups.join_group(self.state, req, ctx.api_version, client_id, "/" + host, waiter, now)
         )
 
     def sync_group(self, ctx: Any, req: Any) -> Any:
         waiter = asyncio.get_running_loop().create_future()
-        return self._run(lambda now: sync.sync_group(self.state, req, ctx.api_version, waiter, now))
+        return self._run(lambda now: groups.sync_group(self.state, req, ctx.api_version, waiter, now))
 
     def heartbeat(self, ctx: Any, req: Any) -> Any:
         """Heartbeats write no records and complete nothing, so they skip the runtime; the common
-        case (a known member of a Stable group at the current generation) answers a pre-encoded
-        body. Both give exactly what sync.heartbeat would."""
-        st = self.state
+        case (``groups.heartbeat_fast``) answers a pre-encoded body. Both give exactly what
+        ``groups.heartbeat`` would (tests/coordinator/test_heartbeat_parity.py)."""
         version = ctx.api_version
         now = self.runtime.clock.now_ms()
-        group = st.groups.get(req.group_id)
-        if group is not None and group.state is GroupState.STABLE and req.generation_id == group.generation:
-            member = group.members.get(req.member_id)
-            instance = req.group_instance_id if version >= 3 else None
-            if member is not None and (
-                instance is None or group.static_members.get(instance) == req.member_id
-            ):
-                if not st.timers.extend(member.session_key(group.group_id), now + member.session_timeout_ms):
-                    join.schedule_session(st, group, member, now)
-                body = self._heartbeat_ok.get(version)
-                if body is None:
-                    body = self._heartbeat_ok[version] = HB_ENCODERS[version](HeartbeatResponse(error_code=0))
-                return body
-        return sync.heartbeat(st, req, version, now).response
+        if groups.heartbeat_fast(self.state, req, version, now):
+            body = self._heartbeat_ok.get(version)
+            if body is None:
+                body = self._heartbeat_ok[version] = HB_ENCODERS[version](HeartbeatResponse(error_code=0))
+            return body
+        return groups.heartbeat(self.state, req, version, now).response
 
     def leave_group(self, ctx: Any, req: Any) -> Any:
-        return self._run(lambda now: sync.leave_group(self.state, req, ctx.api_version, now))
+        return self._run(lambda now: groups.leave_group(self.state, req, ctx.api_version, now))
 
     def commit_offsets(self, ctx: Any, req: Any) -> Any:
-        return self._run(lambda now: offsets.commit(self.state, req, ctx.api_version, self.topics, now))
+        return self._run(lambda now: offsets.commit(self.state, req, ctx.api_version, now))
 
     def fetch_offsets(self, ctx: Any, req: Any) -> Any:
-        return offsets.fetch(self.state, req, ctx.api_version, self.topics)
+        return offsets.fetch(self.state, req, ctx.api_version)
 
     def delete_offsets(self, ctx: Any, req: Any) -> Any:
-        return self._run(lambda now: offsets.delete(self.state, req, self.topics))
+        return self._run(lambda now: offsets.delete(self.state, req))
 
     def on_topic_deleted(self, topic: str) -> None:
         """Drop every group's committed offsets of a deleted topic (tombstones), as Kafka does."""
@@ -176,8 +175,8 @@ class GroupCoordinator:
     def consumer_group_heartbeat(self, ctx: Any, req: Any) -> Any:
         host = "/" + ctx.client.peer.rsplit(":", 1)[0]
         return self._run(
-            lambda now: cg_heartbeat.heartbeat(
-                self.state, req, ctx.api_version, ctx.client_id or "", host, self.topics, assign, now
+            lambda now: groups.consumer_group_heartbeat(
+                self.state, req, ctx.api_version, ctx.client_id or "", host, now
             )
         )
 

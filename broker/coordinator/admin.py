@@ -20,7 +20,7 @@ from broker.protocol.generated.list_groups import ListedGroup, ListGroupsRequest
 
 from .classic.group import GroupState
 from .consumer import records as crec
-from .runtime import Result
+from .result import Result
 
 if TYPE_CHECKING:
     from .state import CoordinatorState

@@ -42,15 +42,19 @@ from broker.protocol.primitives import ZERO_UUID
 
 from .classic.group import ClassicGroup, GroupState
 from .classic.join import schedule_session
-from .runtime import Result
+from .result import Result
+from .timers import OFFSETS_EXPIRE
 
 if TYPE_CHECKING:
-    from .state import CoordinatorState
+    from .state import CoordinatorState, TopicLookup
 
 log = logging.getLogger(__name__)
 
-#: (topic, partition) -> exists?, and topic id <-> name, supplied by the broker's topic registry.
-TopicLookup = Any
+
+def _topics(st: CoordinatorState) -> TopicLookup:
+    topics = st.topics
+    assert topics is not None, "a state that runs operations has the broker's topics"
+    return topics
 
 
 def _commit_check(group: ClassicGroup | None, req: OffsetCommitRequest, version: int) -> ErrorCode:
@@ -108,8 +112,9 @@ def _consumer_fetch_check(group: Any, member_id: str | None, epoch: int) -> Erro
 
 
 def commit(
-    st: CoordinatorState, req: OffsetCommitRequest, version: int, topics: TopicLookup, now: int
+    st: CoordinatorState, req: OffsetCommitRequest, version: int, now: int
 ) -> Result:
+    topics = _topics(st)
     group = st.groups.get(req.group_id)
     cgroup = st.consumer_groups.get(req.group_id)
     if not req.group_id:
@@ -156,8 +161,9 @@ def commit(
 
 
 def fetch(
-    st: CoordinatorState, req: OffsetFetchRequest, version: int, topics: TopicLookup
+    st: CoordinatorState, req: OffsetFetchRequest, version: int
 ) -> OffsetFetchResponse:
+    topics = _topics(st)
     if version < 8:
         parts_cls = OffsetFetchResponsePartition
         topic_list = _fetch_group(
@@ -257,7 +263,8 @@ def subscribed_topics(group: ClassicGroup) -> set[str] | None:
     return topics
 
 
-def delete(st: CoordinatorState, req: OffsetDeleteRequest, topics: TopicLookup) -> Result:
+def delete(st: CoordinatorState, req: OffsetDeleteRequest) -> Result:
+    topics = _topics(st)
     group = st.groups.get(req.group_id)
     if group is None or group.is_in(GroupState.DEAD):
         return Result(OffsetDeleteResponse(error_code=int(ErrorCode.GROUP_ID_NOT_FOUND), topics=[]))
@@ -334,5 +341,5 @@ def forget_topic(st: CoordinatorState, topic: str) -> Result:
 
 def schedule_expiry(st: CoordinatorState, now: int) -> None:
     st.timers.schedule(
-        "offsets:expire", now + st.config.offsets_retention_check_interval_ms, lambda t: expire(st, t)
+        OFFSETS_EXPIRE, now + st.config.offsets_retention_check_interval_ms, lambda t: expire(st, t)
     )

@@ -7,15 +7,23 @@ outcome, its response, and completions for parked requests. The runtime then
 1. appends the records to the coordinator log (``__consumer_offsets`` partition 0) -- if that fails,
    nothing is replayed and the caller gets NOT_COORDINATOR (retriable: the client looks the
    coordinator up again and retries), as Kafka maps a storage error on the coordinator's log;
-2. replays them through ``Coordinator.replay`` -- the only code that changes persisted state, and
-   the same code start-up uses to rebuild it (loader.py, with a fast path for offset commits, over
-   a log the log cleaner keeps key-compacted: broker/log/cleaner.py);
+2. replays them through ``Coordinator.replay`` (state.py), the same code start-up uses to rebuild
+   the state (loader.py, with a fast path for offset commits, over a log the log cleaner keeps
+   key-compacted: broker/log/cleaner.py), then runs the result's ``after`` steps;
 3. releases the response and the completions once the records are durable per ``log.flush``; if
    the fsync fails they get COORDINATOR_NOT_AVAILABLE, and the records stay in the log (so the state
    matches it) to become durable with the next fsync that succeeds.
 
-Everything runs on the event-loop thread, so operations never interleave. Timers are keyed
-(``session:{group}:{member}``) and a timer that fires is just another operation.
+Everything runs on the event-loop thread, so operations never interleave. Timers are keyed (every
+key is built in timers.py) and a timer that fires is just another operation.
+
+Operations arm and cancel timers while they run, before their records are appended, and a failed
+append does not disarm them. That is deliberate: timers follow the transient state the operation
+has already changed in memory (a classic group's rebalance, kept in memory as in Kafka, is not
+rolled back either), and deferring them to ``after`` would leave such a group without its join or
+sync deadline. Every timer operation re-checks the state when it fires (the member still exists,
+the group is still the same object, in the same state or generation, with the same member epoch)
+and does nothing otherwise, so a timer armed for records that were never appended is harmless.
 """
 
 from __future__ import annotations
@@ -23,87 +31,30 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from time import time as _time
 from typing import Any, Protocol
 
 from broker.log.batch import iter_batches
 from broker.protocol.errors import ErrorCode, KafkaError
 
+from .loader import load
 from .records import CoordinatorRecord, to_batch
+from .result import Result, apply, complete, fail
+from .timers import Clock, ManualClock, ManualTimers, Timers
+
+__all__ = ["Clock", "CoordinatorRuntime", "LoopTimers", "ManualClock", "ManualTimers", "Result", "Slot"]
+__all__ += ["SystemClock", "Timers"]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class Result:
-    response: Any = None
-    records: list[CoordinatorRecord] = field(default_factory=list)
-    #: (future of a parked request, its response) pairs to resolve with this operation
-    completions: list[tuple[asyncio.Future | Any, Any]] = field(default_factory=list)
-    #: steps on transient state (timers, an in-memory rebalance) once the records are replayed
-    after: list[Callable[[int], None]] = field(default_factory=list)
-
-
-class Clock(Protocol):
-    def now_ms(self) -> int: ...
-
-
-class Timers(Protocol):
-    def schedule(self, key: str, deadline_ms: int, op: Callable[[int], Result]) -> None: ...
-    def cancel(self, key: str) -> None: ...
-    def scheduled(self, key: str) -> bool: ...
-
-
-class ManualClock:
-    """A clock tests move by hand."""
-
-    def __init__(self, start_ms: int = 1_700_000_000_000):
-        self.ms = start_ms
-
-    def now_ms(self) -> int:
-        return self.ms
-
-
-class ManualTimers:
-    """Keyed timers for tests: ``advance`` fires what falls due, in deadline order."""
-
-    def __init__(self, clock: ManualClock):
-        self.clock = clock
-        self.timers: dict[str, tuple[int, Callable[[int], Result]]] = {}
-
-    def schedule(self, key: str, deadline_ms: int, op: Callable[[int], Result]) -> None:
-        self.timers[key] = (deadline_ms, op)
-
-    def cancel(self, key: str) -> None:
-        self.timers.pop(key, None)
-
-    def scheduled(self, key: str) -> bool:
-        return key in self.timers
-
-    def extend(self, key: str, deadline_ms: int) -> bool:
-        entry = self.timers.get(key)
-        if entry is None or deadline_ms < entry[0]:
-            return False
-        self.timers[key] = (deadline_ms, entry[1])
-        return True
-
-    def due(self) -> list[tuple[str, int]]:
-        return sorted(((k, d) for k, (d, _op) in self.timers.items()), key=lambda kv: (kv[1], kv[0]))
-
-    def pop_next_due(self, until_ms: int) -> tuple[str, Callable[[int], Result]] | None:
-        due = [(d, k) for k, (d, _op) in self.timers.items() if d <= until_ms]
-        if not due:
-            return None
-        d, k = min(due)
-        _deadline, op = self.timers.pop(k)
-        self.clock.ms = max(self.clock.ms, d)
-        return k, op
-
-
 class Coordinator(Protocol):
     def replay(self, record: CoordinatorRecord, offset: int, timestamp: int) -> None: ...
-    def loaded(self, now_ms: int) -> None: ...
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return int(_time() * 1000)
 
 
 class LoopTimers:
@@ -114,8 +65,9 @@ class LoopTimers:
     dict store, not a cancel and a new loop timer.
     """
 
-    def __init__(self, runtime: CoordinatorRuntime):
-        self.runtime = runtime
+    def __init__(self, clock: Clock, run_detached: Callable[[Callable[[int], Result]], None]):
+        self.clock = clock
+        self.run_detached = run_detached  # the runtime's: a fired timer is an operation
         self.deadlines: dict[str, tuple[int, Callable[[int], Result]]] = {}
         self.handles: dict[str, tuple[int, asyncio.TimerHandle]] = {}  # key -> (armed for, handle)
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -140,7 +92,7 @@ class LoopTimers:
     def _arm(self, key: str, deadline_ms: int) -> None:
         if self.loop is None:
             self.loop = asyncio.get_event_loop()
-        delay = max(0.0, (deadline_ms - self.runtime.clock.now_ms()) / 1000)
+        delay = max(0.0, (deadline_ms - self.clock.now_ms()) / 1000)
         self.handles[key] = (deadline_ms, self.loop.call_later(delay, self._fire, key))
 
     def _fire(self, key: str) -> None:
@@ -149,11 +101,11 @@ class LoopTimers:
         if entry is None:
             return
         deadline, op = entry
-        if deadline > self.runtime.clock.now_ms():
+        if deadline > self.clock.now_ms():
             self._arm(key, deadline)  # pushed later since it was armed
             return
         del self.deadlines[key]
-        self.runtime.run_detached(op)
+        self.run_detached(op)
 
     def scheduled(self, key: str) -> bool:
         return key in self.deadlines
@@ -169,11 +121,6 @@ class LoopTimers:
             h.cancel()
         self.handles.clear()
         self.deadlines.clear()
-
-
-class SystemClock:
-    def now_ms(self) -> int:
-        return int(_time() * 1000)
 
 
 class CoordinatorRuntime:
@@ -199,19 +146,16 @@ class CoordinatorRuntime:
         self._plog = plog
 
     def load(self) -> int:
-        """Replay the whole coordinator log (start-up); returns the number of records replayed."""
-        from .loader import load  # loader -> state -> runtime
-
-        n = load(self.plog, self.coordinator)
-        self.coordinator.loaded(self.clock.now_ms())
-        return n
+        """Replay the whole coordinator log (start-up); returns the number of records replayed. The
+        members' timers are the router's to restore afterwards (groups.py)."""
+        return load(self.plog, self.coordinator)
 
     def run(self, op: Callable[[int], Result]) -> Any:
         """Run ``op`` now; returns its response, or an awaitable of it when records must be flushed."""
         now = self.clock.now_ms()
         result = op(now)
         if not result.records:
-            self._complete(result.completions)
+            complete(result.completions)
             return result.response
         try:
             data = bytearray(to_batch(result.records, now))
@@ -220,15 +164,12 @@ class CoordinatorRuntime:
         except OSError as e:
             log.error("coordinator log append failed: %s", e)
             error = KafkaError(ErrorCode.NOT_COORDINATOR, f"coordinator log append failed: {e}")
-            self._fail(result.completions, error)
+            fail(result.completions, error)
             raise error from e
-        for i, record in enumerate(result.records):
-            self.coordinator.replay(record, base + i, now)
-        for step in result.after:
-            step(now)
+        apply(result, base, self.coordinator.replay, now)
         fut = self.logs.appended(self.plog)
         if fut is None:
-            self._complete(result.completions)
+            complete(result.completions)
             return result.response
         return self._after_flush(fut, result)
 
@@ -237,9 +178,9 @@ class CoordinatorRuntime:
             await fut
         except KafkaError as e:
             error = KafkaError(ErrorCode.NOT_COORDINATOR, e.message)
-            self._fail(result.completions, error)
+            fail(result.completions, error)
             raise error from e
-        self._complete(result.completions)
+        complete(result.completions)
         response = result.response
         if isinstance(response, asyncio.Future):  # a parked request, completed just above or later
             return await response
@@ -255,18 +196,6 @@ class CoordinatorRuntime:
         if asyncio.iscoroutine(out):
             task = asyncio.ensure_future(out)
             task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
-
-    @staticmethod
-    def _complete(completions: list) -> None:
-        for fut, response in completions:
-            if not fut.done():
-                fut.set_result(response)
-
-    @staticmethod
-    def _fail(completions: list, error: Exception) -> None:
-        for fut, _response in completions:
-            if not fut.done():
-                fut.set_exception(error)
 
 
 class Slot:

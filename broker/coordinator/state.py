@@ -1,15 +1,26 @@
-"""The coordinator's state: every group and every committed offset, and ``replay`` -- the only code
-that changes the persisted part of it, used both live (after an append) and at start-up.
+"""The coordinator's state: every group (classic and consumer) and every committed offset, the
+services operations need (timers, topics, assignors, per-group configs, member ids), and ``replay``
+-- the code that applies records, used both live (after an append) and at start-up.
 
-Operations (classic/join.py, classic/sync.py, offsets.py, admin.py) read this state and return
-records; they never write persisted fields themselves.
+Where state changes:
+
+- Committed offsets and consumer groups change only through ``replay``: their operations
+  (offsets.py, admin.py, consumer/, migration.py) compute on copies and return records.
+- Classic groups keep their rebalance in memory, as Kafka's classic groups do: JoinGroup and the
+  join phase (classic/join.py) add and update members and bump the generation, protocol and leader
+  in place; the GroupMetadata record written when the group becomes Stable or Empty (SyncGroup,
+  classic/sync.py, or an empty join phase) persists that outcome, and its replay sets the same fields
+  again (the record is the truth after a restart).
+- Transient state (parked requests, pending members, timers) is never persisted.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from broker.coordinator.generated.group_metadata_key import GroupMetadataKey
 from broker.coordinator.generated.group_metadata_value import GroupMetadataValue, MemberMetadata
@@ -18,10 +29,12 @@ from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 
 from .classic.group import ClassicGroup, GroupState, Member
 from .consumer import records as crec
+from .consumer.assign import assign as server_assign
 from .consumer.group import ClassicMeta, ConsumerGroup, ConsumerMember, TopicMeta
 from .consumer.reconcile import MemberState, Progress
 from .records import GROUP_METADATA, OFFSET_COMMIT, CoordinatorRecord
-from .runtime import Timers
+from .result import Result
+from .timers import Timers
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +105,60 @@ class Offsets:
         return sum(len(p) for p in self.by_topic.values())
 
 
+# ---------------------------------------------------------------------- services
+
+
+class TopicInfo(Protocol):
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+
+
+class TopicRegistryView(Protocol):
+    def get(self, name: str) -> TopicInfo | None: ...
+    def all(self) -> Iterable[TopicInfo]: ...
+
+
+class TopicLookup(Protocol):
+    """What operations need to know about the broker's topics (the facade's TopicLookup)."""
+
+    registry: TopicRegistryView
+
+    def exists(self, name: str, partition: int) -> bool: ...
+    def name_for_id(self, topic_id: uuid.UUID) -> str | None: ...
+    def id_for_name(self, name: str) -> uuid.UUID | None: ...
+
+
+class GroupConfigLookup(Protocol):
+    """Per-group config overrides (GroupConfigStore): the value in force for a group."""
+
+    def value(self, group_id: str, name: str) -> int: ...
+
+
+#: a server-side assignor run: (assignor name, group, members, subscribed topics) -> target
+Assign = Callable[[str, ConsumerGroup, dict[str, ConsumerMember], dict[uuid.UUID, TopicMeta]], dict]
+#: removing a consumer group member may convert the group back to a classic one (migration.py):
+#: (state, group, leaving member id, result to add the records to, now) -> True when it did
+Downgrade = Callable[["CoordinatorState", ConsumerGroup, str, Result, int], bool]
+
+
+def random_id() -> str:
+    """Member ids in production: a random UUID, as Kafka's."""
+    return str(uuid.uuid4())
+
+
 class CoordinatorState:
     def __init__(
-        self, config: GroupConfig, timers: Timers, consumer_config: ConsumerGroupConfig | None = None
+        self,
+        config: GroupConfig,
+        timers: Timers,
+        consumer_config: ConsumerGroupConfig | None = None,
+        *,
+        topics: TopicLookup | None = None,
+        assign: Assign | None = None,
+        group_configs: GroupConfigLookup | None = None,
+        new_id: Callable[[], str] = random_id,
+        downgrade: Downgrade | None = None,
     ):
         self.config = config
         self.consumer_config = consumer_config or ConsumerGroupConfig()
@@ -102,12 +166,17 @@ class CoordinatorState:
         self.groups: dict[str, ClassicGroup] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, Offsets] = {}
+        #: the broker's topics; None only for a state that is replayed, never operated on
+        self.topics = topics
+        #: the server-side assignor entry point of consumer groups (consumer/assign.py)
+        self.assign: Assign = assign or server_assign
         #: per-group overrides (GroupConfigStore); None means broker defaults only
-        self.group_configs: Any = None
-        #: the broker's topics (TopicLookup) and the server-side assignor entry point, for classic
-        #: members of consumer groups (migration.py)
-        self.topics: Any = None
-        self.assign: Any = None
+        self.group_configs = group_configs
+        #: a fresh member id (a UUID string; tests inject a seeded one)
+        self.new_id = new_id
+        #: the one back edge from consumer groups to migration (groups.py passes migration's);
+        #: None: consumer groups are never converted back
+        self.downgrade = downgrade
 
     def consumer_session_timeout_ms(self, group_id: str) -> int:
         if self.group_configs is not None:
@@ -303,21 +372,6 @@ class CoordinatorState:
                 crec.to_assignment(v.assigned_partitions),
                 crec.to_assignment(v.partitions_pending_revocation),
             )
-
-    def loaded(self, now_ms: int) -> None:
-        """After start-up replay: members get fresh session timers (fail-over: they keep going)."""
-        from .classic import join
-
-        for group in self.groups.values():
-            for member in group.members.values():
-                join.schedule_session(self, group, member, now_ms)
-        from . import offsets
-        from .consumer import heartbeat
-
-        offsets.schedule_expiry(self, now_ms)
-        for group in self.consumer_groups.values():
-            for member in group.members.values():
-                heartbeat.schedule_session(self, group.group_id, member, now_ms)
 
     # ------------------------------------------------------------------ record builders
 

@@ -1,33 +1,43 @@
-"""A test context for the group coordinator, after Kafka's GroupMetadataManagerTestContext.
+"""The test context of the group coordinator, after Kafka's GroupMetadataManagerTestContext; every
+coordinator test runs its operations through it.
 
-The coordinator is a pure state machine: ``op(now_ms) -> Result(response, records, completions)``.
-``CoordinatorContext.run`` plays the runtime's part without a log partition or an event loop: it
-appends the records to an in-memory log (encoded as they would be in ``__consumer_offsets``),
-replays them through ``CoordinatorState.replay`` and resolves the completions (``Slot``s stand in for
-the futures of parked requests). Timers are ``ManualTimers`` moved by ``advance``; ``restart``
-rebuilds the state from the log as a fail-over would.
+The coordinator is a pure state machine: ``op(now_ms) -> Result(response, records, completions,
+after)``. Requests go through the router (broker/coordinator/groups.py), as the facade sends them.
+``CoordinatorContext.run`` plays the runtime's part without a log partition or an event loop, with
+the runtime's own steps (``result.apply``, ``result.complete``): it appends the records to an
+in-memory log (encoded as they would be in ``__consumer_offsets``), replays them (decoded again, so
+the codec is on the path), runs the after-steps, and resolves the completions (``Slot``s stand in
+for the futures of parked requests). Timers are ``ManualTimers`` moved by ``advance``; ``restart``
+rebuilds the state from the log as a fail-over would (``restarted``: a second context doing that,
+this one kept for comparison).
 """
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from struct import pack
 from typing import Any
 
-from broker.coordinator import admin, offsets
-from broker.coordinator.classic import join as join_ops
-from broker.coordinator.classic import sync as sync_ops
+from broker.coordinator import admin, groups, offsets
 from broker.coordinator.classic.group import ClassicGroup, GroupState
+from broker.coordinator.consumer.assign import assign as server_assign
 from broker.coordinator.generated.group_metadata_key import GroupMetadataKey
 from broker.coordinator.generated.group_metadata_value import GroupMetadataValue, MemberMetadata
 from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.coordinator.records import GROUP_METADATA, OFFSET_COMMIT, CoordinatorRecord, decode_record
-from broker.coordinator.runtime import ManualClock, ManualTimers, Result, Slot
-from broker.coordinator.state import CoordinatorState, GroupConfig
+from broker.coordinator.result import Result, apply, complete
+from broker.coordinator.runtime import Slot
+from broker.coordinator.state import Assign, ConsumerGroupConfig, CoordinatorState, GroupConfig, random_id
+from broker.coordinator.timers import ManualClock, ManualTimers
 from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from broker.protocol.generated.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from broker.protocol.generated.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from broker.protocol.generated.heartbeat import HeartbeatRequest, HeartbeatResponse
@@ -95,24 +105,60 @@ PROTOCOLS = [("range", subscription(["foo"]))]
 # ---------------------------------------------------------------------- topics
 
 
+@dataclass
+class TopicInfo:
+    topic_id: uuid.UUID
+    partitions: int
+
+
+@dataclass
+class _Named:
+    name: str
+
+
+class Registry:
+    """The broker's topic registry as the coordinator reads it: ``topics`` name -> TopicInfo."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, TopicInfo] = {}
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self.topics.get(name)
+
+    def all(self) -> list[_Named]:
+        return [_Named(n) for n in self.topics]
+
+
 class FakeTopics:
-    """The coordinator's TopicLookup over a dict ``name -> partition count``."""
+    """The coordinator's TopicLookup over a registry, by default ``DEFAULT_TOPICS`` (name ->
+    partition count) with name-derived ids."""
 
     def __init__(self, topics: dict[str, int] | None = None):
-        self.partitions = dict(DEFAULT_TOPICS if topics is None else topics)
-        self.ids = {name: uuid.uuid5(uuid.NAMESPACE_OID, name) for name in self.partitions}
+        self.registry = Registry()
+        for name, n in (DEFAULT_TOPICS if topics is None else topics).items():
+            self.registry.topics[name] = TopicInfo(uuid.uuid5(uuid.NAMESPACE_OID, name), n)
+
+    @property
+    def partitions(self) -> dict[str, int]:
+        return {name: t.partitions for name, t in self.registry.topics.items()}
+
+    @property
+    def ids(self) -> dict[str, uuid.UUID]:
+        return {name: t.topic_id for name, t in self.registry.topics.items()}
 
     def exists(self, name: str, partition: int) -> bool:
-        return name in self.partitions and 0 <= partition < self.partitions[name]
+        t = self.registry.topics.get(name)
+        return t is not None and 0 <= partition < t.partitions
 
     def name_for_id(self, topic_id: uuid.UUID) -> str | None:
-        for name, tid in self.ids.items():
-            if tid == topic_id:
+        for name, t in self.registry.topics.items():
+            if t.topic_id == topic_id:
                 return name
         return None
 
     def id_for_name(self, name: str) -> uuid.UUID | None:
-        return self.ids.get(name)
+        t = self.registry.topics.get(name)
+        return t.topic_id if t is not None else None
 
 
 # ---------------------------------------------------------------------- log
@@ -305,14 +351,44 @@ class JoinedMember:
 
 
 class CoordinatorContext:
-    def __init__(self, topics: dict[str, int] | None = None, start_ms: int = START_MS, **config: Any):
+    def __init__(
+        self,
+        topics: dict[str, int] | None = None,
+        start_ms: int = START_MS,
+        consumer_config: ConsumerGroupConfig | None = None,
+        assign: Assign = server_assign,
+        new_id: Callable[[], str] = random_id,
+        **config: Any,
+    ):
         self.config = replace(GroupConfig(), **config)
+        self.consumer_config = consumer_config or ConsumerGroupConfig()
         self.clock = ManualClock(start_ms)
-        self.topics = FakeTopics(topics)
+        self._topics = FakeTopics(topics)
+        #: the server-side assignor (tests may swap it at any time)
+        self.assign = assign
+        self.new_id = new_id
         self.log: list[LogEntry] = []
+        self._new_state()
+        groups.restore_timers(self.state, self.clock.ms)
+
+    def _new_state(self) -> None:
         self.timers = ManualTimers(self.clock)
-        self.state = CoordinatorState(self.config, self.timers)
-        self.state.loaded(self.clock.ms)
+        self.state = groups.new_state(
+            self.config,
+            self.timers,
+            self.consumer_config,
+            topics=self._topics,
+            assign=lambda *a: self.assign(*a),
+            new_id=lambda: self.new_id(),
+        )
+
+    @property
+    def topics(self) -> FakeTopics:
+        return self._topics
+
+    @topics.setter
+    def topics(self, topics: FakeTopics) -> None:
+        self._topics = self.state.topics = topics
 
     # ------------------------------------------------------------------ runtime
 
@@ -321,24 +397,33 @@ class CoordinatorContext:
         return self.clock.ms
 
     def run(self, op: Callable[[int], Result]) -> Result:
-        """Run one operation as the runtime does: append its records, replay them, then complete the
-        parked requests it answers."""
+        """Run one operation as the runtime does: append its records, replay them, run its after
+        steps, then complete the parked requests it answers."""
         now = self.clock.ms
         result = op(now)
-        for record in result.records:
-            self.log.append(LogEntry(record.key_bytes(), record.value_bytes(), now))
-            self.state.replay(record, len(self.log) - 1, now)
-        for step in result.after:
-            step(now)
-        for fut, response in result.completions:
-            if not fut.done():
-                fut.set_result(response)
+        if result.records:  # as the runtime: nothing to append, nothing to replay or step
+            base = len(self.log)
+            for record in result.records:
+                self.log.append(LogEntry(record.key_bytes(), record.value_bytes(), now))
+            apply(result, base, self.replay, now)
+        complete(result.completions)
         return result
+
+    def replay(self, record: CoordinatorRecord, offset: int, timestamp: int) -> None:
+        """Replay one appended record, as read back from the log."""
+        self.state.replay(self.log[offset].decode(), offset, timestamp)
 
     def advance(self, ms: int, after_each: Callable[[str, Result], None] | None = None) -> list[str]:
         """Move the clock by ``ms``, firing the timers that fall due, in deadline order, as
         operations; returns the keys of the timers that fired."""
         target = self.clock.ms + ms
+        fired = self.fire_until(target, after_each)
+        self.clock.ms = target
+        return fired
+
+    def fire_until(self, target: int, after_each: Callable[[str, Result], None] | None = None) -> list[str]:
+        """Fire every timer due by ``target`` in deadline order, the clock jumping to each deadline
+        (it stays at the last one); returns the keys of the timers that fired."""
         fired = []
         while True:
             nxt = self.timers.pop_next_due(target)
@@ -349,25 +434,32 @@ class CoordinatorContext:
             fired.append(key)
             if after_each is not None:
                 after_each(key, result)
-        self.clock.ms = target
         return fired
+
+    def restore_timers(self) -> None:
+        """What start-up does after the replay (groups.restore_timers)."""
+        groups.restore_timers(self.state, self.clock.ms)
 
     def replayed_state(self) -> CoordinatorState:
         """A fresh state built from the log alone (with throwaway timers), as a restart would."""
-        timers = ManualTimers(self.clock)
-        state = CoordinatorState(self.config, timers)
-        for i, entry in enumerate(self.log):
-            state.replay(entry.decode(), i, entry.timestamp)
-        state.loaded(self.clock.ms)
-        return state
+        fresh = self.restarted()
+        return fresh.state
 
     def restart(self) -> None:
         """Fail-over: a new coordinator replays the whole log; parked requests are lost."""
-        self.timers = ManualTimers(self.clock)
-        self.state = CoordinatorState(self.config, self.timers)
+        self._new_state()
         for i, entry in enumerate(self.log):
             self.state.replay(entry.decode(), i, entry.timestamp)
-        self.state.loaded(self.clock.ms)
+        groups.restore_timers(self.state, self.clock.ms)
+
+    def restarted(self) -> CoordinatorContext:
+        """A second context that restarted from this one's log (same topics, assignor and time);
+        this one is left as it was, to compare."""
+        fresh = copy.copy(self)
+        fresh.clock = ManualClock(self.clock.ms)
+        fresh.log = list(self.log)
+        fresh.restart()
+        return fresh
 
     def records(self, start: int = 0) -> list[CoordinatorRecord]:
         """The log from ``start``, decoded."""
@@ -405,7 +497,7 @@ class CoordinatorContext:
             reason=reason,
         )
         result = self.run(
-            lambda now: join_ops.join_group(self.state, req, version, client_id, CLIENT_HOST, slot, now)
+            lambda now: groups.join_group(self.state, req, version, client_id, CLIENT_HOST, slot, now)
         )
         return slot, result
 
@@ -430,14 +522,14 @@ class CoordinatorContext:
             protocol_name=protocol_name,
             assignments=[SyncGroupRequestAssignment(m, a) for m, a in (assignments or {}).items()],
         )
-        result = self.run(lambda now: sync_ops.sync_group(self.state, req, version, slot, now))
+        result = self.run(lambda now: groups.sync_group(self.state, req, version, slot, now))
         return slot, result
 
     def heartbeat(
         self, group: str, generation: int, member_id: str, instance: str | None = None, version: int = 4
     ) -> HeartbeatResponse:
         req = HeartbeatRequest(group, generation, member_id, instance)
-        return self.run(lambda now: sync_ops.heartbeat(self.state, req, version, now)).response
+        return self.run(lambda now: groups.heartbeat(self.state, req, version, now)).response
 
     def leave(
         self,
@@ -451,8 +543,16 @@ class CoordinatorContext:
         else:
             idents = members if members is not None else [(member_id, None)]
             req = LeaveGroupRequest(group_id=group, members=[MemberIdentity(m, i) for m, i in idents])
-        result = self.run(lambda now: sync_ops.leave_group(self.state, req, version, now))
+        result = self.run(lambda now: groups.leave_group(self.state, req, version, now))
         return result.response, result
+
+    def consumer_heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest, version: int = 1, client_id: str = "c", host: str = "/h"
+    ) -> ConsumerGroupHeartbeatResponse:
+        """ConsumerGroupHeartbeat through the router."""
+        return self.run(
+            lambda now: groups.consumer_group_heartbeat(self.state, req, version, client_id, host, now)
+        ).response
 
     def commit(
         self,
@@ -490,7 +590,7 @@ class CoordinatorContext:
             group_instance_id=instance,
             topics=topics,
         )
-        return self.run(lambda now: offsets.commit(self.state, req, version, self.topics, now))
+        return self.run(lambda now: offsets.commit(self.state, req, version, now))
 
     def fetch(
         self, group: str, topics: dict[str, list[int]] | None = None, version: int = 7
@@ -498,7 +598,7 @@ class CoordinatorContext:
         """OffsetFetch v0-7 for one group (``topics=None``: all of them, v2+)."""
         wanted = None if topics is None else [OffsetFetchRequestTopic(t, ps) for t, ps in topics.items()]
         req = OffsetFetchRequest(group_id=group, topics=wanted)
-        return offsets.fetch(self.state, req, version, self.topics)
+        return offsets.fetch(self.state, req, version)
 
     def fetch_groups(
         self, groups: dict[str, dict[str, list[int]] | None], version: int = 9
@@ -520,7 +620,7 @@ class CoordinatorContext:
                 ]
             req_groups.append(OffsetFetchRequestGroup(group_id=gid, topics=wanted))
         req = OffsetFetchRequest(groups=req_groups)
-        return offsets.fetch(self.state, req, version, self.topics)
+        return offsets.fetch(self.state, req, version)
 
     def delete_offsets(self, group: str, topics: dict[str, list[int]]) -> tuple[OffsetDeleteResponse, Result]:
         req = OffsetDeleteRequest(
@@ -530,7 +630,7 @@ class CoordinatorContext:
                 for t, ps in topics.items()
             ],
         )
-        result = self.run(lambda now: offsets.delete(self.state, req, self.topics))
+        result = self.run(lambda now: offsets.delete(self.state, req))
         return result.response, result
 
     def describe(self, groups: list[str], version: int = 5, ops: int = -(2**31)) -> DescribeGroupsResponse:

@@ -20,11 +20,9 @@ from typing import Any
 
 import pytest
 
-from broker.coordinator import loader
-from broker.coordinator.consumer import heartbeat as cg_heartbeat
-from broker.coordinator.consumer.assign import assign
-from broker.coordinator.runtime import ManualTimers
+from broker.coordinator import groups, loader
 from broker.coordinator.state import CoordinatorState
+from broker.coordinator.timers import ManualTimers
 from broker.log import cleaner
 from broker.log.batch import iter_batches
 from broker.log.config import LogConfig
@@ -32,21 +30,10 @@ from broker.log.partition import PartitionLog
 from broker.log.records import Record, build_batch
 from broker.protocol.generated.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 
-from .context import CoordinatorContext, FakeTopics, persisted_view
-from .test_consumer_heartbeat import Registry, TopicInfo
+from .context import CoordinatorContext, persisted_view
 
 SEEDS = [int(os.environ["COMPACTION_SEED"])] if "COMPACTION_SEED" in os.environ else list(range(12))
 STEPS = 160
-
-
-class Topics(FakeTopics):
-    """Both lookups the operations use: classic/offsets (FakeTopics) and KIP-848 (a registry)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.registry = Registry()
-        for name, n in self.partitions.items():
-            self.registry.topics[name] = TopicInfo(self.ids[name], n)
 
 
 def full_view(state: CoordinatorState) -> dict[str, Any]:
@@ -70,7 +57,6 @@ def full_view(state: CoordinatorState) -> dict[str, Any]:
 def random_history(seed: int) -> CoordinatorContext:
     rng = random.Random(seed)
     c = CoordinatorContext(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=10_000)
-    c.topics = Topics()
     topics = list(c.topics.partitions)
     classic = [f"g{i}" for i in range(3)]
     consumer = [f"cg{i}" for i in range(3)]
@@ -87,9 +73,7 @@ def random_history(seed: int) -> CoordinatorContext:
             subscribed_topic_names=rng.sample(topics, rng.randint(1, len(topics))) if subscribe else None,
             topic_partitions=[] if epoch == 0 else None,
         )
-        return c.run(
-            lambda now: cg_heartbeat.heartbeat(c.state, req, 1, "c", "/h", c.topics, assign, now)
-        ).response
+        return c.consumer_heartbeat(req, 1)
 
     for _ in range(STEPS):
         op = rng.randrange(10)
@@ -182,9 +166,9 @@ def write_log(c: CoordinatorContext, directory: Path, rng: random.Random) -> Par
 
 
 def load(plog: PartitionLog, c: CoordinatorContext) -> CoordinatorState:
-    state = CoordinatorState(c.config, ManualTimers(c.clock))
+    state = groups.new_state(c.config, ManualTimers(c.clock), topics=c.topics)
     loader.load(plog, state)
-    state.loaded(c.clock.ms)
+    groups.restore_timers(state, c.clock.ms)
     return state
 
 
@@ -218,7 +202,6 @@ def test_a_member_whose_metadata_record_moved_after_its_assignment_keeps_the_ass
     """Compaction keeps only a member's last metadata record; when that one was rewritten after its
     current assignment, the compacted log has the assignment first. Replay gives the same member."""
     c = CoordinatorContext()
-    c.topics = Topics()
     req = ConsumerGroupHeartbeatRequest(
         group_id="cg",
         member_id="m1",
@@ -227,7 +210,7 @@ def test_a_member_whose_metadata_record_moved_after_its_assignment_keeps_the_ass
         subscribed_topic_names=["foo"],
         topic_partitions=[],
     )
-    c.run(lambda now: cg_heartbeat.heartbeat(c.state, req, 1, "c", "/h", c.topics, assign, now))
+    c.consumer_heartbeat(req, 1)
     member = c.state.consumer_groups["cg"].members["m1"]
     assert member.progress.assigned  # a current assignment was written after the metadata
     # the metadata rewritten alone (as a rack or client change would), after the assignment

@@ -7,46 +7,34 @@ server-side assignors are tested in test_assignors.py.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
 import pytest
 
-from broker.coordinator.consumer import heartbeat as hb
+from broker.coordinator import admin, offsets
+from broker.coordinator.classic.group import ClassicGroup, Member
+from broker.coordinator.consumer import describe as cdesc
 from broker.coordinator.consumer.group import ConsumerGroupState
 from broker.coordinator.consumer.reconcile import MemberState
 from broker.coordinator.consumer.regex import matching
-from broker.coordinator.records import decode_record
-from broker.coordinator.runtime import ManualClock, ManualTimers
-from broker.coordinator.state import ConsumerGroupConfig, CoordinatorState, GroupConfig
+from broker.coordinator.state import ConsumerGroupConfig
 from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest
 from broker.protocol.generated.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatRequestTopicPartitions,
 )
+from broker.protocol.generated.delete_groups import DeleteGroupsRequest
+from broker.protocol.generated.list_groups import ListGroupsRequest
+from broker.protocol.generated.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
+
+from .context import CoordinatorContext, TopicInfo
 
 T = uuid.UUID(int=0xA)
-
-
-@dataclass
-class TopicInfo:
-    topic_id: uuid.UUID
-    partitions: int
-
-
-class Registry:
-    def __init__(self) -> None:
-        self.topics: dict[str, TopicInfo] = {}
-
-    def get(self, name: str) -> TopicInfo | None:
-        return self.topics.get(name)
-
-    def all(self) -> list:
-        return [type("Topic", (), {"name": n})() for n in self.topics]
-
-
-class Topics:
-    def __init__(self) -> None:
-        self.registry = Registry()
 
 
 def _subscribes(member, name: str) -> bool:
@@ -70,24 +58,12 @@ def round_robin(assignor, group, members, topics):
     return {m: {t: frozenset(ps) for t, ps in a.items()} for m, a in out.items()}
 
 
-class Ctx:
-    def __init__(self, partitions: int = 6) -> None:
-        self.clock = ManualClock()
-        self.timers = ManualTimers(self.clock)
-        self.state = CoordinatorState(GroupConfig(), self.timers, ConsumerGroupConfig())
-        self.topics = Topics()
-        self.topics.registry.topics["t"] = TopicInfo(T, partitions)
-        self.log: list = []
-        self.assign = round_robin
+class Ctx(CoordinatorContext):
+    """The coordinator test context over one topic ``t`` (id T) and the round-robin assignor."""
 
-    def run(self, op):
-        result = op(self.clock.ms)
-        for r in result.records:
-            # through the codec, as the log does
-            back = decode_record(r.key_bytes(), r.value_bytes())
-            self.state.replay(back)
-            self.log.append(back)
-        return result
+    def __init__(self, partitions: int = 6, consumer_config: ConsumerGroupConfig | None = None, **config) -> None:
+        super().__init__({}, 1_700_000_000_000, consumer_config, round_robin, **config)
+        self.topics.registry.topics["t"] = TopicInfo(T, partitions)
 
     def hb(self, member_id="", epoch=0, owned=None, version=1, instance=None, subscribe=("t",), **kw):
         req = ConsumerGroupHeartbeatRequest(
@@ -105,24 +81,11 @@ class Ctx:
             ),
             **kw,
         )
-        return self.run(
-            lambda now: hb.heartbeat(self.state, req, version, "c", "/h", self.topics, self.assign, now)
-        ).response
+        return self.consumer_heartbeat(req, version)
 
     @property
     def group(self):
         return self.state.consumer_groups["g"]
-
-    def restart(self) -> Ctx:
-        fresh = Ctx()
-        fresh.topics = self.topics
-        fresh.assign = self.assign
-        for r in self.log:
-            fresh.state.replay(r)
-            fresh.log.append(r)
-        fresh.clock.ms = self.clock.ms
-        fresh.state.loaded(fresh.clock.ms)
-        return fresh
 
 
 def parts(resp) -> set[int] | None:
@@ -160,7 +123,7 @@ def test_basic_case_study_revocation_then_release():
 
 def assert_no_double_ownership(c: Ctx) -> None:
     owned: dict[str, set[int]] = {}
-    for r in c.log:
+    for r in c.records():
         if r.type == 8:
             mid = r.key.member_id
             owned[mid] = (
@@ -188,8 +151,7 @@ def test_member_failure_case_study_session_expiry_reassigns():
     c.clock.ms += 10_000
     c.hb("A", 2, owned={0, 2, 4})
     horizon = c.clock.ms + 40_000  # past B's deadline (45 s after its last heartbeat), before A's
-    while (due := c.timers.pop_next_due(horizon)) is not None:
-        c.run(due[1])
+    c.fire_until(horizon)
     assert set(c.group.members) == {"A"}
     a = c.hb("A", 2, owned={0, 2, 4})
     assert (a.member_epoch, parts(a)) == (3, {0, 1, 2, 3, 4, 5})  # one removal, one epoch bump
@@ -306,7 +268,7 @@ def test_restart_replays_to_the_same_group():
     c.hb("A")
     c.hb("B")
     c.hb("A", 1, owned={0, 1, 2, 3, 4, 5})
-    again = c.restart()
+    again = c.restarted()
     g, h = c.group, again.group
     assert (g.group_epoch, g.assignment_epoch, g.target, g.topics) == (
         h.group_epoch,
@@ -321,8 +283,6 @@ def test_restart_replays_to_the_same_group():
 
 
 def test_classic_group_with_members_is_not_a_consumer_group():
-    from broker.coordinator.classic.group import ClassicGroup, Member
-
     c = Ctx()
     g = ClassicGroup("g")
     g.add(Member("m", None, "c", "/h", 1000, 10000, "consumer", [("range", b"")]))
@@ -333,25 +293,7 @@ def test_classic_group_with_members_is_not_a_consumer_group():
 # ---------------------------------------------------------------------- offsets and admin
 
 
-class _Lookup:
-    def exists(self, name, partition):
-        return name == "t" and 0 <= partition < 6
-
-    def name_for_id(self, tid):
-        return "t" if tid == T else None
-
-    def id_for_name(self, name):
-        return T if name == "t" else None
-
-
 def _commit(c: Ctx, member_id: str, epoch: int, version: int = 9) -> int:
-    from broker.coordinator import offsets
-    from broker.protocol.generated.offset_commit import (
-        OffsetCommitRequest,
-        OffsetCommitRequestPartition,
-        OffsetCommitRequestTopic,
-    )
-
     req = OffsetCommitRequest(
         group_id="g",
         generation_id_or_member_epoch=epoch,
@@ -363,7 +305,7 @@ def _commit(c: Ctx, member_id: str, epoch: int, version: int = 9) -> int:
         ],
     )
     return (
-        c.run(lambda now: offsets.commit(c.state, req, version, _Lookup(), now))
+        c.run(lambda now: offsets.commit(c.state, req, version, now))
         .response.topics[0]
         .partitions[0]
         .error_code
@@ -371,11 +313,8 @@ def _commit(c: Ctx, member_id: str, epoch: int, version: int = 9) -> int:
 
 
 def _fetch(c: Ctx, member_id, epoch) -> tuple[int, list]:
-    from broker.coordinator import offsets
-    from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
-
     req = OffsetFetchRequest(groups=[OffsetFetchRequestGroup("g", member_id, epoch, None)])
-    g = offsets.fetch(c.state, req, 9, _Lookup()).groups[0]
+    g = offsets.fetch(c.state, req, 9).groups[0]
     return g.error_code, [(p.partition_index, p.committed_offset) for t in g.topics for p in t.partitions]
 
 
@@ -396,12 +335,6 @@ def test_offset_commit_and_fetch_check_member_epochs():
 
 
 def test_list_delete_and_describe_consumer_groups():
-    from broker.coordinator import admin
-    from broker.coordinator.consumer import describe as cdesc
-    from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest
-    from broker.protocol.generated.delete_groups import DeleteGroupsRequest
-    from broker.protocol.generated.list_groups import ListGroupsRequest
-
     c = Ctx()
     c.hb("A")
     c.hb("B")
@@ -432,7 +365,7 @@ def test_list_delete_and_describe_consumer_groups():
     res = c.run(lambda now: admin.delete_groups(c.state, DeleteGroupsRequest(["g"])))
     assert res.response.results[0].error_code == 0
     assert "g" not in c.state.consumer_groups and "g" not in c.state.offsets
-    assert "g" not in c.restart().state.consumer_groups
+    assert "g" not in c.restarted().state.consumer_groups
 
 
 def test_regex_subscription_matches_topics_and_new_ones_bump_the_epoch():

@@ -111,16 +111,13 @@ class Sim:
             self.ctx.topics.registry.topics["t"] = TopicInfo(T, info.partitions + rng.randint(1, 3))
             self.trace.append("partitions added")
         elif action == "restart":
-            self.ctx = self.ctx.restart()
+            self.ctx = self.ctx.restarted()
             self.trace.append("coordinator restart")
         elif action == "jump":
             self.advance(rng.choice([1000, 5000, 20000, 50000]))
 
     def advance(self, ms: int) -> None:
-        horizon = self.ctx.clock.ms + ms
-        while (due := self.ctx.timers.pop_next_due(horizon)) is not None:
-            self.ctx.run(due[1])
-        self.ctx.clock.ms = horizon
+        self.ctx.advance(ms)
         self.trace.append(f"clock +{ms}")
 
     def check(self) -> None:
@@ -133,7 +130,7 @@ class Sim:
             for p in mine:
                 assert p not in held, f"partition {p} held by {held[p]} and {m.member_id}"
                 held[p] = m.member_id
-        replayed = self.ctx.restart().state.consumer_groups.get("g")
+        replayed = self.ctx.restarted().state.consumer_groups.get("g")
         assert replayed is not None
         assert (replayed.group_epoch, replayed.assignment_epoch, replayed.target) == (
             group.group_epoch,

@@ -25,9 +25,10 @@ from __future__ import annotations
 from broker.coordinator.consumer import records as rec
 from broker.coordinator.consumer.group import ConsumerGroupState, ConsumerMember, TopicMeta
 from broker.coordinator.consumer.reconcile import MemberState, Progress
-from broker.coordinator.records import decode_record
+from broker.coordinator.result import Result
 
-from .test_consumer_heartbeat import Ctx, T, TopicInfo, assert_no_double_ownership, parts
+from .context import TopicInfo
+from .test_consumer_heartbeat import Ctx, T, assert_no_double_ownership, parts
 
 STABLE = MemberState.STABLE
 UNREVOKED = MemberState.UNREVOKED_PARTITIONS
@@ -96,13 +97,11 @@ class StepCtx(Ctx):
 
     def run(self, op):
         self.steps = []
-        result = op(self.clock.ms)
-        for r in result.records:
-            back = decode_record(r.key_bytes(), r.value_bytes())
-            self.state.replay(back)
-            self.log.append(back)
-            self.steps.append((back.type, view(self)))
-        return result
+        return super().run(op)
+
+    def replay(self, record, offset: int, timestamp: int) -> None:
+        super().replay(record, offset, timestamp)
+        self.steps.append((record.type, view(self)))
 
     def after(self, record_type: int) -> dict:
         """The snapshot right after the last record of this type in the last operation."""
@@ -111,15 +110,14 @@ class StepCtx(Ctx):
         return found[-1]
 
     def fire_timers(self, until_ms: int) -> None:
-        while (due := self.timers.pop_next_due(until_ms)) is not None:
-            self.run(due[1])
+        self.fire_until(until_ms)
 
 
 def seed(c: StepCtx, group_epoch: int, members: dict[str, list[int]], partitions: int) -> None:
     """Start a group in a Stable state at ``group_epoch`` (the KIP's starting points are at epoch
     21/22). Reaching epoch 22 through 22 heartbeats would test nothing, so the state is written as
-    the coordinator's own records and replayed, as after a coordinator fail-over; ``loaded`` then
-    starts every member's session timer."""
+    the coordinator's own records and replayed, as after a coordinator fail-over; restoring the
+    timers then starts every member's session timer."""
     recs = [rec.partition_metadata("g", {T: TopicMeta("t", partitions)})]
     for mid, ps in members.items():
         a = {T: frozenset(ps)} if ps else {}
@@ -131,11 +129,8 @@ def seed(c: StepCtx, group_epoch: int, members: dict[str, list[int]], partitions
         recs.append(rec.target_member("g", mid, a))
         recs.append(rec.current_assignment("g", mid, Progress(group_epoch, group_epoch - 1, STABLE, a)))
     recs += [rec.target_epoch("g", group_epoch), rec.group_epoch("g", group_epoch)]
-    for r in recs:
-        back = decode_record(r.key_bytes(), r.value_bytes())
-        c.state.replay(back)
-        c.log.append(back)
-    c.state.loaded(c.clock.ms)
+    c.run(lambda now: Result(records=recs))
+    c.restore_timers()
 
 
 # --------------------------------------------------------------------------------------------- Basic

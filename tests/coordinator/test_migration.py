@@ -8,20 +8,18 @@ owned partitions, ConsumerProtocolAssignment), as Java and librdkafka classic co
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
-from broker.coordinator.classic import join as join_ops
-from broker.coordinator.classic import sync as sync_ops
+from broker.coordinator import groups, offsets
 from broker.coordinator.classic.group import ClassicGroup, GroupState, Member
+from broker.coordinator.consumer.classic_members import rebalance_state
 from broker.coordinator.consumer.group import ConsumerGroupState
 from broker.coordinator.consumer.reconcile import MemberState
 from broker.coordinator.embedded import decode_assignment, encode_assignment, encode_subscription
-from broker.coordinator.migration import rebalance_state
-from broker.coordinator.records import GROUP_METADATA, decode_record
-from broker.coordinator.runtime import Result, Slot
-from broker.coordinator.state import ConsumerGroupConfig, CoordinatorState, GroupConfig
+from broker.coordinator.records import GROUP_METADATA
+from broker.coordinator.result import Result
+from broker.coordinator.runtime import Slot
+from broker.coordinator.state import ConsumerGroupConfig
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.heartbeat import HeartbeatRequest
 from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
@@ -31,9 +29,10 @@ from broker.protocol.generated.offset_commit import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
-from broker.protocol.generated.sync_group import SyncGroupRequest
+from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 
-from .test_consumer_heartbeat import Ctx, T, TopicInfo, assert_no_double_ownership, parts
+from .context import TopicInfo
+from .test_consumer_heartbeat import Ctx, T, assert_no_double_ownership, parts
 from .test_kip848_case_studies import scripted
 
 SESSION_MS = 10_000
@@ -55,50 +54,9 @@ class MigCtx(Ctx):
     """The consumer-heartbeat test context plus classic requests, over topic ``foo`` (6 partitions)."""
 
     def __init__(self, policy: str = "bidirectional", partitions: int = 6, **config) -> None:
-        super().__init__(partitions)
+        super().__init__(partitions, ConsumerGroupConfig(migration_policy=policy), **config)
         self.topics.registry.topics.clear()
         self.topics.registry.topics["foo"] = TopicInfo(T, partitions)
-        self.state = CoordinatorState(
-            replace(GroupConfig(), **config), self.timers, ConsumerGroupConfig(migration_policy=policy)
-        )
-        self.state.topics = self.topics
-        self.state.assign = lambda *a: self.assign(*a)
-        self.state.loaded(self.clock.ms)
-
-    def run(self, op):
-        result = op(self.clock.ms)
-        for r in result.records:
-            back = decode_record(r.key_bytes(), r.value_bytes())
-            self.state.replay(back)
-            self.log.append(back)
-        for step in result.after:
-            step(self.clock.ms)
-        for fut, response in result.completions:
-            if not fut.done():
-                fut.set_result(response)
-        return result
-
-    def restart(self) -> MigCtx:
-        fresh = MigCtx(self.state.consumer_config.migration_policy)
-        fresh.topics = self.topics
-        fresh.state.topics = self.topics
-        fresh.assign = self.assign
-        fresh.clock.ms = self.clock.ms
-        for r in self.log:
-            fresh.state.replay(r)
-            fresh.log.append(r)
-        fresh.state.loaded(fresh.clock.ms)
-        return fresh
-
-    def advance(self, ms: int) -> list[str]:
-        target = self.clock.ms + ms
-        fired = []
-        while (nxt := self.timers.pop_next_due(target)) is not None:
-            key, op = nxt
-            self.run(op)
-            fired.append(key)
-        self.clock.ms = target
-        return fired
 
     def hb(self, member_id="", epoch=0, owned=None, subscribe=("foo",), **kw):
         return super().hb(member_id, epoch, owned=owned, subscribe=subscribe, **kw)
@@ -117,7 +75,7 @@ class MigCtx(Ctx):
             protocol_type="consumer",
             protocols=[JoinGroupRequestProtocol(n, m) for n, m in protos],
         )
-        result = self.run(lambda now: join_ops.join_group(self.state, req, version, "c", "/h", slot, now))
+        result = self.run(lambda now: groups.join_group(self.state, req, version, "c", "/h", slot, now))
         return result.response  # a Slot while the join is parked in a classic rebalance
 
     def csync(self, member_id, generation, protocol_name="range", version=5, assignments=None):
@@ -131,30 +89,18 @@ class MigCtx(Ctx):
             protocol_name=protocol_name,
             assignments=assignments or [],
         )
-        result = self.run(lambda now: sync_ops.sync_group(self.state, req, version, slot, now))
+        result = self.run(lambda now: groups.sync_group(self.state, req, version, slot, now))
         return result.response
 
     def cheartbeat(self, member_id, generation, version=4) -> int:
         req = HeartbeatRequest("g", generation, member_id, None)
-        return self.run(lambda now: sync_ops.heartbeat(self.state, req, version, now)).response.error_code
+        return self.run(lambda now: groups.heartbeat(self.state, req, version, now)).response.error_code
 
     def cleave(self, *member_ids: str):
         req = LeaveGroupRequest(group_id="g", members=[MemberIdentity(m, None) for m in member_ids])
-        return self.run(lambda now: sync_ops.leave_group(self.state, req, 5, now)).response
+        return self.run(lambda now: groups.leave_group(self.state, req, 5, now)).response
 
     def commit(self, member_id: str, generation: int, version: int = 8) -> int:
-        from broker.coordinator import offsets
-
-        class Lookup:
-            def exists(self, name, p):
-                return name == "foo"
-
-            def id_for_name(self, name):
-                return T
-
-            def name_for_id(self, tid):
-                return "foo"
-
         req = OffsetCommitRequest(
             group_id="g",
             generation_id_or_member_epoch=generation,
@@ -162,7 +108,7 @@ class MigCtx(Ctx):
             group_instance_id=None,
             topics=[OffsetCommitRequestTopic("foo", T, [OffsetCommitRequestPartition(0, 5, -1, "")])],
         )
-        resp = self.run(lambda now: offsets.commit(self.state, req, version, Lookup(), now)).response
+        resp = self.run(lambda now: offsets.commit(self.state, req, version, now)).response
         return resp.topics[0].partitions[0].error_code
 
     # ------------------------------------------------------------------ seeding and views
@@ -185,7 +131,7 @@ class MigCtx(Ctx):
                 )
             )
         self.run(lambda now: Result(records=[self.state.group_record(group)]))
-        self.state.loaded(self.clock.ms)
+        self.restore_timers()
 
     def members(self) -> dict[str, tuple]:
         """member -> (kind, epoch, state, assigned, pending revocation)."""
@@ -237,7 +183,7 @@ def test_case_study_online_migration():
     a = c.hb("A", 0, subscribe=("foo",))
     assert (a.error_code, a.member_epoch, parts(a)) == (0, 22, {0, 1})
     assert "g" not in c.state.groups
-    first = c.log[start]
+    first = c.records(start)[0]
     assert (first.type, first.value) == (GROUP_METADATA, None), "the classic group's tombstone comes first"
     g = c.state.consumer_groups["g"]
     assert (g.group_epoch, c.targets()) == (22, (22, {"A": [0, 1], "B": [3, 4], "C": [2, 5]}))
@@ -328,7 +274,7 @@ def test_case_study_online_migration():
     assert c.state.consumer_groups["g"].state == ConsumerGroupState.STABLE
     assert_no_double_ownership(c)
     # a restart replays the same group, classic member included
-    again = c.restart()
+    again = c.restarted()
     assert again.members() == c.members() and again.targets() == c.targets()
     assert (
         again.state.consumer_groups["g"].members["C"].classic
@@ -555,8 +501,6 @@ def test_downgrade_when_the_last_consumer_member_leaves():
     leader = jx.value.leader
     gen = jx.value.generation_id
     assert gen == epoch + 1
-    from broker.protocol.generated.sync_group import SyncGroupRequestAssignment
-
     asg = [
         SyncGroupRequestAssignment("x", encode_assignment({"foo": [0, 1, 2]})),
         SyncGroupRequestAssignment("y", encode_assignment({"foo": [3, 4, 5]})),
@@ -567,7 +511,7 @@ def test_downgrade_when_the_last_consumer_member_leaves():
     assert follower.done() and follower.value.error_code == 0
     assert c.state.groups["g"].state == GroupState.STABLE
     # the conversion survives a restart
-    again = c.restart()
+    again = c.restarted()
     assert again.state.groups["g"].generation == gen and "g" not in again.state.consumer_groups
 
 
@@ -595,7 +539,7 @@ def test_restart_in_the_middle_of_a_migration():
     c = MigCtx()
     c.seed_classic(7, {"x": [0, 1, 2], "y": [3, 4, 5]})
     c.hb("n", 0, subscribe=("foo",))
-    again = c.restart()
+    again = c.restarted()
     assert again.members() == c.members() and again.targets() == c.targets()
     # the classic members carry on against the restarted coordinator
     assert again.cheartbeat("x", 7) == ErrorCode.REBALANCE_IN_PROGRESS
@@ -619,7 +563,7 @@ def test_classic_members_keep_their_session_timeout_across_a_restart():
     c = MigCtx()
     c.seed_classic(7, {"x": [0, 1, 2], "y": [3, 4, 5]})
     c.hb("n", 0)
-    again = c.restart()
+    again = c.restarted()
     for _ in range(3):  # y and n keep heartbeating, x is silent for 12 s (its session is 10 s)
         again.advance(4000)
         again.cheartbeat("y", again.members()["y"][1])

@@ -204,7 +204,7 @@ class Sim:
         else:
             assert self.c.state.groups["g"].state.value == "Stable"
             assert all(cl.protocol == "classic" for cl in self.clients)
-        again = self.c.restart()
+        again = self.c.restarted()
         assert again.state.consumer_groups.keys() == self.c.state.consumer_groups.keys()
         if g is not None:
             assert again.members() == self.c.members() and again.targets() == self.c.targets()

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from broker.coordinator.classic import join as join_module
 from broker.coordinator.classic.group import GroupState
-from broker.coordinator.runtime import ManualTimers, Slot
+from broker.coordinator.runtime import Slot
 from broker.coordinator.state import CoordinatorState
+from broker.coordinator.timers import ManualTimers
 from broker.protocol.errors import ErrorCode as E
 
 from .context import (
@@ -111,6 +111,7 @@ class Simulation:
             initial_rebalance_delay_ms=delay,
             offsets_retention_ms=120_000,
             offsets_retention_check_interval_ms=20_000,
+            new_id=seeded_ids(seed),
         )
         self.clients: list[Client] = []
         self.counter = 0
@@ -579,22 +580,16 @@ def seeds(runs: int) -> list[int]:
     return list(range(runs))
 
 
-@pytest.fixture
-def seeded_member_ids(monkeypatch):
-    """Member ids come from uuid4; make them follow the run's seed so a seed replays exactly."""
-
-    def install(seed: int) -> None:
-        rng = random.Random(seed ^ 0x5EED)
-        monkeypatch.setattr(join_module.uuid, "uuid4", lambda: uuid.UUID(int=rng.getrandbits(128), version=4))
-
-    return install
+def seeded_ids(seed: int):
+    """Member ids (UUID strings) that follow the run's seed, so a seed replays exactly."""
+    rng = random.Random(seed ^ 0x5EED)
+    return lambda: str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
-def sweep(install_ids, metadata_changes: bool, runs: int) -> None:
+def sweep(metadata_changes: bool, runs: int) -> None:
     failures = []
     chosen = seeds(runs)
     for seed in chosen:
-        install_ids(seed)
         try:
             Simulation(seed, metadata_changes).run(STEPS)
         except SimulationError as e:
@@ -605,9 +600,9 @@ def sweep(install_ids, metadata_changes: bool, runs: int) -> None:
         pytest.fail(f"{len(failures)} of {len(chosen)} runs failed; first:\n{failures[0]}", pytrace=False)
 
 
-def test_simulation(seeded_member_ids):
-    sweep(seeded_member_ids, metadata_changes=False, runs=RUNS)
+def test_simulation():
+    sweep(metadata_changes=False, runs=RUNS)
 
 
-def test_simulation_with_metadata_changes(seeded_member_ids):
-    sweep(seeded_member_ids, metadata_changes=True, runs=max(RUNS // 4, 1))
+def test_simulation_with_metadata_changes():
+    sweep(metadata_changes=True, runs=max(RUNS // 4, 1))

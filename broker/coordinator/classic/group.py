@@ -8,17 +8,21 @@ States and the transitions Kafka allows (the previous states each state may be e
     Empty               <- PreparingRebalance
     Dead                <- any
 
-Persisted fields (generation, protocol, leader, members with their metadata and assignments) change
-only through ``Coordinator.replay``; the transient ones (parked JoinGroup/SyncGroup requests,
-pending members, the in-flight rebalance) live here and are lost on restart, as in Kafka.
+As in Kafka, a classic group's rebalance runs in memory: JoinGroup and the join phase (join.py) add
+and update members and set the generation, protocol and leader on this object directly. Those
+persisted fields are written to the log (a GroupMetadata record) when the group becomes Stable or
+Empty, and ``CoordinatorState.replay`` of that record sets them again, so after a restart the record
+is the truth. The transient fields (parked JoinGroup/SyncGroup requests, pending members, the
+in-flight rebalance) live only here and are lost on restart, as in Kafka.
 """
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+
+from ..result import Waiter
+from ..timers import session_key
 
 
 class GroupState(Enum):
@@ -54,8 +58,8 @@ class Member:
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
     #: parked JoinGroup / SyncGroup: (future, api version) while waiting
-    join: tuple[asyncio.Future | Any, int] | None = None
-    sync: tuple[asyncio.Future | Any, int] | None = None
+    join: tuple[Waiter, int] | None = None
+    sync: tuple[Waiter, int] | None = None
     is_new: bool = False
     _session_key: str | None = field(default=None, repr=False, compare=False)
 
@@ -63,7 +67,7 @@ class Member:
         """The key of this member's session timer (built once)."""
         key = self._session_key
         if key is None:
-            key = self._session_key = f"session:{group_id}:{self.member_id}"
+            key = self._session_key = session_key(group_id, self.member_id)
         return key
 
     def metadata(self, protocol: str) -> bytes:

@@ -18,14 +18,17 @@ kept in memory as Kafka does; the stable outcome is persisted by SyncGroup (see 
 from __future__ import annotations
 
 import logging
-import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
 
-from ..runtime import Result
+from ..records import CoordinatorRecord
+from ..result import Result
+from ..timers import join_key, pending_key, session_key, sync_key
 from .group import ClassicGroup, GroupState, Member
+from .responses import join_response, sync_error
 
 if TYPE_CHECKING:
     from ..state import CoordinatorState
@@ -34,28 +37,6 @@ log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------- responses
-
-
-def join_response(
-    version: int,
-    error: ErrorCode,
-    member_id: str,
-    group: ClassicGroup | None = None,
-    members: list[JoinGroupResponseMember] | None = None,
-    skip_assignment: bool = False,
-) -> JoinGroupResponse:
-    ok = group is not None and error == ErrorCode.NONE
-    protocol_name = group.protocol_name if ok else None
-    return JoinGroupResponse(
-        error_code=int(error),
-        generation_id=group.generation if ok else -1,
-        protocol_type=group.protocol_type if ok else None,
-        protocol_name=protocol_name if (protocol_name is not None or version >= 7) else "",
-        leader=(group.leader_id or "") if ok else "",
-        skip_assignment=skip_assignment,
-        member_id=member_id,
-        members=members or [],
-    )
 
 
 def _members_for_leader(group: ClassicGroup) -> list[JoinGroupResponseMember]:
@@ -82,7 +63,7 @@ def schedule_session(st: CoordinatorState, group: ClassicGroup, member: Member, 
 
 
 def cancel_member_timers(st: CoordinatorState, group: ClassicGroup, member_id: str) -> None:
-    st.timers.cancel(f"session:{group.group_id}:{member_id}")
+    st.timers.cancel(session_key(group.group_id, member_id))
 
 
 def session_expired(st: CoordinatorState, group: ClassicGroup, member_id: str, now: int) -> Result:
@@ -112,16 +93,14 @@ def prepare_rebalance(st: CoordinatorState, group: ClassicGroup, now: int, reaso
     if group.is_in(GroupState.COMPLETING_REBALANCE):
         for m in group.members.values():
             if m.sync is not None:
-                from .sync import sync_error
-
                 result.completions.append((m.sync[0], sync_error(m.sync[1], ErrorCode.REBALANCE_IN_PROGRESS)))
                 m.sync = None
-    st.timers.cancel(f"sync:{group.group_id}")
+    st.timers.cancel(sync_key(group.group_id))
     group.pending_sync.clear()
     initial = group.is_in(GroupState.EMPTY)
     group.transition(GroupState.PREPARING_REBALANCE, now)
     log.info("group %s: preparing to rebalance generation %d (%s)", group.group_id, group.generation, reason)
-    key = f"join:{group.group_id}"
+    key = join_key(group.group_id)
     if initial:
         delay = st.config.initial_rebalance_delay_ms
         group.initial_delay_phase = True
@@ -132,8 +111,7 @@ def prepare_rebalance(st: CoordinatorState, group: ClassicGroup, now: int, reaso
         group.initial_delay_phase = False
         st.timers.schedule(key, now + group.rebalance_timeout_ms(), lambda t: join_timer(st, group, t))
         more = maybe_complete_join(st, group, now)  # everyone may already be waiting (Kafka)
-        result.records += more.records
-        result.completions += more.completions
+        result.merge(more)
     return result
 
 
@@ -144,7 +122,7 @@ def join_timer(st: CoordinatorState, group: ClassicGroup, now: int) -> Result:
         delay = min(st.config.initial_rebalance_delay_ms, group.initial_delay_remaining_ms)
         group.initial_delay_remaining_ms -= delay
         group.new_member_added = False
-        st.timers.schedule(f"join:{group.group_id}", now + delay, lambda t: join_timer(st, group, t))
+        st.timers.schedule(join_key(group.group_id), now + delay, lambda t: join_timer(st, group, t))
         return Result()
     return complete_join(st, group, now)
 
@@ -157,7 +135,7 @@ def maybe_complete_join(st: CoordinatorState, group: ClassicGroup, now: int) -> 
 
 def complete_join(st: CoordinatorState, group: ClassicGroup, now: int) -> Result:
     """End the join phase: drop members that did not rejoin, bump the generation, answer everyone."""
-    st.timers.cancel(f"join:{group.group_id}")
+    st.timers.cancel(join_key(group.group_id))
     result = Result()
     for m in group.not_yet_rejoined():
         if m.group_instance_id is not None:
@@ -169,7 +147,7 @@ def complete_join(st: CoordinatorState, group: ClassicGroup, now: int) -> Result
     if group.members and not joined:
         # only static members that have not rejoined are left: wait for them a while longer
         st.timers.schedule(
-            f"join:{group.group_id}", now + group.rebalance_timeout_ms(), lambda t: join_timer(st, group, t)
+            join_key(group.group_id), now + group.rebalance_timeout_ms(), lambda t: join_timer(st, group, t)
         )
         return result
     group.initial_delay_phase = False
@@ -194,7 +172,7 @@ def complete_join(st: CoordinatorState, group: ClassicGroup, now: int) -> Result
         m.is_new = False
         schedule_session(st, group, m, now)
     st.timers.schedule(
-        f"sync:{group.group_id}",
+        sync_key(group.group_id),
         now + group.rebalance_timeout_ms(),
         lambda t: sync_timeout(st, group, group.generation, t),
     )
@@ -234,17 +212,13 @@ def remove_member_and_rebalance(
             (member.join[0], join_response(member.join[1], ErrorCode.UNKNOWN_MEMBER_ID, member_id))
         )
     if member is not None and member.sync is not None:
-        from .sync import sync_error
-
         result.completions.append((member.sync[0], sync_error(member.sync[1], ErrorCode.UNKNOWN_MEMBER_ID)))
     if group.is_in(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
         more = prepare_rebalance(st, group, now, reason)
-        result.records += more.records
-        result.completions += more.completions
+        result.merge(more)
     elif group.is_in(GroupState.PREPARING_REBALANCE):
         more = maybe_complete_join(st, group, now)
-        result.records += more.records
-        result.completions += more.completions
+        result.merge(more)
     return result
 
 
@@ -259,8 +233,11 @@ def join_group(
     client_host: str,
     waiter: Any,
     now: int,
+    prelude: Sequence[CoordinatorRecord] = (),
 ) -> Result:
-    """The JoinGroup operation; ``waiter`` is resolved when a parked join completes."""
+    """The JoinGroup operation; ``waiter`` is resolved when a parked join completes. ``prelude``:
+    records written first once the request is accepted (the router's tombstones of an empty consumer
+    group this group replaces)."""
     gid = req.group_id
     mid = req.member_id
     err = lambda code: Result(join_response(version, code, mid))  # noqa: E731
@@ -274,19 +251,6 @@ def join_group(
     )
     protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
     group = st.groups.get(gid)
-    prelude = []
-    cgroup = st.consumer_groups.get(gid)
-    if cgroup is not None:
-        if cgroup.members:  # a classic member of a KIP-848 group (online migration)
-            from .. import migration
-            from ..consumer.assign import assign
-
-            return migration.join(
-                st, cgroup, req, version, client_id, client_host, st.topics, st.assign or assign, now
-            )
-        from ..consumer import records as crec
-
-        prelude = crec.group_tombstones(gid)  # an empty consumer group becomes a classic group
     if group is None:
         if mid:
             return err(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -327,8 +291,7 @@ def _park(
         )
     member.join = (waiter, version)
     more = maybe_complete_join(st, group, now)
-    result.records += more.records
-    result.completions += more.completions
+    result.merge(more)
     return result
 
 
@@ -349,15 +312,14 @@ def _add_and_rebalance(
     if not group.is_in(GroupState.PREPARING_REBALANCE):
         result = prepare_rebalance(st, group, now, reason)
     parked = _park(st, group, member, version, waiter, now)
-    parked.completions = result.completions + parked.completions
-    return parked
+    return result.merge(parked)
 
 
 def _join_unknown(
     st: CoordinatorState, group: ClassicGroup, version: int, spec: dict, waiter: Any, now: int
 ) -> Result:
     instance = spec["group_instance_id"]
-    new_id = f"{instance if instance is not None else spec['client_id']}-{uuid.uuid4()}"
+    new_id = f"{instance if instance is not None else spec['client_id']}-{st.new_id()}"
     if instance is not None:
         old_id = group.static_member_id(instance)
         if old_id is not None:
@@ -367,7 +329,7 @@ def _join_unknown(
     if instance is None and version >= 4:
         group.pending_members.add(new_id)
         st.timers.schedule(
-            f"pending:{group.group_id}:{new_id}",
+            pending_key(group.group_id, new_id),
             now + spec["session_timeout_ms"],
             lambda t: pending_expired(st, group, new_id, t),
         )
@@ -394,8 +356,6 @@ def _replace_static(
             (old.join[0], join_response(old.join[1], ErrorCode.FENCED_INSTANCE_ID, old_id))
         )
     if old.sync is not None:
-        from .sync import sync_error
-
         result.completions.append((old.sync[0], sync_error(old.sync[1], ErrorCode.FENCED_INSTANCE_ID)))
     cancel_member_timers(st, group, old_id)
     was_leader = group.leader_id == old_id
@@ -432,10 +392,9 @@ def _replace_static(
         parked = _park(st, group, member, version, waiter, now)
     else:
         more = prepare_rebalance(st, group, now, f"static member {spec['group_instance_id']} rejoined")
-        result.completions += more.completions
+        result.merge(more)
         parked = _park(st, group, member, version, waiter, now)
-    parked.completions = result.completions + parked.completions
-    return parked
+    return result.merge(parked)
 
 
 def _join_known(
@@ -444,7 +403,7 @@ def _join_known(
     instance = spec["group_instance_id"]
     if mid in group.pending_members:
         group.pending_members.discard(mid)
-        st.timers.cancel(f"pending:{group.group_id}:{mid}")
+        st.timers.cancel(pending_key(group.group_id, mid))
         member = Member(member_id=mid, **spec)
         return _add_and_rebalance(st, group, member, version, waiter, now, f"member {mid} joined")
     member = group.members.get(mid)
@@ -468,8 +427,7 @@ def _join_known(
         _update(member, spec)
         result = prepare_rebalance(st, group, now, f"member {mid} rejoined")
     parked = _park(st, group, member, version, waiter, now)
-    parked.completions = result.completions + parked.completions
-    return parked
+    return result.merge(parked)
 
 
 def _update(member: Member, spec: dict) -> None:

@@ -20,18 +20,16 @@ from broker.protocol.generated.heartbeat import HeartbeatRequest, HeartbeatRespo
 from broker.protocol.generated.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
 from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupResponse
 
-from ..runtime import Result
+from ..result import Result
+from ..timers import pending_key, sync_key
 from .group import ClassicGroup, GroupState
 from .join import maybe_complete_join, remove_member_and_rebalance, schedule_session
+from .responses import sync_error
 
 if TYPE_CHECKING:
     from ..state import CoordinatorState
 
 log = logging.getLogger(__name__)
-
-
-def sync_error(version: int, code: ErrorCode) -> SyncGroupResponse:
-    return SyncGroupResponse(error_code=int(code), protocol_type=None, protocol_name=None, assignment=b"")
 
 
 def _sync_ok(group: ClassicGroup, assignment: bytes) -> SyncGroupResponse:
@@ -59,18 +57,8 @@ def _check_member(group: ClassicGroup | None, member_id: str, instance_id: str |
     return ErrorCode.NONE
 
 
-def _consumer_group(st: CoordinatorState, group_id: str) -> Any:
-    """The KIP-848 group a classic request is for, if any (its classic members: migration.py)."""
-    return st.consumer_groups.get(group_id) if group_id not in st.groups else None
-
-
 def sync_group(st: CoordinatorState, req: SyncGroupRequest, version: int, waiter: Any, now: int) -> Result:
     group = st.groups.get(req.group_id)
-    cgroup = _consumer_group(st, req.group_id)
-    if cgroup is not None:
-        from .. import migration
-
-        return migration.sync(st, cgroup, req, version, now)
     instance = req.group_instance_id if version >= 3 else None
     code = _check_member(group, req.member_id, instance)
     if code:
@@ -135,16 +123,11 @@ def _synced(st: CoordinatorState, group: ClassicGroup, member_id: str) -> None:
     """A member has sent SyncGroup this generation; when all have, the sync deadline goes away."""
     group.pending_sync.discard(member_id)
     if not group.pending_sync:
-        st.timers.cancel(f"sync:{group.group_id}")
+        st.timers.cancel(sync_key(group.group_id))
 
 
 def heartbeat(st: CoordinatorState, req: HeartbeatRequest, version: int, now: int) -> Result:
     group = st.groups.get(req.group_id)
-    cgroup = _consumer_group(st, req.group_id)
-    if cgroup is not None:
-        from .. import migration
-
-        return migration.heartbeat(st, cgroup, req, version, now)
     instance = req.group_instance_id if version >= 3 else None
     code = _check_member(group, req.member_id, instance)
     if code:
@@ -161,11 +144,6 @@ def heartbeat(st: CoordinatorState, req: HeartbeatRequest, version: int, now: in
 
 def leave_group(st: CoordinatorState, req: LeaveGroupRequest, version: int, now: int) -> Result:
     group = st.groups.get(req.group_id)
-    cgroup = _consumer_group(st, req.group_id)
-    if cgroup is not None:
-        from .. import migration
-
-        return migration.leave(st, cgroup, req, version, now)
     if group is None:
         return Result(LeaveGroupResponse(error_code=int(ErrorCode.UNKNOWN_MEMBER_ID)))
     if group.is_in(GroupState.DEAD):
@@ -191,10 +169,9 @@ def leave_group(st: CoordinatorState, req: LeaveGroupRequest, version: int, now:
                 target = owner
         elif target in group.pending_members:
             group.pending_members.discard(target)
-            st.timers.cancel(f"pending:{group.group_id}:{target}")
+            st.timers.cancel(pending_key(group.group_id, target))
             more = maybe_complete_join(st, group, now)
-            result.records += more.records
-            result.completions += more.completions
+            result.merge(more)
             answers.append(MemberResponse(member_id, instance_id, 0))
             continue
         elif target not in group.members:
@@ -202,8 +179,7 @@ def leave_group(st: CoordinatorState, req: LeaveGroupRequest, version: int, now:
         if code == ErrorCode.NONE:
             log.info("group %s: member %s leaves%s", group.group_id, target, f": {reason}" if reason else "")
             more = remove_member_and_rebalance(st, group, target, now, f"member {target} left")
-            result.records += more.records
-            result.completions += more.completions
+            result.merge(more)
         answers.append(MemberResponse(member_id, instance_id, int(code)))
     if version < 3:
         result.response = LeaveGroupResponse(error_code=answers[0].error_code)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from broker.coordinator.assignors import MemberSpec, TopicInfo
+from broker.coordinator.assignors import assign as run_assignor
+
 from .group import ConsumerGroup, ConsumerMember, TopicMeta
 from .regex import matching
 
@@ -11,9 +14,6 @@ from .regex import matching
 def assign(
     assignor: str, group: ConsumerGroup, members: dict[str, ConsumerMember], topics: dict[UUID, TopicMeta]
 ) -> dict[str, dict[UUID, frozenset[int]]]:
-    from broker.coordinator.assignors import MemberSpec, TopicInfo
-    from broker.coordinator.assignors import assign as run_assignor
-
     by_name = {meta.name: tid for tid, meta in topics.items()}
     names = sorted(by_name)
 

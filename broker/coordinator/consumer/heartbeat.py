@@ -19,11 +19,10 @@ Everything is computed on local copies and returned as records; replay applies t
 from __future__ import annotations
 
 import logging
-import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from broker.protocol.errors import ErrorCode
@@ -34,7 +33,15 @@ from broker.protocol.generated.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatResponseTopicPartitions,
 )
 
-from ..runtime import Result
+from ..result import Result
+from ..timers import (
+    CONSUMER_REJOIN,
+    CONSUMER_REVOKE,
+    CONSUMER_SESSION,
+    CONSUMER_SYNC,
+    CONSUMER_TIMER_KINDS,
+    consumer_key,
+)
 from . import records as rec
 from .group import STATIC_LEFT_EPOCH, ConsumerGroup, ConsumerMember, TopicMeta
 from .reconcile import MemberState, Progress, reconcile, subset
@@ -68,7 +75,7 @@ def _error(code: ErrorCode, message: str | None = None) -> Result:
     )
 
 
-def validate(req: ConsumerGroupHeartbeatRequest, version: int, assignors: list[str]) -> None:
+def validate(req: ConsumerGroupHeartbeatRequest, version: int, assignors: Sequence[str]) -> None:
     def bad(msg: str) -> HeartbeatError:
         return HeartbeatError(ErrorCode.INVALID_REQUEST, msg)
 
@@ -120,48 +127,59 @@ def _response_assignment(a: dict[UUID, frozenset[int]]) -> Assignment:
     )
 
 
+def invalid(st: CoordinatorState, req: ConsumerGroupHeartbeatRequest, version: int) -> Result | None:
+    """The error answer of a request that fails validation (step 1), else None."""
+    try:
+        validate(req, version, st.consumer_config.assignors)
+    except HeartbeatError as e:
+        return _error(e.code, e.message)
+    return None
+
+
+def not_a_consumer_group(group_id: str) -> Result:
+    """The answer to a heartbeat for a classic group that is not (or cannot be) upgraded."""
+    return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+
+
 def heartbeat(
     st: CoordinatorState,
     req: ConsumerGroupHeartbeatRequest,
     version: int,
     client_id: str,
     client_host: str,
-    topics: Any,
-    assign: Callable[[str, ConsumerGroup, dict[str, ConsumerMember], dict[UUID, TopicMeta]], dict],
     now: int,
+    group: ConsumerGroup | None = None,
+    result: Result | None = None,
 ) -> Result:
-    cfg = st.consumer_config
-    try:
-        validate(req, version, cfg.assignors)
-    except HeartbeatError as e:
-        return _error(e.code, e.message)
-    gid = req.group_id
-    classic = st.groups.get(gid)
-    result = Result()
-    if classic is not None and classic.members:
-        from .. import migration
-
-        if req.member_epoch != 0 or not migration.can_upgrade(st, classic):
-            return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
-        group = migration.upgrade(st, classic, topics, result, now)  # online upgrade (KIP-848)
-        try:
-            return _heartbeat(st, group, req, version, client_id, client_host, topics, assign, now, result)
-        except HeartbeatError as e:
-            return _error(e.code, e.message)
-    group = st.consumer_groups.get(gid)
+    """A validated heartbeat (``invalid``) for a consumer group: ``group`` (with the records that
+    created it in ``result``: an upgrade), or else the group of that id, created by an epoch-0 join
+    (replacing an empty classic group of that id)."""
+    result = result if result is not None else Result()
     if group is None:
-        if req.member_epoch != 0:
-            return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
-        group = ConsumerGroup(gid)  # persisted by the records below
-        if classic is not None:
-            result.records.append(st.group_tombstone(gid))  # an empty classic group becomes a consumer group
+        gid = req.group_id
+        group = st.consumer_groups.get(gid)
+        if group is None:
+            if req.member_epoch != 0:
+                return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found.")
+            group = ConsumerGroup(gid)  # persisted by the records below
+            if gid in st.groups:  # an empty classic group becomes a consumer group
+                result.records.append(st.group_tombstone(gid))
     try:
-        return _heartbeat(st, group, req, version, client_id, client_host, topics, assign, now, result)
+        return _heartbeat(st, group, req, version, client_id, client_host, now, result)
     except HeartbeatError as e:
         return _error(e.code, e.message)
 
 
-def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, now, result) -> Result:
+def _heartbeat(
+    st: CoordinatorState,
+    group: ConsumerGroup,
+    req: ConsumerGroupHeartbeatRequest,
+    version: int,
+    client_id: str,
+    client_host: str,
+    now: int,
+    result: Result,
+) -> Result:
     epoch = req.member_epoch
     records = result.records
     owned = _owned(req)  # what the member says it still holds (None: not said)
@@ -231,7 +249,7 @@ def _heartbeat(st, group, req, version, client_id, client_host, topics, assign, 
         bump = True
     if epoch == 0 or updated != member:
         records.append(rec.member_metadata(group.group_id, updated))
-    assignment_epoch, target = advance_group(st, group, updated, bump, topics, assign, records)
+    assignment_epoch, target = advance_group(st, group, updated, bump, records)
     before = updated.progress
     progress = reconcile_member(st, group, updated, assignment_epoch, target, owned, now, records, epoch == 0)
     send = (
@@ -255,14 +273,14 @@ def advance_group(
     group: ConsumerGroup,
     updated: ConsumerMember,
     bump: bool,
-    topics: Any,
-    assign: Callable,
     records: list,
 ) -> tuple[int, dict[str, dict[UUID, frozenset[int]]]]:
     """After a member changed (``bump``: its subscription did, or it joined): refresh the group's
     partition metadata, bump the group epoch, and compute a new target assignment when the epoch
     moved past it. Returns the assignment epoch and the target."""
     cfg = st.consumer_config
+    topics = st.topics
+    assert topics is not None, "a state that runs operations has the broker's topics"
     gid = group.group_id
     members = dict(group.members)
     members[updated.member_id] = updated
@@ -289,7 +307,7 @@ def advance_group(
     assignment_epoch = group.assignment_epoch
     if group_epoch > assignment_epoch:
         assignor = _select_assignor(cfg.assignors, members)
-        new_target = assign(assignor, group, members, new_topics)
+        new_target = st.assign(assignor, group, members, new_topics)
         for mid, parts in new_target.items():
             if target.get(mid) != parts:
                 records.append(rec.target_member(gid, mid, parts))
@@ -349,14 +367,14 @@ def _join(st, group: ConsumerGroup, req, now: int, records: list) -> tuple[Consu
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {old_id} with instance id {req.instance_id} is present in group {group.group_id}.",
                 )
-            new_id = req.member_id or str(uuid.uuid4())
+            new_id = req.member_id or st.new_id()
             if new_id != old_id:
                 records.extend(rec.member_tombstones(group.group_id, old_id))
                 records.append(rec.target_member(group.group_id, new_id, group.target.get(old_id, {})))
             restored = replace(old.progress, member_epoch=old.progress.previous_member_epoch)
-            st.timers.cancel(f"csession:{group.group_id}:{old_id}")
+            st.timers.cancel(consumer_key(CONSUMER_SESSION, group.group_id, old_id))
             return replace(old, member_id=new_id, progress=restored), True
-    member_id = req.member_id or str(uuid.uuid4())
+    member_id = req.member_id or st.new_id()
     existing = group.members.get(member_id)
     if existing is None and len([m for m in group.members.values()]) >= cfg.max_size:
         raise HeartbeatError(
@@ -366,7 +384,7 @@ def _join(st, group: ConsumerGroup, req, now: int, records: list) -> tuple[Consu
     if existing is not None and existing.classic is not None:
         # a classic member switching protocols under its own id: same member, same epoch and
         # partitions, now heartbeating (its epoch-0 answer carries its whole assignment)
-        cancel_timers(st, group.group_id, member_id, ("cjoin", "csync"))
+        cancel_timers(st, group.group_id, member_id, (CONSUMER_REJOIN, CONSUMER_SYNC))
         return replace(existing, classic=None), True
     if existing is not None:
         # rejoining with the same id after being fenced or losing state: start over
@@ -382,7 +400,7 @@ def _leave(st, group: ConsumerGroup, member: ConsumerMember, epoch: int, now: in
             member.progress, member_epoch=STATIC_LEFT_EPOCH, previous_member_epoch=member.member_epoch
         )
         result.records.append(rec.current_assignment(gid, member.member_id, left))
-        cancel_timers(st, gid, member.member_id, ("crevoke",))
+        cancel_timers(st, gid, member.member_id, (CONSUMER_REVOKE,))
         schedule_session(st, gid, member, now)
     else:
         _remove(st, group, member.member_id, result, now)
@@ -395,10 +413,9 @@ def _leave(st, group: ConsumerGroup, member: ConsumerMember, epoch: int, now: in
 
 def _remove(st, group: ConsumerGroup, member_id: str, result: Result, now: int) -> None:
     """Remove a member and bump the group epoch (the next heartbeat computes a new target); when
-    only classic members would remain, the group goes back to being a classic group instead."""
-    from .. import migration
-
-    if migration.maybe_downgrade(st, group, member_id, result, now):
+    only classic members would remain, the group may go back to being a classic group instead
+    (``st.downgrade``, migration.py)."""
+    if st.downgrade is not None and st.downgrade(st, group, member_id, result, now):
         return
     gid = group.group_id
     result.records.extend(rec.member_tombstones(gid, member_id))
@@ -417,24 +434,20 @@ def schedule_session(st, gid: str, member: ConsumerMember, now: int) -> None:
     """(Re)start the member's session timer; when it fires the member is fenced."""
     member_id = member.member_id
     st.timers.schedule(
-        f"csession:{gid}:{member_id}",
+        consumer_key(CONSUMER_SESSION, gid, member_id),
         now + session_timeout_ms(st, gid, member),
         lambda t: expire(st, gid, member_id, "session timeout", t),
     )
 
 
-#: a member's timers: session, revocation, and (classic members) rejoin and sync deadlines
-TIMER_KINDS = ("csession", "crevoke", "cjoin", "csync")
-
-
-def cancel_timers(st, gid: str, member_id: str, kinds: tuple[str, ...] = TIMER_KINDS) -> None:
+def cancel_timers(st, gid: str, member_id: str, kinds: tuple[str, ...] = CONSUMER_TIMER_KINDS) -> None:
     for kind in kinds:
-        st.timers.cancel(f"{kind}:{gid}:{member_id}")
+        st.timers.cancel(consumer_key(kind, gid, member_id))
 
 
 def _timers(st, gid: str, member: ConsumerMember, before: Progress, after: Progress, now: int) -> None:
     schedule_session(st, gid, member, now)
-    key = f"crevoke:{gid}:{member.member_id}"
+    key = consumer_key(CONSUMER_REVOKE, gid, member.member_id)
     if after.state == MemberState.UNREVOKED_PARTITIONS and before.state != MemberState.UNREVOKED_PARTITIONS:
         timeout = (
             member.rebalance_timeout_ms
