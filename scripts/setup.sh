@@ -27,6 +27,9 @@ fi
 stamp=.venv/.installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-${1:-run}
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+  # setuptools' notice about editable installs (a page of asterisks on every first run) says nothing
+  # a user of this script needs to act on
+  export PYTHONWARNINGS="ignore:Editable installation"
   if [ "${1:-}" = test ]; then
     .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test,spark]"
   else
