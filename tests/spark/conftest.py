@@ -24,7 +24,9 @@ def spark():
     from broker.spark.session import local_session
 
     jars, _why = _connector_jars()
-    s = local_session(app="pykbroker-tests", kafka_jars=jars)
+    # the Kafka sink's cached producers outlive each test's broker: let them go soon after
+    quiet = {"spark.kafka.producer.cache.timeout": "5s", "spark.kafka.producer.cache.evictorThreadRunInterval": "2s"}
+    s = local_session(app="pykbroker-tests", kafka_jars=jars, **quiet)
     yield s
     s.stop()
 
