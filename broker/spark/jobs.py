@@ -42,7 +42,10 @@ def lag_table(spark: SparkSession, source: Input) -> DataFrame:
     commits = commits.where(F.col("topic") != logdir.OFFSETS_TOPIC)
     topics = [r.topic for r in commits.select("topic").distinct().collect()]
     if not topics:
-        schema = "group string, topic string, partition int, commit_timestamp timestamp, offset long, log_end_offset long, lag long"
+        schema = (
+            "group string, topic string, partition int, commit_timestamp timestamp, offset long, "
+            "log_offset long, log_end_offset long, lag long"
+        )
         return spark.createDataFrame([], schema)
     known = inputs.topics(src)
     recs = inputs.records(spark, src, sorted(t for t in topics if t in known))
