@@ -15,6 +15,7 @@ the records with the columns of Spark's Kafka source and the same views of the c
   before they were consumed: ``gap``).
 * :func:`timeline` -- per group and generation: members, partition ownership, when it happened and
   how long the rebalance took; and a summary with the rebalance count and total time rebalancing.
+  An empty generation 0 (Kafka writes one when a JoinGroup creates the group) is left out.
   For KIP-848 groups the time is from the group epoch bump to the last member reaching that epoch;
   for classic groups it is the sync phase, from the end of the join phase (the state change time
   the group record carries) to the record of the assignment: the join phase itself is not logged,
@@ -126,8 +127,12 @@ def audit(spark: SparkSession, source: Input, out: str) -> DataFrame:
 def timeline_tables(spark: SparkSession, source: Input) -> tuple[DataFrame, DataFrame]:
     """(per group and generation: time, members, owners; per group: rebalances and time spent)."""
     ev = inputs.coordinator_view(spark, inputs.as_source(source), "groups")
+    # Kafka records a classic group created by a JoinGroup that returns MEMBER_ID_REQUIRED as an
+    # empty generation 0; nobody was ever a member of it, so it is no rebalance
+    kept = (F.col("protocol") == "classic") & F.col("event").isin("join", "stay", "empty", "deleted")
+    kept &= ~((F.col("generation") == 0) & (F.col("event") == "empty"))
     classic = (
-        ev.where((F.col("protocol") == "classic") & F.col("event").isin("join", "stay", "empty", "deleted"))
+        ev.where(kept)
         .groupBy("group", "protocol", "generation")
         .agg(
             F.min("timestamp").alias("settled"),

@@ -52,32 +52,37 @@ def produce_kc(bootstrap: str, start: int = 0, count: int = PER_PARTITION, topic
     p.close()
 
 
-def produce_codecs(bootstrap: str) -> None:
+def produce_codecs(bootstrap: str, topic: str = CODECS_TOPIC) -> None:
     from confluent_kafka import Producer
 
     for codec in CODECS:
         p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20})
         for i in range(10):
-            p.produce(CODECS_TOPIC, key=f"{codec}-{i}".encode(), value=(f"{codec} {i} " * 10).encode(),
+            p.produce(topic, key=f"{codec}-{i}".encode(), value=(f"{codec} {i} " * 10).encode(),
                       partition=0, headers=[("codec", codec.encode())])  # fmt: skip
         assert p.flush(30) == 0
     del p
 
 
-def produce_append(bootstrap: str) -> None:
+def produce_append(bootstrap: str, topic: str = APPEND) -> None:
     p = KafkaProducer(bootstrap_servers=bootstrap)
     for i in range(5):
-        p.send(APPEND, value=f"a{i}".encode(), timestamp_ms=1_000 + i)  # replaced by the broker's time
+        p.send(topic, value=f"a{i}".encode(), timestamp_ms=1_000 + i)  # replaced by the broker's time
     p.flush()
     p.close()
 
 
-def populate(bootstrap: str) -> None:
-    create_topics(bootstrap, (KC, 3), (CODECS_TOPIC, 1), (APPEND, 1),
-                  configs={APPEND: {"message.timestamp.type": "LogAppendTime"}})  # fmt: skip
-    produce_kc(bootstrap)
-    produce_codecs(bootstrap)
-    produce_append(bootstrap)
+def topics(prefix: str = "") -> dict[str, int]:
+    """The topics :func:`populate` writes ({name: partitions}), their names prefixed."""
+    return {prefix + KC: 3, prefix + CODECS_TOPIC: 1, prefix + APPEND: 1}
+
+
+def populate(bootstrap: str, prefix: str = "") -> None:
+    create_topics(bootstrap, (prefix + KC, 3), (prefix + CODECS_TOPIC, 1), (prefix + APPEND, 1),
+                  configs={prefix + APPEND: {"message.timestamp.type": "LogAppendTime"}})  # fmt: skip
+    produce_kc(bootstrap, topic=prefix + KC)
+    produce_codecs(bootstrap, prefix + CODECS_TOPIC)
+    produce_append(bootstrap, prefix + APPEND)
 
 
 def consume(bootstrap: str, topics: dict[str, int]) -> list[Row]:
