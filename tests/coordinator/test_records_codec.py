@@ -136,3 +136,20 @@ def test_offset_commit_value_is_kafkas_byte_for_byte():
     # without a topic id, Kafka leaves the tagged field out
     v.topic_id = uuid.UUID(int=0)
     assert CoordinatorRecord(1, rec.key, v).value_bytes() == KAFKA_COMMIT_VALUE[:23] + b"\x00"
+
+
+@pytest.mark.parametrize("metadata", ["", "m", "x" * 300])
+def test_offset_commits_in_the_earlier_layout_still_load(metadata):
+    """Before it followed Kafka this broker wrote the topic id as a plain field; such data directories
+    still load, and the record is written back in Kafka's layout."""
+    rec = decode_record(KAFKA_COMMIT_KEY, KAFKA_COMMIT_VALUE)
+    raw = metadata.encode()
+    n = len(raw) + 1
+    length = bytes([n]) if n < 0x80 else bytes([(n & 0x7F) | 0x80, n >> 7])
+    old = KAFKA_COMMIT_VALUE[:14] + length + raw + KAFKA_COMMIT_VALUE[15:23] + rec.value.topic_id.bytes + b"\x00"
+    back = decode_record(KAFKA_COMMIT_KEY, old).value
+    assert (back.offset, back.leader_epoch, back.metadata, back.commit_timestamp, back.topic_id) == (
+        5, -1, metadata, rec.value.commit_timestamp, rec.value.topic_id
+    )  # fmt: skip
+    rewritten = CoordinatorRecord(1, rec.key, back).value_bytes()
+    assert rewritten == KAFKA_COMMIT_VALUE[:14] + length + raw + KAFKA_COMMIT_VALUE[15:]
