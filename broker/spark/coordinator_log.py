@@ -8,6 +8,7 @@ was written, and a group row says whether a member joined, stayed, left, or was 
 
 from __future__ import annotations
 
+import struct
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -77,13 +78,14 @@ def iter_coordinator_records(data_dir: str | Path) -> Iterator[tuple[int, int, o
 
 def decode_records(items: Iterable[tuple[int, int, bytes | None, bytes | None]]) -> Iterator[tuple[int, int, object]]:
     """(log offset, timestamp ms, CoordinatorRecord) of (offset, timestamp, key, value) read from a
-    coordinator log by other means (e.g. Spark's Kafka connector); unknown record types are skipped."""
+    coordinator log over the wire, perhaps another broker's: records that do not decode here (unknown
+    types, or layouts this broker does not share, see the README) are skipped."""
     for off, ts, k, v in items:
         if k is None:
             continue
         try:
             yield off, ts, decode_record(bytes(k), None if v is None else bytes(v))
-        except ValueError:
+        except (ValueError, struct.error, IndexError):
             continue
 
 
