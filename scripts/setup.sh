@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv (if needed) and install the broker; with "test", also the test tools, the Kafka
-# reference schemas and Java client jars, the [spark] extra (PySpark tests), and a JDK 17 when javac
-# is missing. Idempotent.
+# reference schemas and Java client jars, the [spark] extra (PySpark tests) with Spark's Kafka
+# connector (Maven), a JDK 17 and Maven when missing, and a released Kafka broker (scripts/kafka.sh,
+# the differential tests' reference). Idempotent.
 #
 #   scripts/setup.sh           # runtime only
 #   scripts/setup.sh test      # everything the test suite needs
@@ -40,4 +41,7 @@ fi
 if [ "${1:-}" = test ]; then
   command -v javac >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
   PYTHON=.venv/bin/python scripts/reference.sh >/dev/null
+  command -v mvn >/dev/null 2>&1 || apt_install maven
+  PYTHON=.venv/bin/python scripts/spark-kafka.sh
+  scripts/kafka.sh >/dev/null
 fi

@@ -45,3 +45,22 @@ def broker_factory(tmp_path: Path):
     yield start
     for bt in started:
         bt.stop()
+
+
+@pytest.fixture(scope="session")
+def real_kafka(tmp_path_factory: pytest.TempPathFactory):
+    """One released Apache Kafka broker (tests/support/real_kafka.py) for the whole session.
+
+    Skips only when scripts/kafka.sh has not filled .reference/kafka-broker (scripts/test.sh always
+    does); a broker that is present but does not start is an error.
+    """
+    from tests.support.real_kafka import CACHE_DIR, RealKafka
+
+    if not RealKafka.available():
+        pytest.skip(f"no Apache Kafka broker in {CACHE_DIR}: run scripts/kafka.sh (scripts/test.sh does)")
+    kafka = RealKafka()
+    kafka.start(tmp_path_factory.mktemp("real-kafka"))
+    try:
+        yield kafka
+    finally:
+        kafka.stop()

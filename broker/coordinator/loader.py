@@ -28,14 +28,15 @@ _OFFSET_COMMIT_KEY = OFFSET_COMMIT.to_bytes(2, "big")
 _I16 = Struct(">h")
 #: OffsetCommitValue v4 after the version: offset, leader epoch, then the compact metadata string
 _V4_HEAD = Struct(">qi")
-#: ... then commit timestamp and topic id; a tagged-field count of 0 ends it
-_V4_TAIL = Struct(">q16s")
+#: ... then the commit timestamp and the topic id as Kafka writes it: one tagged field, tag 0, 16 bytes
+_V4_TAIL = Struct(">qBBB16s")
+_TOPIC_ID_TAG = (1, 0, 16)
 #: the whole v4 value when its metadata is empty (the common case)
-_V4_EMPTY = Struct(">hqiBq16sB")
-#: the common record from its key's partition field on: partition, value length (varint 40 = 0x50),
-#: the v4 value with empty metadata (version, offset, leader epoch, 1 = "", commit timestamp,
-#: topic id, no tagged fields) and the record's header count (0)
-_FAST = Struct(">iBhqiBq16sBB")
+_V4_EMPTY = Struct(">hqiBqBBB16s")
+#: the common record from its key's partition field on: partition, value length (varint 42 = 0x54),
+#: the v4 value with empty metadata (version, offset, leader epoch, 1 = "", commit timestamp, the
+#: topic id as tagged field 0) and the record's header count (0)
+_FAST = Struct(">iBhqiBqBBB16sB")
 
 
 class _OffsetDecoder:
@@ -64,23 +65,25 @@ class _OffsetDecoder:
             self.state.remove_offset(names[0], names[1], partition)
             return True
         n = len(value)
-        if n == 40 and value[14] == 1:
-            version, offset, epoch, _m, ts, raw_id, tags = _V4_EMPTY.unpack(value)
-            if version != 4 or tags:
+        if n == 42 and value[14] == 1:
+            version, offset, epoch, _m, ts, nt, tag, size, raw_id = _V4_EMPTY.unpack(value)
+            if version != 4 or (nt, tag, size) != _TOPIC_ID_TAG:
                 return False
             metadata = ""
         else:
-            if n < 40 or value[0] != 0 or value[1] != 4 or value[14] >= 0x80 or value[14] == 0:
+            if n < 42 or value[0] != 0 or value[1] != 4 or value[14] >= 0x80 or value[14] == 0:
                 return False
             offset, epoch = _V4_HEAD.unpack_from(value, 2)
             end = 15 + value[14] - 1
-            if end + 25 != n or value[end + 24]:
+            if end + 27 != n:
                 return False
             try:
                 metadata = value[15:end].decode()
             except UnicodeDecodeError:
                 return False
-            ts, raw_id = _V4_TAIL.unpack_from(value, end)
+            ts, nt, tag, size, raw_id = _V4_TAIL.unpack_from(value, end)
+            if (nt, tag, size) != _TOPIC_ID_TAG:
+                return False
         topic_id = self.ids.get(raw_id)
         if topic_id is None:
             topic_id = self.ids[raw_id] = to_uuid(raw_id)
@@ -226,12 +229,12 @@ def _replay_records(
                 size > 10
                 and data[pos] == 0
                 and data[pos + 1] == 1
-                and vs + 41 == end
+                and vs + 43 == end
                 and (whole or base + rv(data, od_pos, 5)[0] >= min_offset)
             ):
                 # an OffsetCommit key; from its partition field to the record's end in one unpack
-                partition, vlen, version, offset, epoch, mlen, cts, raw_id, tags, headers = fast(data, vs - 5)
-                if vlen == 0x50 and version == 4 and mlen == 1 and not tags and not headers:
+                partition, vlen, version, offset, epoch, mlen, cts, nt, tag, tsize, raw_id, headers = fast(data, vs - 5)
+                if vlen == 0x54 and version == 4 and mlen == 1 and (nt, tag, tsize) == _TOPIC_ID_TAG and not headers:
                     last = offsets.last_prefix
                     if last is not None and size - 4 == len(last) and data.startswith(last, pos):
                         parts = offsets.last_parts

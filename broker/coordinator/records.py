@@ -68,8 +68,43 @@ def decode_record(key: bytes, value: bytes | None) -> CoordinatorRecord:
     version = _I16.unpack_from(value, 0)[0]
     if not 0 <= version < len(decoders) or decoders[version] is None:
         raise RecordError(f"{RECORD_TYPES[rtype].name} value version {version} is not known")
+    if rtype == OFFSET_COMMIT and version == 4:
+        legacy = _legacy_offset_commit_v4(value)
+        if legacy is not None:
+            return CoordinatorRecord(rtype, k, legacy)
     v, _ = decoders[version](bytes(value), 2)
     return CoordinatorRecord(rtype, k, v)
+
+
+_LEGACY_V4_TAIL = Struct(">q16s")
+
+
+def _legacy_offset_commit_v4(value: bytes) -> Any:
+    """An OffsetCommitValue v4 as this broker wrote it before it followed Kafka (the topic id a plain
+    field after the commit timestamp, then no tagged fields): offset, leader epoch, compact
+    metadata, commit timestamp, topic id, 0. None for any other layout. Kafka's layout (the topic
+    id as tagged field 0, or absent) is never this long for the same metadata, so data directories
+    written before the change still load."""
+    from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
+    from broker.protocol.primitives import DecodeError, read_uvarint, to_uuid
+
+    if len(value) < 40:
+        return None
+    try:
+        n, start = read_uvarint(value, 14)
+    except (DecodeError, IndexError):
+        return None
+    end = start + n - 1
+    if n == 0 or len(value) != end + 25 or value[-1] != 0:
+        return None
+    offset, epoch = Struct(">qi").unpack_from(value, 2)
+    try:
+        metadata = value[start:end].decode()
+    except UnicodeDecodeError:
+        return None
+    ts, raw_id = _LEGACY_V4_TAIL.unpack_from(value, end)
+    return OffsetCommitValue(offset=offset, leader_epoch=epoch, metadata=metadata, commit_timestamp=ts,
+                             topic_id=to_uuid(raw_id))  # fmt: skip
 
 
 def to_batch(records: list[CoordinatorRecord], now_ms: int) -> bytes:

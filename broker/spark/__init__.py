@@ -3,7 +3,8 @@
 * :mod:`broker.spark.logdir` and :mod:`broker.spark.coordinator_log`: plain-Python readers of a data
   directory (records, committed offsets, group changes);
 * :mod:`broker.spark.source`: the ``pykbroker`` data source over a data directory (batch and stream);
-* :mod:`broker.spark.wire`: the ``kafka-wire`` data source over the Kafka protocol (any broker);
-* :mod:`broker.spark.jobs`: reference jobs (lag, offset audit, rebalance timeline, Parquet export);
-* :mod:`broker.spark.session`: a local SparkSession with both sources registered.
+* :mod:`broker.spark.jobs`: reference jobs (lag, offset audit, rebalance timeline, Parquet export)
+  over a data directory or, through Spark's own Kafka connector, over any Kafka-compatible broker;
+* :mod:`broker.spark.session`: a local SparkSession with the source registered and the connector's
+  jars on its classpath.
 """

@@ -1,72 +1,107 @@
-"""``pykbroker spark ...``: the reference jobs from the command line (needs the ``[spark]`` extra)."""
+"""``pykbroker spark ...``: the reference jobs from the command line (needs the ``[spark]`` extra).
+
+Each job reads either a data directory (``--data-dir``, offline, through the ``pykbroker`` source)
+or a live broker (``--bootstrap-server``, through Spark's own Kafka connector, whose jars come from
+``--kafka-jars``, ``$PYKBROKER_SPARK_KAFKA_JARS`` or ``scripts/spark-kafka.sh`` in a checkout)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 
-def _session(master: str):  # -> SparkSession
+def _session(master: str, kafka_jars: str | None, bootstrap: str | None):  # -> SparkSession
     try:
-        from broker.spark.session import local_session
+        from broker.spark.session import ConnectorMissing, kafka_connector_jars, local_session
     except ImportError as e:
         raise click.ClickException(
             f"the Spark jobs need the [spark] extra (pip install 'pykbroker[spark]'): {e}"
         ) from None
-    return local_session(master=master)
+    jars: list[str] = []
+    if bootstrap:
+        try:
+            jars = [j for j in kafka_jars.split(",") if j] if kafka_jars else kafka_connector_jars()
+        except ConnectorMissing as e:
+            raise click.ClickException(str(e)) from None
+    return local_session(master=master, kafka_jars=jars)
 
 
-_data_dir = click.option(
-    "--data-dir",
-    required=True,
-    type=click.Path(exists=True, file_okay=False),
-    help="The broker's data directory.",
-)
-_out = click.option(
-    "--out", required=True, type=click.Path(file_okay=False), help="Directory for Parquet and PNG."
-)
-_master = click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
+def _source(data_dir: str | None, bootstrap: str | None):  # -> inputs.Source
+    from broker.spark.inputs import Source
+
+    if (data_dir is None) == (bootstrap is None):
+        raise click.UsageError("give exactly one of --data-dir and --bootstrap-server")
+    return Source(data_dir=data_dir, bootstrap=bootstrap)
+
+
+def _inputs(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--data-dir | --bootstrap-server, --kafka-jars, --out, --master."""
+    f = click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")(f)
+    f = click.option(
+        "--out", required=True, type=click.Path(file_okay=False), help="Directory for Parquet and PNG."
+    )(f)
+    f = click.option(
+        "--kafka-jars",
+        default=None,
+        help="Comma-separated jars of Spark's Kafka connector and its dependencies "
+        "[default: $PYKBROKER_SPARK_KAFKA_JARS, else those scripts/spark-kafka.sh fetched].",
+    )(f)
+    f = click.option(
+        "--bootstrap-server",
+        "bootstrap",
+        default=None,
+        help="Read a live broker (host:port[,host:port]) through Spark's Kafka connector.",
+    )(f)
+    return click.option(
+        "--data-dir",
+        default=None,
+        type=click.Path(exists=True, file_okay=False),
+        help="Read a broker's data directory (offline).",
+    )(f)
 
 
 @click.group()
 def spark() -> None:
-    """Analyse a broker's data directory with Spark: lag, offset audit, rebalances, Parquet export."""
+    """Analyse a broker with Spark (its data directory, or any Kafka-compatible broker over the wire):
+    lag, offset audit, rebalances, Parquet export."""
 
 
 @spark.command()
-@_data_dir
-@_out
-@_master
-def lag(data_dir: str, out: str, master: str) -> None:
+@_inputs
+def lag(data_dir: str | None, bootstrap: str | None, kafka_jars: str | None, out: str, master: str) -> None:
     """Consumer-lag history per group and partition (lag.parquet, lag.png)."""
     from broker.spark import jobs
 
-    df = jobs.lag(_session(master), data_dir, out)
+    src = _source(data_dir, bootstrap)
+    df = jobs.lag(_session(master, kafka_jars, bootstrap), src, out)
     click.echo(f"{df.count()} commits -> {out}/lag.parquet, {out}/lag.png")
 
 
 @spark.command()
-@_data_dir
-@_out
-@_master
-def audit(data_dir: str, out: str, master: str) -> None:
+@_inputs
+def audit(data_dir: str | None, bootstrap: str | None, kafka_jars: str | None, out: str, master: str) -> None:
     """Backwards commits, commits from older generations, commits past the log end, gaps (audit.parquet)."""
     from broker.spark import jobs
 
-    df = jobs.audit(_session(master), data_dir, out)
+    src = _source(data_dir, bootstrap)
+    df = jobs.audit(_session(master, kafka_jars, bootstrap), src, out)
     for r in df.groupBy("group", "finding").count().orderBy("group", "finding").collect():
         click.echo(f"{r['group']}: {r['count']} {r['finding']}")
     click.echo(f"-> {out}/audit.parquet, {out}/audit.png")
 
 
 @spark.command()
-@_data_dir
-@_out
-@_master
-def timeline(data_dir: str, out: str, master: str) -> None:
+@_inputs
+def timeline(
+    data_dir: str | None, bootstrap: str | None, kafka_jars: str | None, out: str, master: str
+) -> None:
     """Rebalance timeline per group (timeline.parquet, rebalances.parquet, timeline.png)."""
     from broker.spark import jobs
 
-    _gens, summary = jobs.timeline(_session(master), data_dir, out)
+    src = _source(data_dir, bootstrap)
+    _gens, summary = jobs.timeline(_session(master, kafka_jars, bootstrap), src, out)
     for r in summary.collect():
         click.echo(
             f"{r['group']} ({r['protocol']}): {r['rebalances']} rebalances, {r['rebalancing_ms']:.0f} ms rebalancing"
@@ -75,13 +110,14 @@ def timeline(data_dir: str, out: str, master: str) -> None:
 
 
 @spark.command()
-@_data_dir
-@_out
-@_master
+@_inputs
 @click.option("--topics", default=None, help="Comma-separated topics [default: all].")
-def export(data_dir: str, out: str, master: str, topics: str | None) -> None:
+def export(
+    data_dir: str | None, bootstrap: str | None, kafka_jars: str | None, out: str, master: str, topics: str | None
+) -> None:
     """Append the records written since the last run to OUT/records (Parquet, checkpointed)."""
     from broker.spark import jobs
 
-    n = jobs.export(_session(master), data_dir, out, topics)
+    src = _source(data_dir, bootstrap)
+    n = jobs.export(_session(master, kafka_jars, bootstrap), src, out, topics)
     click.echo(f"{n} new records -> {out}/records")

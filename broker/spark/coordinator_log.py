@@ -8,7 +8,9 @@ was written, and a group row says whether a member joined, stayed, left, or was 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import struct
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from broker.coordinator.consumer.records import CURRENT_ASSIGNMENT as CG_CURRENT
@@ -35,6 +37,21 @@ GROUPS_COLUMNS = [c.split()[0] for c in GROUPS_SCHEMA.split(", ")]
 TIMESTAMP_COLUMNS = {"commit_timestamp", "timestamp", "state_timestamp"}
 
 
+def with_datetimes(rows: Iterable[tuple], view: str) -> Iterator[tuple]:
+    """Rows of the ``offsets`` or ``groups`` view with their epoch-ms columns as UTC datetimes (None
+    for a negative or missing time), as Spark's timestamp columns take them."""
+    from datetime import UTC, datetime
+
+    names = OFFSETS_COLUMNS if view == "offsets" else GROUPS_COLUMNS
+    stamps = [i for i, n in enumerate(names) if n in TIMESTAMP_COLUMNS]
+    for row in rows:
+        row = list(row)
+        for i in stamps:
+            ms = row[i]
+            row[i] = datetime.fromtimestamp(ms / 1000, UTC) if ms is not None and ms >= 0 else None
+        yield tuple(row)
+
+
 def decode_consumer_assignment(data: bytes | None) -> list[tuple[str, int]]:
     """The partitions of a ConsumerProtocolAssignment (the classic consumer's embedded protocol);
     an empty list for empty or undecodable bytes (another protocol type)."""
@@ -59,15 +76,37 @@ def iter_coordinator_records(data_dir: str | Path) -> Iterator[tuple[int, int, o
                 continue  # a record type this reader does not know: skipped, as the broker would fail
 
 
+def decode_records(items: Iterable[tuple[int, int, bytes | None, bytes | None]]) -> Iterator[tuple[int, int, object]]:
+    """(log offset, timestamp ms, CoordinatorRecord) of (offset, timestamp, key, value) read from a
+    coordinator log over the wire, perhaps another broker's: records that do not decode here (unknown
+    types, or layouts this broker does not share, see the README) are skipped."""
+    for off, ts, k, v in items:
+        if k is None:
+            continue
+        try:
+            yield off, ts, decode_record(bytes(k), None if v is None else bytes(v))
+        except (ValueError, struct.error, IndexError):
+            continue
+
+
 def replay(data_dir: str | Path) -> tuple[list[tuple], list[tuple]]:
+    """:func:`replay_records` over a data directory's durable coordinator log."""
+    topic_names = {t["id"]: name for name, t in logdir.topics(data_dir).items()}
+    return replay_records(iter_coordinator_records(data_dir), topic_names)
+
+
+def replay_records(
+    records: Iterable[tuple[int, int, object]], topic_names: Mapping[uuid.UUID, str]
+) -> tuple[list[tuple], list[tuple]]:
     """(offsets rows, groups rows) in the column order of OFFSETS_SCHEMA and GROUPS_SCHEMA, with
-    timestamps in epoch ms (the Spark source converts them).
+    timestamps in epoch ms (the Spark source converts them), from the coordinator log's records in
+    order (per group: a group's records are all in one partition of ``__consumer_offsets``).
+    ``topic_names`` maps topic ids (KIP-848 assignments) to names.
 
     A commit's ``generation`` is the group's generation (classic) or group epoch (KIP-848) in effect
     when it was written (the record itself does not carry it); ``owned`` says whether a member of
     that generation owned the partition (None for a group without members on record, such as one
     that only ever commits)."""
-    topic_names = {t["id"]: name for name, t in logdir.topics(data_dir).items()}
     offsets: list[tuple] = []
     groups: list[tuple] = []
     generation: dict[str, int] = {}
@@ -89,7 +128,7 @@ def replay(data_dir: str | Path) -> tuple[list[tuple], list[tuple]]:
         row.setdefault("assignment", [])
         groups.append(tuple(row.get(c) for c in GROUPS_COLUMNS))
 
-    for off, ts, rec in iter_coordinator_records(data_dir):
+    for off, ts, rec in records:
         t, k, v = rec.type, rec.key, rec.value
         if t == OFFSET_COMMIT:
             g = k.group

@@ -1,6 +1,7 @@
-"""Reference jobs over a broker's data directory, each writing Parquet (and a PNG chart) under an
-output directory. They read only through the ``pykbroker`` source's views, whose ``records`` view
-has the columns of Spark's Kafka source.
+"""Reference jobs, each writing Parquet (and a PNG chart) under an output directory. Each reads a
+:class:`~broker.spark.inputs.Source`: a broker's data directory (offline, the ``pykbroker`` source;
+a plain path means that) or a live Kafka-compatible broker (Spark's own Kafka connector); both give
+the records with the columns of Spark's Kafka source and the same views of the coordinator log.
 
 * :func:`lag` -- consumer-lag history per group and partition: at each commit, the partition's log
   end offset at that moment minus the committed offset. The log end offset at time T is one past
@@ -14,6 +15,7 @@ has the columns of Spark's Kafka source.
   before they were consumed: ``gap``).
 * :func:`timeline` -- per group and generation: members, partition ownership, when it happened and
   how long the rebalance took; and a summary with the rebalance count and total time rebalancing.
+  An empty generation 0 (Kafka writes one when a JoinGroup creates the group) is left out.
   For KIP-848 groups the time is from the group epoch bump to the last member reaching that epoch;
   for classic groups it is the sync phase, from the end of the join phase (the state change time
   the group record carries) to the record of the assignment: the join phase itself is not logged,
@@ -29,29 +31,26 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from . import logdir
+from . import inputs, logdir
+from .inputs import Source
+
+Input = str | Path | Source
 
 
-def _reader(spark: SparkSession, data_dir: str, view: str) -> DataFrame:
-    return spark.read.format("pykbroker").option("path", data_dir).option("view", view).load()
-
-
-def lag_table(spark: SparkSession, data_dir: str) -> DataFrame:
-    commits = _reader(spark, data_dir, "offsets").where(~F.col("deleted"))
+def lag_table(spark: SparkSession, source: Input) -> DataFrame:
+    src = inputs.as_source(source)
+    commits = inputs.coordinator_view(spark, src, "offsets").where(~F.col("deleted"))
     commits = commits.where(F.col("topic") != logdir.OFFSETS_TOPIC)
     topics = [r.topic for r in commits.select("topic").distinct().collect()]
     if not topics:
-        schema = "group string, topic string, partition int, commit_timestamp timestamp, offset long, log_end_offset long, lag long"
+        schema = (
+            "group string, topic string, partition int, commit_timestamp timestamp, offset long, "
+            "log_offset long, log_end_offset long, lag long"
+        )
         return spark.createDataFrame([], schema)
-    known = logdir.topics(data_dir)
-    recs = (
-        spark.read.format("pykbroker")
-        .option("path", data_dir)
-        .option("subscribe", ",".join(sorted(t for t in topics if t in known)))
-        .option("failOnDataLoss", "false")
-        .load()
-        .select("topic", "partition", "offset", "timestamp")
-    )
+    known = inputs.topics(src)
+    recs = inputs.records(spark, src, sorted(t for t in topics if t in known))
+    recs = recs.select("topic", "partition", "offset", "timestamp")
     c, r = commits.alias("c"), recs.alias("r")
     joined = c.join(
         r,
@@ -68,8 +67,8 @@ def lag_table(spark: SparkSession, data_dir: str) -> DataFrame:
     )
 
 
-def lag(spark: SparkSession, data_dir: str, out: str) -> DataFrame:
-    df = lag_table(spark, data_dir)
+def lag(spark: SparkSession, source: Input, out: str) -> DataFrame:
+    df = lag_table(spark, source)
     df.write.mode("overwrite").parquet(str(Path(out) / "lag.parquet"))
     rows = df.orderBy("commit_timestamp").collect()
     series: dict[str, list] = {}
@@ -85,19 +84,12 @@ def lag(spark: SparkSession, data_dir: str, out: str) -> DataFrame:
     return df
 
 
-def audit_table(spark: SparkSession, data_dir: str) -> DataFrame:
-    commits = _reader(spark, data_dir, "offsets").where(~F.col("deleted"))
+def audit_table(spark: SparkSession, source: Input) -> DataFrame:
+    src = inputs.as_source(source)
+    commits = inputs.coordinator_view(spark, src, "offsets").where(~F.col("deleted"))
     w = Window.partitionBy("group", "topic", "partition").orderBy("log_offset")
-    lags = lag_table(spark, data_dir).select("group", "topic", "partition", "log_offset", "log_end_offset")
-    known = logdir.topics(data_dir)
-    starts = spark.createDataFrame(
-        [
-            (t, p, logdir.log_start_offset(data_dir, t, p))
-            for t in known
-            for p in range(known[t]["partitions"])
-        ],
-        "topic string, partition int, log_start_offset long",
-    )
+    lags = lag_table(spark, src).select("group", "topic", "partition", "log_offset", "log_end_offset")
+    starts = inputs.log_starts(spark, src)
     df = (
         commits.withColumn("previous_offset", F.lag("offset").over(w))
         .join(lags, ["group", "topic", "partition", "log_offset"], "left")
@@ -122,8 +114,8 @@ def audit_table(spark: SparkSession, data_dir: str) -> DataFrame:
     return out.orderBy("group", "log_offset", "finding")
 
 
-def audit(spark: SparkSession, data_dir: str, out: str) -> DataFrame:
-    df = audit_table(spark, data_dir)
+def audit(spark: SparkSession, source: Input, out: str) -> DataFrame:
+    df = audit_table(spark, source)
     df.write.mode("overwrite").parquet(str(Path(out) / "audit.parquet"))
     counts = {
         (r["group"], r["finding"]): r["count"] for r in df.groupBy("group", "finding").count().collect()
@@ -132,11 +124,15 @@ def audit(spark: SparkSession, data_dir: str, out: str) -> DataFrame:
     return df
 
 
-def timeline_tables(spark: SparkSession, data_dir: str) -> tuple[DataFrame, DataFrame]:
+def timeline_tables(spark: SparkSession, source: Input) -> tuple[DataFrame, DataFrame]:
     """(per group and generation: time, members, owners; per group: rebalances and time spent)."""
-    ev = _reader(spark, data_dir, "groups")
+    ev = inputs.coordinator_view(spark, inputs.as_source(source), "groups")
+    # Kafka records a classic group created by a JoinGroup that returns MEMBER_ID_REQUIRED as an
+    # empty generation 0; nobody was ever a member of it, so it is no rebalance
+    kept = (F.col("protocol") == "classic") & F.col("event").isin("join", "stay", "empty", "deleted")
+    kept &= ~((F.col("generation") == 0) & (F.col("event") == "empty"))
     classic = (
-        ev.where((F.col("protocol") == "classic") & F.col("event").isin("join", "stay", "empty", "deleted"))
+        ev.where(kept)
         .groupBy("group", "protocol", "generation")
         .agg(
             F.min("timestamp").alias("settled"),
@@ -189,8 +185,8 @@ def timeline_tables(spark: SparkSession, data_dir: str) -> tuple[DataFrame, Data
     return gens, summary.orderBy("group")
 
 
-def timeline(spark: SparkSession, data_dir: str, out: str) -> tuple[DataFrame, DataFrame]:
-    gens, summary = timeline_tables(spark, data_dir)
+def timeline(spark: SparkSession, source: Input, out: str) -> tuple[DataFrame, DataFrame]:
+    gens, summary = timeline_tables(spark, source)
     gens.write.mode("overwrite").parquet(str(Path(out) / "timeline.parquet"))
     summary.write.mode("overwrite").parquet(str(Path(out) / "rebalances.parquet"))
     series: dict[str, tuple[list, list]] = {}
@@ -203,19 +199,15 @@ def timeline(spark: SparkSession, data_dir: str, out: str) -> tuple[DataFrame, D
 
 
 def export(
-    spark: SparkSession, data_dir: str, out: str, topics: str | None = None, checkpoint: str | None = None
+    spark: SparkSession, source: Input, out: str, topics: str | None = None, checkpoint: str | None = None
 ) -> int:
     """Append the records added since the last run to ``out``/records (Parquet, partitioned by
-    topic); returns how many were written in this run."""
+    topic); returns how many were written in this run. A checkpoint belongs to one kind of source:
+    the pykbroker source and the connector keep their offsets differently."""
     target = Path(out) / "records"
     ckpt = checkpoint or str(Path(out) / "_checkpoint")
-    reader = (
-        spark.readStream.format("pykbroker").option("path", data_dir).option("startingOffsets", "earliest")
-    )
-    if topics:
-        reader = reader.option("subscribe", topics)
     q = (
-        reader.load()
+        inputs.records_stream(spark, inputs.as_source(source), topics)
         .writeStream.format("parquet")
         .option("path", str(target))
         .option("checkpointLocation", ckpt)

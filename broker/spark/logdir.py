@@ -24,7 +24,6 @@ from broker.log.manager import CHECKPOINT, read_checkpoint
 from broker.log.records import decode_batch
 
 OFFSETS_TOPIC = "__consumer_offsets"
-_NO_HEADERS: list = []  # shared by every record without headers (never mutated)
 
 
 class DataLossError(RuntimeError):
@@ -207,7 +206,7 @@ def _read_columns(r: SegmentRange, verify_crc: bool) -> dict[str, list]:
             stamps += [bts + rec.timestamp_delta for rec in recs]
         ts_types += [ts_type] * n
         headers += [
-            [{"key": k, "value": v} for k, v in rec.headers] if rec.headers else _NO_HEADERS for rec in recs
+            [{"key": k, "value": v} for k, v in rec.headers] if rec.headers else None for rec in recs
         ]
     n = len(offsets)
     return {

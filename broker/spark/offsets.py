@@ -1,4 +1,4 @@
-"""Offset bookkeeping shared by the log and wire sources, with the option names and semantics of
+"""Offset bookkeeping of the data-directory source, with the option names and semantics of
 Spark's Kafka source: ``startingOffsets`` / ``endingOffsets`` ("earliest", "latest", or JSON such as
 ``{"t":{"0":23,"1":-2}}`` where -2 is earliest and -1 latest) and ``maxOffsetsPerTrigger`` (also
 spelled ``maxRecordsPerTrigger``). Offsets travel between Spark and the source as

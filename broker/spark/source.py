@@ -219,20 +219,5 @@ class CoordinatorReader(DataSourceReader):
         return [InputPartition(0)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
-        from datetime import UTC, datetime
-
         offsets, groups = coordinator_log.replay(self.path)
-        rows, names = (
-            (offsets, coordinator_log.OFFSETS_COLUMNS)
-            if self.view == "offsets"
-            else (groups, coordinator_log.GROUPS_COLUMNS)
-        )
-        stamps = [i for i, n in enumerate(names) if n in coordinator_log.TIMESTAMP_COLUMNS]
-        for row in rows:
-            row = list(row)
-            for i in stamps:
-                if row[i] is not None and row[i] >= 0:
-                    row[i] = datetime.fromtimestamp(row[i] / 1000, UTC)
-                else:
-                    row[i] = None
-            yield tuple(row)
+        yield from coordinator_log.with_datetimes(offsets if self.view == "offsets" else groups, self.view)

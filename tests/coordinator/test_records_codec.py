@@ -115,3 +115,41 @@ def test_unknown_type_and_version_are_refused():
     with pytest.raises(RecordError):
         decode_record(good.key_bytes(), b"\x00\x09" + good.value_bytes()[2:])
     assert isinstance(mem.ConsumerGroupMemberMetadataValue().subscribed_topic_names, list)
+
+
+#: an OffsetCommit record as Apache Kafka 4.3.0 wrote it into __consumer_offsets (group "g", topic
+#: "kc", partition 0, offset 5, no leader epoch, empty metadata): the topic id is tagged field 0
+KAFKA_COMMIT_KEY = bytes.fromhex("000100016700026b6300000000")
+KAFKA_COMMIT_VALUE = bytes.fromhex(
+    "0004" "0000000000000005" "ffffffff" "01" "000001a20a7f4f15" "01" "00" "10" "374c4fab4a6942b0913b91ea827fb7e8"
+)  # fmt: skip
+
+
+def test_offset_commit_value_is_kafkas_byte_for_byte():
+    rec = decode_record(KAFKA_COMMIT_KEY, KAFKA_COMMIT_VALUE)
+    assert (rec.key.group, rec.key.topic, rec.key.partition) == ("g", "kc", 0)
+    v = rec.value
+    assert (v.offset, v.leader_epoch, v.metadata) == (5, -1, "")
+    assert v.commit_timestamp == 0x1A20A7F4F15
+    assert v.topic_id == uuid.UUID("374c4fab-4a69-42b0-913b-91ea827fb7e8")
+    assert CoordinatorRecord(1, rec.key, v).value_bytes() == KAFKA_COMMIT_VALUE
+    # without a topic id, Kafka leaves the tagged field out
+    v.topic_id = uuid.UUID(int=0)
+    assert CoordinatorRecord(1, rec.key, v).value_bytes() == KAFKA_COMMIT_VALUE[:23] + b"\x00"
+
+
+@pytest.mark.parametrize("metadata", ["", "m", "x" * 300])
+def test_offset_commits_in_the_earlier_layout_still_load(metadata):
+    """Before it followed Kafka this broker wrote the topic id as a plain field; such data directories
+    still load, and the record is written back in Kafka's layout."""
+    rec = decode_record(KAFKA_COMMIT_KEY, KAFKA_COMMIT_VALUE)
+    raw = metadata.encode()
+    n = len(raw) + 1
+    length = bytes([n]) if n < 0x80 else bytes([(n & 0x7F) | 0x80, n >> 7])
+    old = KAFKA_COMMIT_VALUE[:14] + length + raw + KAFKA_COMMIT_VALUE[15:23] + rec.value.topic_id.bytes + b"\x00"
+    back = decode_record(KAFKA_COMMIT_KEY, old).value
+    assert (back.offset, back.leader_epoch, back.metadata, back.commit_timestamp, back.topic_id) == (
+        5, -1, metadata, rec.value.commit_timestamp, rec.value.topic_id
+    )  # fmt: skip
+    rewritten = CoordinatorRecord(1, rec.key, back).value_bytes()
+    assert rewritten == KAFKA_COMMIT_VALUE[:14] + length + raw + KAFKA_COMMIT_VALUE[15:]

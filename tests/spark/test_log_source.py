@@ -29,7 +29,7 @@ def _spark_rows(df) -> list[tuple]:
     out = []
     for r in df.orderBy("partition", "offset").collect():
         ts = r.timestamp.replace(tzinfo=None)
-        headers = [(h.key, bytes(h.value) if h.value is not None else None) for h in r.headers]
+        headers = [(h.key, bytes(h.value) if h.value is not None else None) for h in r.headers or []]
         key = bytes(r.key) if r.key is not None else None
         value = bytes(r.value) if r.value is not None else None
         out.append((key, value, r.topic, r.partition, r.offset, ts, r.timestampType, headers))

@@ -32,7 +32,7 @@ _S1 = Struct('>q')
 _S2 = Struct('>qq')
 _S3 = Struct('>qih')
 _S4 = Struct('>qi')
-_S5 = Struct('>q16s')
+_S5 = Struct('>16s')
 
 
 class OffsetCommitValue(Message):
@@ -43,7 +43,7 @@ class OffsetCommitValue(Message):
     metadata: v0-4. Client-supplied text kept with the offset.
     commit_timestamp: v0-4. When the commit was accepted (ms).
     expire_timestamp: v1. Explicit expiry time (ms), only in v1.
-    topic_id: v4. Id of the topic, when known.
+    topic_id: v4 (tag 0 v4). Id of the topic, when known (a tagged field, as in Kafka 4.x: absent when zero).
     """
 
     __slots__ = ('offset', 'leader_epoch', 'metadata', 'commit_timestamp', 'expire_timestamp', 'topic_id', '_unknown_tagged')
@@ -177,17 +177,38 @@ def decode_v4(b: bytes, p: int = 0) -> tuple[OffsetCommitValue, int]:
         o.metadata = b[p : p + n1].decode()
         p += n1
     o.expire_timestamp = -1
-    o.commit_timestamp, o.topic_id = _S5.unpack_from(b, p)
-    p += 24
-    o.topic_id = _uuid(o.topic_id)
+    o.commit_timestamp = _S1.unpack_from(b, p)[0]
+    p += 8
     t2 = b[p]
     p += 1
+    o.topic_id = _ZU
+    o._unknown_tagged = None
     if t2:
+        u3 = None
         if t2 > 127:
             t2, p = _uvt(b, p, t2)
-        o._unknown_tagged, p = _read_unknown(b, p, t2)
-    else:
-        o._unknown_tagged = None
+        last4 = -1
+        for _ in range(t2):
+            tag5, p = _ruv(b, p)
+            end6, p = _ruv(b, p)
+            end6 += p
+            if tag5 <= last4:
+                raise DecodeError("OffsetCommitValue: tagged fields out of order")
+            last4 = tag5
+            if tag5 == 0:
+                o.topic_id = _S5.unpack_from(b, p)[0]
+                p += 16
+                o.topic_id = _uuid(o.topic_id)
+                if p != end6:
+                    raise DecodeError("OffsetCommitValue: tagged field TopicId has a bad size")
+            else:
+                if end6 > len(b):
+                    raise DecodeError("OffsetCommitValue: tagged field runs past the frame")
+                if u3 is None:
+                    u3 = []
+                u3.append((tag5, b[p:end6]))
+                p = end6
+        o._unknown_tagged = u3
     if p > len(b):
         raise DecodeError("OffsetCommitValue v4: frame ends inside the message")
     return o, p
@@ -201,11 +222,13 @@ def encode_v4(o: OffsetCommitValue) -> bytes:
     n2 = len(s1) + 1
     w(_UV[n2] if n2 < 128 else _uv(n2))
     w(s1)
-    w(_S5.pack(o.commit_timestamp, o.topic_id.bytes))
-    if o._unknown_tagged:
-        _write_tagged(w, None, o._unknown_tagged)
-    else:
-        w(b"\x00")
+    w(_S1.pack(o.commit_timestamp))
+    tg3 = []
+    if o.topic_id != _ZU:
+        parts4: list[bytes] = []
+        parts4.append(_S5.pack(o.topic_id.bytes))
+        tg3.append((0, b"".join(parts4)))
+    _write_tagged(w, tg3, o._unknown_tagged)
     return b"".join(out)
 
 
