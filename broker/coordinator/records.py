@@ -13,8 +13,10 @@ from struct import Struct
 from typing import Any
 
 from broker.coordinator.generated import BY_NAME, RECORD_TYPES
+from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.log.records import Record as LogRecord
 from broker.log.records import build_batch, iter_records
+from broker.protocol.primitives import DecodeError, read_uvarint, to_uuid
 
 _I16 = Struct(">h")
 
@@ -85,9 +87,6 @@ def _legacy_offset_commit_v4(value: bytes) -> Any:
     metadata, commit timestamp, topic id, 0. None for any other layout. Kafka's layout (the topic
     id as tagged field 0, or absent) is never this long for the same metadata, so data directories
     written before the change still load."""
-    from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
-    from broker.protocol.primitives import DecodeError, read_uvarint, to_uuid
-
     if len(value) < 40:
         return None
     try:
