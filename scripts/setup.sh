@@ -37,4 +37,5 @@ fi
 if [ "${1:-}" = test ]; then
   command -v javac >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
   PYTHON=.venv/bin/python scripts/reference.sh >/dev/null
+  scripts/clients.sh
 fi
