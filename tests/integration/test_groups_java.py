@@ -26,7 +26,7 @@ from tests.support.groups import (
 )
 from tests.support.java import Java, json_lines, require_java
 
-pytestmark = pytest.mark.java
+pytestmark = [pytest.mark.java, pytest.mark.usefixtures("java_clients")]
 
 TOPIC = "orders"
 GROUP = "g"
