@@ -36,6 +36,10 @@ JAVA_SRC = REPO_ROOT / "tests" / "java"
 JARS = ("kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar")
 #: Client versions the Java suites run against, oldest first.
 VERSIONS = ("3.9", "4")
+#: Jar sets fetched by scripts/clients.sh: version -> (directory under .reference, a jar it must hold).
+#: ``"streams"`` is Kafka Streams with its own kafka-clients, for tests/java-streams.
+FETCHED = {"4": ("jars-4", "kafka-clients-4."), "streams": ("streams-4", "kafka-streams-4.")}
+STREAMS_SRC = REPO_ROOT / "tests" / "java-streams"
 #: Probes built on classes that are not public API (moved in 4.x): compiled for 3.9 only.
 INTERNAL_PROBES = ("RecordsProbe.java",)
 #: Short-lived JVMs: skip the C2 compiler and the parallel GC, both only cost start-up time here.
@@ -121,6 +125,13 @@ class JavaSession:
     def stderr(self) -> str:
         return "".join(self._stderr)
 
+    def next_line(self, timeout: float | None = None) -> str | None:
+        """The next stdout line (``None`` once the process has exited); ``TimeoutError`` if none comes."""
+        try:
+            return self._lines.get(timeout=timeout or self.timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no output line; stderr so far:\n{self.stderr[-4000:]}") from None
+
     def request(self, command: str, timeout: float | None = None) -> dict:
         """Send one command and return its parsed result line."""
         assert self.proc.stdin is not None
@@ -175,8 +186,8 @@ def _text(b: bytes | str | None) -> str:
 
 def jar_paths(reference_dir: Path = REFERENCE_DIR, version: str = "3.9") -> list[Path]:
     """The client jars of ``version``, fetching them first if needed."""
-    if version == "4":
-        return _jars_4(reference_dir)
+    if version in FETCHED:
+        return _fetched_jars(reference_dir, version)
     try:
         ref = ensure_reference(reference_dir)
     except ReferenceUnavailable as e:
@@ -191,8 +202,8 @@ def jar_paths(reference_dir: Path = REFERENCE_DIR, version: str = "3.9") -> list
     return jars
 
 
-def _jars_4(reference_dir: Path) -> list[Path]:
-    out = reference_dir / "jars-4"
+def _fetched_jars(reference_dir: Path, version: str) -> list[Path]:
+    out = reference_dir / FETCHED[version][0]
     if not any(out.glob(".done-*")):
         try:
             proc = subprocess.run(
@@ -204,8 +215,8 @@ def _jars_4(reference_dir: Path) -> list[Path]:
         if proc.returncode != 0:
             raise JavaUnavailable(f"scripts/clients.sh failed:\n{proc.stdout}{proc.stderr}")
     jars = sorted(out.glob("*.jar"))
-    if not any(p.name.startswith("kafka-clients-4.") for p in jars):
-        raise JavaUnavailable(f"no kafka-clients 4.x jar in {out}; run scripts/clients.sh")
+    if not any(p.name.startswith(FETCHED[version][1]) for p in jars):
+        raise JavaUnavailable(f"no {FETCHED[version][1]}* jar in {out}; run scripts/clients.sh")
     return jars
 
 
@@ -259,7 +270,7 @@ def compile_sources(src: Path = JAVA_SRC, reference_dir: Path = REFERENCE_DIR, v
 @functools.cache
 def _cached(version: str) -> Java | JavaUnavailable:
     try:
-        return compile_sources(version=version)
+        return compile_sources(STREAMS_SRC if version == "streams" else JAVA_SRC, version=version)
     except JavaUnavailable as e:
         return e
 
@@ -278,7 +289,7 @@ def use_version(version: str) -> str:
 
 def require_java(version: str | None = None) -> Java:
     """The compiled runner for this session and client version (default: the ``java_clients``
-    fixture's, else 3.9); fails the calling test (never skips) if unavailable."""
+    fixture's, else 3.9; ``"streams"``: tests/java-streams with Kafka Streams); fails the calling test (never skips) if unavailable."""
     import pytest
 
     got = _cached(version or _default_version[0])
