@@ -126,11 +126,14 @@ def test_word_count(bt, tmp_path: Path):
 
         # the internal topics, created by Streams through CreateTopics with the configs it asks for
         topics = bt.call(lambda: {t.name: (t.partitions, dict(t.configs)) for t in bt.broker.topics.all()})
-        parts, repartition = topics[f"{APP}-words-repartition"]
-        assert parts == 2
-        assert (repartition["cleanup.policy"], repartition["retention.ms"]) == ("delete", "-1"), repartition
-        parts, changelog = topics[f"{APP}-counts-changelog"]
-        assert parts == 2 and changelog["cleanup.policy"] == "compact", changelog
+        internal = {name: cfg for name, cfg in topics.items() if name.startswith(f"{APP}-")}
+        assert internal == {
+            f"{APP}-words-repartition": (2, {
+                "cleanup.policy": "delete", "retention.ms": "-1", "segment.bytes": "52428800",
+                "message.timestamp.type": "CreateTime",
+            }),
+            f"{APP}-counts-changelog": (2, {"cleanup.policy": "compact", "message.timestamp.type": "CreateTime"}),
+        }, internal
         # the application's group committed every input record and every repartitioned word
         committed = committed_offsets(bt)
         assert sum(o for (t, _), o in committed.items() if t == INPUT) == len(LINES_1 + LINES_2), committed
