@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv (if needed) and install the broker; with "test", also the test tools, the Kafka
-# reference schemas and Java client jars, the [spark] extra (PySpark tests), and a JDK 17 when javac
-# is missing. Idempotent.
+# reference schemas and Java client jars, the [spark] extra (PySpark tests), a JDK 17, Maven and Go
+# when missing, and the newer clients (scripts/clients.sh: kafka-clients 4.x, Kafka Streams, franz-go).
+# Idempotent.
 #
 #   scripts/setup.sh           # runtime only
 #   scripts/setup.sh test      # everything the test suite needs
@@ -36,6 +37,8 @@ if [ ! -f "$stamp" ]; then
 fi
 if [ "${1:-}" = test ]; then
   command -v javac >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
+  command -v mvn >/dev/null 2>&1 || apt_install maven
+  command -v go >/dev/null 2>&1 || apt_install golang-go  # an older go fetches go.mod's toolchain itself
   PYTHON=.venv/bin/python scripts/reference.sh >/dev/null
   scripts/clients.sh
 fi
