@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Create .venv (if needed) and install the broker; with "test", also the test tools, the Kafka
 # reference schemas and Java client jars, the [spark] extra (PySpark tests) with Spark's Kafka
-# connector (Maven), a JDK 17 and Maven when missing, and a released Kafka broker (scripts/kafka.sh,
-# the differential tests' reference). Idempotent.
+# connector (Maven), a JDK 17, Maven and Go when missing, the newer clients (scripts/clients.sh:
+# kafka-clients 4.x, Kafka Streams, franz-go) and a released Kafka broker (scripts/kafka.sh, the
+# differential tests' reference). Idempotent.
 #
 #   scripts/setup.sh           # runtime only
 #   scripts/setup.sh test      # everything the test suite needs
@@ -40,8 +41,10 @@ if [ ! -f "$stamp" ]; then
 fi
 if [ "${1:-}" = test ]; then
   command -v javac >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
-  PYTHON=.venv/bin/python scripts/reference.sh >/dev/null
   command -v mvn >/dev/null 2>&1 || apt_install maven
+  command -v go >/dev/null 2>&1 || apt_install golang-go  # an older go fetches go.mod's toolchain itself
+  PYTHON=.venv/bin/python scripts/reference.sh >/dev/null
   PYTHON=.venv/bin/python scripts/spark-kafka.sh
   scripts/kafka.sh >/dev/null
+  scripts/clients.sh
 fi

@@ -64,3 +64,14 @@ def real_kafka(tmp_path_factory: pytest.TempPathFactory):
         yield kafka
     finally:
         kafka.stop()
+
+
+@pytest.fixture(params=["3.9", "4"], ids=lambda v: f"java{v}")
+def java_clients(request) -> str:
+    """Run the test once with kafka-clients 3.9 and once with the newest 4.x: ``require_java()`` in the
+    test body gives the compiled probes for this version. Apply with ``usefixtures("java_clients")``."""
+    from tests.support.java import use_version
+
+    previous = use_version(request.param)
+    yield request.param
+    use_version(previous)

@@ -12,7 +12,7 @@ import pytest
 from broker.cluster import kafka_uuid_str
 from tests.support.java import Java, JavaResult, json_lines, require_java
 
-pytestmark = pytest.mark.java
+pytestmark = [pytest.mark.java, pytest.mark.usefixtures("java_clients")]
 
 
 def probe(java: Java, broker, *commands: str) -> tuple[JavaResult, list[dict]]:

@@ -18,7 +18,7 @@ from broker.log.records import iter_records
 from tests.support.java import json_lines, require_java
 from tests.support.produce_consume import value_of as support_value_of
 
-pytestmark = pytest.mark.java
+pytestmark = [pytest.mark.java, pytest.mark.usefixtures("java_clients")]
 
 N = 10_000
 PARTS = 4

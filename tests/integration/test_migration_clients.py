@@ -346,6 +346,7 @@ COOPERATIVE = "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"
 
 
 @pytest.mark.java
+@pytest.mark.usefixtures("java_clients")
 def test_java_rolling_upgrade_and_downgrade(bt, pool, producer_factory):
     java = require_java()
 

@@ -335,12 +335,7 @@ public class AdminProbe {
             DataOutputStream os = new DataOutputStream(s.getOutputStream());
             DataInputStream is = new DataInputStream(s.getInputStream());
 
-            short avVersion = ApiKeys.API_VERSIONS.latestVersion();
-            ApiVersionsResponse av = (ApiVersionsResponse) roundTrip(
-                    os, is, new ApiVersionsRequest.Builder().build(avVersion), "admin-probe");
-            if (av.data().errorCode() != Errors.NONE.code()) {
-                throw Errors.forCode(av.data().errorCode()).exception("ApiVersions v" + avVersion);
-            }
+            ApiVersionsResponse av = apiVersions(os, is);
             ApiVersionsResponseData.ApiVersion fc = av.apiVersion(ApiKeys.FIND_COORDINATOR.id);
             if (fc == null) {
                 throw new IllegalStateException("broker does not advertise FindCoordinator");
@@ -517,8 +512,7 @@ public class AdminProbe {
             s.setSoTimeout(10000);
             DataOutputStream os = new DataOutputStream(s.getOutputStream());
             DataInputStream is = new DataInputStream(s.getInputStream());
-            ApiVersionsResponse av = (ApiVersionsResponse) roundTrip(
-                    os, is, new ApiVersionsRequest.Builder().build(ApiKeys.API_VERSIONS.latestVersion()), "admin-probe");
+            ApiVersionsResponse av = apiVersions(os, is);
             ApiVersionsResponseData.ApiVersion cgd = av.apiVersion(ApiKeys.CONSUMER_GROUP_DESCRIBE.id);
             if (cgd == null) {
                 throw new IllegalStateException("broker does not advertise ConsumerGroupDescribe");
@@ -638,6 +632,28 @@ public class AdminProbe {
             sorted.put(String.format("%s-%05d", tp.topic(), tp.partition()), tp.toString());
         }
         return new ArrayList<>(sorted.values());
+    }
+
+    /**
+     * ApiVersions as the client's NetworkClient negotiates it: the client's newest version first; on
+     * UNSUPPORTED_VERSION, again at the newest version the broker's (v0-format) answer lists.
+     */
+    private ApiVersionsResponse apiVersions(DataOutputStream os, DataInputStream is) throws Exception {
+        short version = ApiKeys.API_VERSIONS.latestVersion();
+        ApiVersionsResponse av = (ApiVersionsResponse) roundTrip(
+                os, is, new ApiVersionsRequest.Builder().build(version), "admin-probe");
+        if (av.data().errorCode() == Errors.UNSUPPORTED_VERSION.code()) {
+            ApiVersionsResponseData.ApiVersion own = av.apiVersion(ApiKeys.API_VERSIONS.id);
+            if (own == null) {
+                throw Errors.UNSUPPORTED_VERSION.exception("ApiVersions v" + version + ": no ranges in the answer");
+            }
+            version = (short) Math.min(version, own.maxVersion());
+            av = (ApiVersionsResponse) roundTrip(os, is, new ApiVersionsRequest.Builder().build(version), "admin-probe");
+        }
+        if (av.data().errorCode() != Errors.NONE.code()) {
+            throw Errors.forCode(av.data().errorCode()).exception("ApiVersions v" + version);
+        }
+        return av;
     }
 
     private AbstractResponse roundTrip(DataOutputStream os, DataInputStream is, AbstractRequest req, String clientId)

@@ -1,10 +1,14 @@
 """Compile and run the Java programs in ``tests/java`` against the kafka-clients jars.
 
-The jars come from ``scripts/reference.sh`` (``.reference/jars``). The sources are compiled once
-into ``.reference/java-build/<hash>``, where the hash covers the sources, the jars and the javac
-binary, so a re-run with nothing changed skips javac entirely::
+Two client versions: ``"3.9"`` (``.reference/jars``, from ``scripts/reference.sh``) and ``"4"`` (the
+newest kafka-clients 4.x in ``.reference/jars-4``, from ``scripts/clients.sh``). The sources are
+compiled once per version into ``.reference/java-build/<hash>``, where the hash covers the sources,
+the jars and the javac binary, so a re-run with nothing changed skips javac entirely. Probes that use
+the client's internal classes (``INTERNAL_PROBES``) are compiled against 3.9 only::
 
     java = require_java()                      # pytest.fail (never skip) if it cannot be had
+    java = require_java("4")                   # the 4.x client; the ``java_clients`` fixture
+                                               # (tests/conftest.py) sets the default per test
     rc, out, err = java.run("AdminProbe", [bootstrap, "cluster"])
     with java.session("AdminProbe", [bootstrap]) as s:   # one JVM, commands over stdin
         line = s.request("topics")
@@ -30,6 +34,14 @@ from tests.support.reference import REFERENCE_DIR, REPO_ROOT, ReferenceUnavailab
 
 JAVA_SRC = REPO_ROOT / "tests" / "java"
 JARS = ("kafka-clients.jar", "slf4j-api.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar")
+#: Client versions the Java suites run against, oldest first.
+VERSIONS = ("3.9", "4")
+#: Jar sets fetched by scripts/clients.sh: version -> (directory under .reference, a jar it must hold).
+#: ``"streams"`` is Kafka Streams with its own kafka-clients, for tests/java-streams.
+FETCHED = {"4": ("jars-4", "kafka-clients-4."), "streams": ("streams-4", "kafka-streams-4.")}
+STREAMS_SRC = REPO_ROOT / "tests" / "java-streams"
+#: Probes built on classes that are not public API (moved in 4.x): compiled for 3.9 only.
+INTERNAL_PROBES = ("RecordsProbe.java",)
 #: Short-lived JVMs: skip the C2 compiler and the parallel GC, both only cost start-up time here.
 JVM_OPTS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")
 
@@ -50,8 +62,9 @@ def json_lines(text: str) -> list[dict]:
 
 
 class Java:
-    def __init__(self, java: str, classpath: list[Path]):
+    def __init__(self, java: str, classpath: list[Path], version: str = "3.9"):
         self.java = java
+        self.version = version
         self.classpath = os.pathsep.join(str(p) for p in classpath)
 
     def command(self, main: str, args: list[str] | tuple[str, ...] = ()) -> list[str]:
@@ -112,6 +125,13 @@ class JavaSession:
     def stderr(self) -> str:
         return "".join(self._stderr)
 
+    def next_line(self, timeout: float | None = None) -> str | None:
+        """The next stdout line (``None`` once the process has exited); ``TimeoutError`` if none comes."""
+        try:
+            return self._lines.get(timeout=timeout or self.timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no output line; stderr so far:\n{self.stderr[-4000:]}") from None
+
     def request(self, command: str, timeout: float | None = None) -> dict:
         """Send one command and return its parsed result line."""
         assert self.proc.stdin is not None
@@ -164,8 +184,10 @@ def _text(b: bytes | str | None) -> str:
     return b if isinstance(b, str) else b.decode(errors="replace")
 
 
-def jar_paths(reference_dir: Path = REFERENCE_DIR) -> list[Path]:
-    """The client jars, fetching the reference first if needed."""
+def jar_paths(reference_dir: Path = REFERENCE_DIR, version: str = "3.9") -> list[Path]:
+    """The client jars of ``version``, fetching them first if needed."""
+    if version in FETCHED:
+        return _fetched_jars(reference_dir, version)
     try:
         ref = ensure_reference(reference_dir)
     except ReferenceUnavailable as e:
@@ -180,6 +202,24 @@ def jar_paths(reference_dir: Path = REFERENCE_DIR) -> list[Path]:
     return jars
 
 
+def _fetched_jars(reference_dir: Path, version: str) -> list[Path]:
+    out = reference_dir / FETCHED[version][0]
+    if not any(out.glob(".done-*")):
+        try:
+            proc = subprocess.run(
+                [str(REPO_ROOT / "scripts" / "clients.sh"), str(reference_dir)],
+                capture_output=True, text=True, timeout=900,
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise JavaUnavailable(f"scripts/clients.sh could not run: {e}") from e
+        if proc.returncode != 0:
+            raise JavaUnavailable(f"scripts/clients.sh failed:\n{proc.stdout}{proc.stderr}")
+    jars = sorted(out.glob("*.jar"))
+    if not any(p.name.startswith(FETCHED[version][1]) for p in jars):
+        raise JavaUnavailable(f"no {FETCHED[version][1]}* jar in {out}; run scripts/clients.sh")
+    return jars
+
+
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
@@ -187,11 +227,13 @@ def _tool(name: str) -> str:
     return os.path.realpath(path)
 
 
-def compile_sources(src: Path = JAVA_SRC, reference_dir: Path = REFERENCE_DIR) -> Java:
+def compile_sources(src: Path = JAVA_SRC, reference_dir: Path = REFERENCE_DIR, version: str = "3.9") -> Java:
     """Compile every ``*.java`` under ``src`` (cached by content hash) and return a runner."""
     java, javac = _tool("java"), _tool("javac")
-    jars = jar_paths(reference_dir)
+    jars = jar_paths(reference_dir, version)
     sources = sorted(src.rglob("*.java"))
+    if version != "3.9":
+        sources = [p for p in sources if p.name not in INTERNAL_PROBES]
     if not sources:
         raise JavaUnavailable(f"no Java sources under {src}")
     h = hashlib.sha256()
@@ -201,7 +243,7 @@ def compile_sources(src: Path = JAVA_SRC, reference_dir: Path = REFERENCE_DIR) -
         h.update(f"{jar.name}:{st.st_size}:{st.st_mtime_ns}".encode())
     for p in sources:
         h.update(str(p.relative_to(src)).encode() + b"\0" + p.read_bytes() + b"\0")
-    out = reference_dir / "java-build" / h.hexdigest()[:16]
+    out = reference_dir / "java-build" / (h.hexdigest()[:16] + ("" if version == "3.9" else f"-{version}"))
     if not (out / ".done").is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
@@ -222,22 +264,35 @@ def compile_sources(src: Path = JAVA_SRC, reference_dir: Path = REFERENCE_DIR) -
                     raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    return Java(java, [out, *jars])
+    return Java(java, [out, *jars], version)
 
 
 @functools.cache
-def _cached() -> Java | JavaUnavailable:
+def _cached(version: str) -> Java | JavaUnavailable:
     try:
-        return compile_sources()
+        return compile_sources(STREAMS_SRC if version == "streams" else JAVA_SRC, version=version)
     except JavaUnavailable as e:
         return e
 
 
-def require_java() -> Java:
-    """The compiled runner for this session; fails the calling test (never skips) if unavailable."""
+#: The version ``require_java()`` gives by default; the ``java_clients`` fixture sets it per test.
+_default_version = ["3.9"]
+
+
+def use_version(version: str) -> str:
+    """Make ``version`` the default of :func:`require_java`; returns the previous default."""
+    if version not in VERSIONS:
+        raise ValueError(f"unknown Java client version {version!r}; known: {VERSIONS}")
+    previous, _default_version[0] = _default_version[0], version
+    return previous
+
+
+def require_java(version: str | None = None) -> Java:
+    """The compiled runner for this session and client version (default: the ``java_clients``
+    fixture's, else 3.9; ``"streams"``: tests/java-streams with Kafka Streams); fails the calling test (never skips) if unavailable."""
     import pytest
 
-    got = _cached()
+    got = _cached(version or _default_version[0])
     if isinstance(got, JavaUnavailable):
         pytest.fail(f"the Java client tests need java, javac and the client jars: {got}", pytrace=False)
     return got
