@@ -50,7 +50,7 @@ def describe(
                         "",
                         "",
                         [],
-                        ops,
+                        -(2**31),  # as Kafka: no authorized operations with an error
                     )
                 )
             else:

@@ -11,7 +11,8 @@ session-scoped ``real_kafka`` fixture in tests/conftest.py starts one broker per
 
 Start-up: ``kafka.tools.StorageTool format --standalone`` (a fresh cluster id, one KRaft voter),
 then ``kafka.Kafka server.properties``; ready once a Metadata request lists this broker (it is
-registered and unfenced), within ``start_timeout`` seconds, else RealKafkaError with the log tail.
+registered and unfenced) and FindCoordinator finds the group coordinator (``__consumer_offsets``
+created and loaded) and InitProducerId gives a producer id, within ``start_timeout`` seconds, else RealKafkaError with the log tail.
 
 Test settings (:data:`TEST_SETTINGS`), chosen so that a one-node broker answers like the one-node
 pykbroker the tests run beside it, with no waits:
@@ -203,6 +204,8 @@ class RealKafka:
         return self.bootstrap
 
     def _wait_ready(self) -> None:
+        from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
+        from broker.protocol.generated.init_producer_id import InitProducerIdRequest
         from broker.protocol.generated.metadata import MetadataRequest
         from tests.support.wire import WireClient
 
@@ -216,14 +219,36 @@ class RealKafka:
                 with WireClient(self.port, timeout=5.0) as c:
                     resp = c.call(3, 12, MetadataRequest(topics=[], allow_auto_topic_creation=False))
                 if any(b.node_id == NODE_ID for b in resp.brokers) and resp.controller_id == NODE_ID:
-                    return
+                    break
                 last = resp
             except (OSError, ConnectionError, AssertionError) as e:
                 last = e
             time.sleep(0.25)
-        raise RealKafkaError(
-            f"Kafka did not come up within {self.start_timeout:.0f} s (last: {last!r}):\n{self.log_tail()}"
-        )
+        else:
+            raise RealKafkaError(
+                f"Kafka did not come up within {self.start_timeout:.0f} s (last: {last!r}):\n{self.log_tail()}"
+            )
+        # The group coordinator: the first FindCoordinator creates __consumer_offsets and answers
+        # COORDINATOR_NOT_AVAILABLE until its partition is loaded; tests should not see that.
+        while time.monotonic() < deadline:
+            with WireClient(self.port, timeout=5.0) as c:
+                resp = c.call(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=["warm-up"]))
+            if resp.coordinators and resp.coordinators[0].error_code == 0:
+                break
+            last = resp
+            time.sleep(0.1)
+        else:
+            raise RealKafkaError(f"Kafka's group coordinator did not load within {self.start_timeout:.0f} s: {last!r}")
+        # Producer ids: the first InitProducerId answers COORDINATOR_LOAD_IN_PROGRESS until the broker
+        # has its first block of ids from the controller.
+        while time.monotonic() < deadline:
+            with WireClient(self.port, timeout=5.0) as c:
+                resp = c.call(22, 4, InitProducerIdRequest(None, 60000, -1, -1))
+            if resp.error_code == 0:
+                return
+            last = resp
+            time.sleep(0.1)
+        raise RealKafkaError(f"Kafka gave no producer id within {self.start_timeout:.0f} s: {last!r}")
 
     def stop(self) -> None:
         """Stop the broker (SIGTERM, then SIGKILL after 15 s). Idempotent."""
