@@ -74,6 +74,15 @@ class Step:
     remember: Callable[[Any, dict], None] | None = None
     #: a note shown with differences ("second join", ...)
     label: str = ""
+    #: which of the peer's connections carries the step (members of a group on their own sockets)
+    conn: int = 0
+    #: "call" (send and wait), "send" (answer read by a later "recv" step on the same connection:
+    #: a JoinGroup that waits for the rebalance) or "recv"
+    mode: str = "call"
+    #: repeat the call (up to 10 s) until this holds for the answer: a barrier on asynchronous work
+    #: (Kafka's handler threads, its offloaded assignor) so that both brokers are compared in the
+    #: same state
+    until: Callable[[Any], bool] | None = None
 
 
 @dataclass
@@ -105,7 +114,15 @@ class Peer:
             self.send(Step(3, 12, req))
         return self.topic_ids.get(name, ZERO_UUID)
 
-    def connect(self) -> WireClient:
+    #: connections 1, 2, ... of scripted group scenarios, and their requests awaiting an answer
+    extra: dict[int, WireClient] = field(default_factory=dict)
+    pending: dict[int, tuple[int, Step]] = field(default_factory=dict)
+
+    def connect(self, conn: int = 0) -> WireClient:
+        if conn:
+            if conn not in self.extra:
+                self.extra[conn] = WireClient(self.port, timeout=15.0)
+            return self.extra[conn]
         if self.client is None:
             self.client = WireClient(self.port, timeout=15.0)
         return self.client
@@ -114,18 +131,30 @@ class Peer:
         if self.client is not None:
             self.client.close()
             self.client = None
+        for c in self.extra.values():
+            c.close()
+        self.extra.clear()
+        self.pending.clear()
 
     def send(self, step: Step, timeout: float = 15.0) -> Any:
         """The decoded response to ``step``, CLOSED or NO_ANSWER."""
-        body = step.body(self) if callable(step.body) else step.body
-        c = self.connect()
-        cid = next(self.corr)
-        frame = request_bytes(step.api, step.version, body, cid, client_id="differential")
-        if step.frame is not None:
-            frame = step.frame(frame)
+        c = self.connect(step.conn)
         c.sock.settimeout(timeout)
+        mode = step.mode
+        if mode == "recv":
+            cid, step = self.pending.pop(step.conn)
+        else:
+            body = step.body(self) if callable(step.body) else step.body
+            cid = next(self.corr)
+            frame = request_bytes(step.api, step.version, body, cid, client_id="differential")
+            if step.frame is not None:
+                frame = step.frame(frame)
         try:
-            c.send_raw(frame)
+            if mode != "recv":
+                c.send_raw(frame)
+            if mode == "send":
+                self.pending[step.conn] = (cid, step)
+                return "<sent>"
             while True:
                 corr, resp = c.recv(step.api, step.version)
                 if corr == cid:
@@ -134,11 +163,21 @@ class Peer:
                         step.remember(resp, self.memory)
                     return resp
         except (ConnectionError, BrokenPipeError, ConnectionResetError):
-            self.close()
+            self._drop(step.conn)
             return CLOSED
         except TimeoutError:
-            self.close()
+            self._drop(step.conn)
             return NO_ANSWER
+
+    def _drop(self, conn: int) -> None:
+        if conn:
+            c = self.extra.pop(conn, None)
+            if c is not None:
+                c.close()
+            self.pending.pop(conn, None)
+        elif self.client is not None:
+            self.client.close()
+            self.client = None
 
     def _learn(self, obj: Any) -> None:
         if isinstance(obj, Message):
@@ -191,7 +230,10 @@ def _is_time(name: str, v: Any) -> bool:
     return isinstance(v, int) and v > 10**11 and ("time" in name or "timestamp" in name)
 
 
-def normalise(obj: Any, node_id: int, name: str = "") -> Any:
+MEMBER_FIELDS = ("member_id", "leader", "generated_member_id")
+
+
+def normalise(obj: Any, node_id: int, name: str = "", aliases: dict[str, str] | None = None) -> Any:
     """A comparable view of a response: dicts and lists of plain values, with the fields that
     legitimately differ between two brokers replaced by placeholders."""
     if isinstance(obj, Message):
@@ -199,16 +241,16 @@ def normalise(obj: Any, node_id: int, name: str = "") -> Any:
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
-            out[k] = normalise(v, node_id, k)
+            out[k] = normalise(v, node_id, k, aliases)
         return out
     if isinstance(obj, list):
-        items = [normalise(x, node_id, name) for x in obj]
+        items = [normalise(x, node_id, name, aliases) for x in obj]
         if name in NODE_LIST_FIELDS:
             return ["<node>" if x == node_id else x for x in items]
         for key in UNORDERED.get(name, ()):
             if all(isinstance(x, dict) and key in x for x in items):
                 keys = [str(x[key]) for x in items]
-                if len(set(keys)) == len(keys) and all(not k.startswith("<") for k in keys):
+                if len(set(keys)) == len(keys):
                     return {"<keyed>": True, **{f"[{k}]": x for k, x in zip(keys, items, strict=True)}}
                 break
         return items
@@ -226,9 +268,11 @@ def normalise(obj: Any, node_id: int, name: str = "") -> Any:
         return "<zero-uuid>" if obj == ZERO_UUID else "<uuid>"
     if name.endswith("error_message"):
         return "<message>" if obj else None
-    if name in ("member_id", "leader", "generated_member_id", "memberid") and isinstance(obj, str):
+    if name in MEMBER_FIELDS and isinstance(obj, str):
         if _MEMBER_ID.match(obj) or _KAFKA_MEMBER_ID.match(obj):
-            return "<member>"
+            if aliases is None:
+                return "<member>"
+            return aliases.setdefault(obj, f"<member {len(aliases) + 1}>")
     if name == "session_id" and isinstance(obj, int) and obj != 0:
         return "<session>"
     if name == "producer_id" and isinstance(obj, int) and obj >= 0:
@@ -321,11 +365,19 @@ def run_case(
             outs = []
             for peer in (ours, theirs):
                 raw = peer.send(step)
-                outs.append(Outcome(raw, normalise(raw, peer.node_id) if isinstance(raw, Message) else raw))
+                end = time.monotonic() + 10
+                while step.until is not None and isinstance(raw, Message) and not step.until(raw):
+                    if time.monotonic() > end:
+                        break
+                    time.sleep(0.05)
+                    raw = peer.send(step)
+                aliases = peer.memory.setdefault("aliases", {})
+                outs.append(Outcome(raw, normalise(raw, peer.node_id, aliases=aliases) if isinstance(raw, Message) else raw))
                 if step.settle:
                     peer.wait_for_leaders(step.settle)
-            d = diff(outs[0].norm, outs[1].norm) if step.compare else []
-            results.append(StepResult(case, step.api, step.version, i, outs[0], outs[1], d, step.compare))
+            d = diff(outs[0].norm, outs[1].norm) if step.compare and step.mode != "send" else []
+            compared = step.compare and step.mode != "send"
+            results.append(StepResult(case, step.api, step.version, i, outs[0], outs[1], d, compared))
     finally:
         for peer in (ours, theirs):
             peer.close()

@@ -55,7 +55,8 @@ def describe(
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=list(m.subscribed_topic_names),
-                subscribed_topic_regex=m.subscribed_topic_regex,
+                # as Kafka: a member without a regex describes it as the empty string
+                subscribed_topic_regex=m.subscribed_topic_regex or "",
                 assignment=_assignment(m.assigned, names),
                 target_assignment=_assignment(group.target.get(m.member_id, {}), names),
                 member_type=CONSUMER_MEMBER if m.classic is None else CLASSIC_MEMBER,
