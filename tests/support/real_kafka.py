@@ -26,6 +26,10 @@ pykbroker the tests run beside it, with no waits:
   partition, created quickly (50 by default).
 - ``num.partitions=1``, ``default.replication.factor=1``, ``auto.create.topics.enable=true``:
   Kafka's defaults, written out because the differential tests depend on them.
+- ``group.consumer.assignment.interval.ms=0``, ``group.consumer.assignor.offload.enable=false``:
+  Kafka 4.3 computes a KIP-848 target assignment at most once a second and off the coordinator
+  thread; with these it computes it in the heartbeat that changed the group, as Kafka 3.7-4.2 and
+  pykbroker do, so that scripted steps compare the assignments rather than the timing.
 - ``log.dirs`` under the test's tmp dir, ``log.segment.bytes`` 16 MiB (1 GiB preallocated index
   files are avoided), ``log.flush.*`` at Kafka's defaults (no fsync per write).
 - Heap ``-Xmx384m``, serial GC, C1 only: small and fast to start on a loaded 2-core machine.
@@ -60,6 +64,8 @@ TEST_SETTINGS: dict[str, str] = {
     "default.replication.factor": "1",
     "auto.create.topics.enable": "true",
     "log.segment.bytes": str(16 * 1024 * 1024),
+    "group.consumer.assignment.interval.ms": "0",
+    "group.consumer.assignor.offload.enable": "false",
 }
 
 JVM_OPTS = ["-Xmx384m", "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k"]
