@@ -95,9 +95,6 @@ ALLOWED: list[Allowed] = [
     Allowed("ConsumerGroupHeartbeat", r"member_epoch", _KIP848_EPOCH, values=r"(\d+) -> (?!\1)\d+"),
     Allowed("ConsumerGroupDescribe", r"groups\[[^\]]+\]\.(group_epoch|assignment_epoch|members\[[^\]]+\]\.member_epoch)",
             _KIP848_EPOCH),
-    Allowed("DescribeGroups", r"groups\[[^\]]+\]\.members\[[^\]]+\]\.member_assignment",
-            "a classic group in PreparingRebalance: Kafka still describes each member's last assignment, "
-            "pykbroker an empty one. Open: follow Kafka", values=r"'' -> '[0-9a-f]+'"),
     Allowed("OffsetCommit", r"topics\[[^\]]*\]\.partitions\[\d+\]\.error_code", _EMPTY_GROUP,
             case="empty group id"),
     Allowed("OffsetFetch", r"(groups\[\]\.)?(error_code|topics\[[^\]]*\])", _EMPTY_GROUP, case="empty group id"),

@@ -7,6 +7,7 @@ tests/differential/allowed.py gives a reason."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -150,8 +151,12 @@ def offsets_with_generations(n: Names) -> list[Step]:
 
 
 def cg_hb(m: str, g: str, conn: int, topics: list[str] | None = None, assignor: str | None = None,
-          leave: bool = False, v: int = 0) -> Step:
+          leave: bool = False, v: int = 1) -> Step:
+    """A KIP-848 heartbeat at v1, where the client names itself (KIP-1082): the same member ids on
+    both brokers, so that assignors that order members by id give comparable assignments."""
+
     def body(p: Peer) -> ConsumerGroupHeartbeatRequest:
+        p.memory.setdefault(f"{m}.member", str(uuid.uuid5(uuid.NAMESPACE_OID, f"{g}/{m}")))
         epoch = -1 if leave else p.memory.get(f"{m}.epoch", 0)
         owned = p.memory.get(f"{m}.owned")
         tps = None
