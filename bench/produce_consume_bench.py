@@ -1,9 +1,15 @@
-"""Produce/consume benchmark: confluent-kafka against our broker and against librdkafka's mock cluster,
-measured in the same run.
+"""Produce/consume benchmark: confluent-kafka against our broker, against librdkafka's mock cluster
+and against a released Apache Kafka broker, measured in the same run.
 
     python bench/produce_consume_bench.py [--messages 200000] [--size 100] [--partitions 1,8]
                                           [--rounds 3] [--flush interval] [--broker-config K=V]
-                                          [--broker-root DIR]
+                                          [--broker-root DIR] [--no-kafka]
+
+Apache Kafka (``.reference/kafka-broker``, fetched by scripts/kafka.sh; left out with --no-kafka or
+when absent) runs once for the whole run, single-node KRaft as tests/support/real_kafka.py starts it
+(384 MB heap, serial GC, C1 only; Kafka's default flush policy: no fsync, the page cache only), and
+gets each topic created beforehand with the partition count wanted. Its rates are printed beside
+ours with the ratio ours/Kafka, for information (no bar).
 
 For each partition count, our broker runs as a subprocess (``python -m broker serve --config
 log.flush=interval``, a temp data dir, ``num.partitions`` set so the topic is auto-created with that
@@ -82,6 +88,7 @@ class Server:
     bootstrap: str
     pid: int | None  # a separate process whose CPU is reported, or None (in this process)
     partitions_per_topic: int | None  # None: topics are created with the partitions we ask for
+    create_topics: bool = False  # create each topic (CreateTopics) before producing to it
 
     def targets(self, topic: str, partitions: int) -> list[tuple[str, int]]:
         """(topic, partition) pairs making up ``partitions`` partitions."""
@@ -168,6 +175,15 @@ def consume(server: Server, targets: list[tuple[str, int]], group: str) -> dict:
         c.close()
 
 
+def create_topic(server: Server, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30).values():
+        fut.result(timeout=60)
+    wait_for_topics(admin, {topic})
+
+
 def start_broker(args, port: int, data_dir: Path, partitions: int, log_path: Path) -> subprocess.Popen:
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
@@ -235,6 +251,7 @@ def main() -> int:
         "--broker-config", action="append", default=[], metavar="KEY=VALUE", help="more broker config"
     )
     ap.add_argument("--broker-root", type=Path, default=ROOT, help="checkout whose broker to run")
+    ap.add_argument("--no-kafka", action="store_true", help="leave out the Apache Kafka peer")
     args = ap.parse_args()
 
     value = os.urandom(args.size)
@@ -255,6 +272,20 @@ def main() -> int:
         f"mock cluster in this process ({per_topic} partitions per auto-created topic); "
         f"{os.cpu_count()} CPUs"
     )
+    kafka = None
+    servers_extra: list[Server] = []
+    if not args.no_kafka:
+        sys.path.insert(0, str(ROOT))
+        from tests.support.real_kafka import RealKafka
+
+        if RealKafka.available():
+            kafka = RealKafka()
+            kafka.start(tmpdir / "kafka")
+            assert kafka.proc is not None
+            servers_extra.append(Server("kafka", kafka.bootstrap, kafka.proc.pid, None, create_topics=True))
+            print(f"Apache Kafka {RealKafka.version()}: single node, KRaft, subprocess (no fsync)")
+        else:
+            print("Apache Kafka: not in .reference/kafka-broker (scripts/kafka.sh), left out")
     ok = True
     try:
         for partitions in [int(x) for x in args.partitions.split(",")]:
@@ -266,9 +297,11 @@ def main() -> int:
             best: dict[tuple[str, str], dict] = {}
             try:
                 for rnd in range(args.rounds):
-                    for server in (ours, mock):
+                    for server in (ours, mock, *servers_extra):
                         topic = f"bench-{partitions}p-r{rnd}"
                         targets = server.targets(topic, partitions)
+                        if server.create_topics:
+                            create_topic(server, topic, partitions)
                         for phase, run in (
                             ("produce", lambda: produce(server, targets, args.messages, value)),
                             ("consume", lambda: consume(server, targets, f"g-{topic}")),
@@ -280,10 +313,10 @@ def main() -> int:
             finally:
                 stop(proc)
             print(f"{partitions} partition(s):")
-            for name in ("ours", "mock"):
+            for name in ("ours", "mock", *(x.name for x in servers_extra)):
                 print(
-                    f"  {name:4}  produce {fmt(best[(name, 'produce')], name == 'ours')}"
-                    f"   consume {fmt(best[(name, 'consume')], name == 'ours')}"
+                    f"  {name:5}  produce {fmt(best[(name, 'produce')], name != 'mock')}"
+                    f"   consume {fmt(best[(name, 'consume')], name != 'mock')}"
                 )
             mock_rate = best[("mock", "produce")]["rate"]
             rp = best[("ours", "produce")]["rate"] / mock_rate
@@ -297,7 +330,13 @@ def main() -> int:
                 f"mock's own consume/produce {mc:.2f}, ours/mock consume "
                 f"{best[('ours', 'consume')]['rate'] / best[('mock', 'consume')]['rate']:.2f})"
             )
+            if kafka is not None:
+                kp = best[("ours", "produce")]["rate"] / best[("kafka", "produce")]["rate"]
+                kc = best[("ours", "consume")]["rate"] / best[("kafka", "consume")]["rate"]
+                print(f"  ratio ours/Kafka: produce {kp:.2f}, consume {kc:.2f} (information)")
     finally:
+        if kafka is not None:
+            kafka.stop()
         tmp.cleanup()
     return 0 if ok else 1
 

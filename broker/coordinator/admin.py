@@ -50,13 +50,14 @@ def describe(
                         "",
                         "",
                         [],
-                        ops,
+                        -(2**31),  # as Kafka: no authorized operations with an error
                     )
                 )
             else:
                 out.append(DescribedGroup(0, None, gid, GroupState.DEAD.value, "", "", [], ops))
             continue
         stable = group.is_in(GroupState.STABLE)
+        preparing = group.is_in(GroupState.PREPARING_REBALANCE)
         members = [
             DescribedGroupMember(
                 member_id=m.member_id,
@@ -64,7 +65,9 @@ def describe(
                 client_id=m.client_id,
                 client_host=m.client_host,
                 member_metadata=m.metadata(group.protocol_name) if (stable and group.protocol_name) else b"",
-                member_assignment=m.assignment if stable else b"",
+                # as Kafka 4.3 (checked against it in tests/differential): a rebalance that has not
+                # completed its join yet still shows the members' last assignment
+                member_assignment=m.assignment if stable or preparing else b"",
             )
             for m in group.members.values()
         ]

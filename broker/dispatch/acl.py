@@ -21,7 +21,8 @@ def _bits(*ops: int) -> int:
 
 
 TOPIC_OPS = _bits(READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
-GROUP_OPS = _bits(READ, DELETE, DESCRIBE)
+#: Kafka 4 adds the group configs (KIP-848) to READ, DELETE and DESCRIBE
+GROUP_OPS = _bits(READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
 CLUSTER_OPS = _bits(
     CREATE,
     ALTER,
@@ -30,6 +31,4 @@ CLUSTER_OPS = _bits(
     DESCRIBE_CONFIGS,
     ALTER_CONFIGS,
     IDEMPOTENT_WRITE,
-    CREATE_TOKENS,
-    DESCRIBE_TOKENS,
-)
+)  # as Kafka's AclEntry.supportedOperations(CLUSTER): the token operations belong to users

@@ -32,7 +32,8 @@ def handle(ctx: RequestContext, req: codec.ApiVersionsRequest) -> bytes | ApiVer
         name, version = req.client_software_name, req.client_software_version
         if name != client.software_name or version != client.software_version:
             if not (_SOFTWARE_RE.match(name) and _SOFTWARE_RE.match(version)):
-                return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=_api_keys(ctx))
+                # as Kafka's error response: no API ranges (only UNSUPPORTED_VERSION carries some)
+                return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST, api_keys=[])
             client.software_name = name
             client.software_version = version
     # The answer depends only on the version and the registry: encode it once per version.

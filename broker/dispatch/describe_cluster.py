@@ -16,16 +16,19 @@ from .registry import RequestContext
 
 API_KEY = 60
 
-BROKERS = 1
+BROKERS, CONTROLLERS = 1, 2
 
 
 def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     b = ctx.broker
     if ctx.api_version >= 1 and req.endpoint_type != BROKERS:
+        # as Kafka's broker: asking it for controllers is a mismatch, any other type unsupported;
+        # the answer names the endpoint type this is (brokers)
+        controllers = req.endpoint_type == CONTROLLERS
         return DescribeClusterResponse(
-            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-            error_message="only the broker endpoint type is served",
-            endpoint_type=req.endpoint_type,
+            error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE if controllers else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message="this is a broker endpoint" if controllers else "only the broker endpoint type is served",
+            endpoint_type=BROKERS,
             cluster_id=b.cluster_id,
             controller_id=-1,
         )

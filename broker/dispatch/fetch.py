@@ -31,11 +31,11 @@ VERSIONS = (4, 18)
 
 def handle(ctx: RequestContext, req: FetchRequest):
     v = ctx.api_version
-    if v >= 7:
-        if req.session_id != 0:
-            return FetchResponse(error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), session_id=0)
-        if req.session_epoch not in (0, -1):
-            return FetchResponse(error_code=int(ErrorCode.INVALID_FETCH_SESSION_EPOCH), session_id=0)
+    # No fetch sessions are kept: every fetch is a full one. As in Kafka's FetchManager, epochs 0 and
+    # -1 ask for a full fetch (a session id sent with them is dropped), any other epoch names a
+    # session to continue, and there is none.
+    if v >= 7 and req.session_epoch not in (0, -1):
+        return FetchResponse(error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), session_id=0)
     response, size, logs = _read(ctx, req)
     if size >= req.min_bytes or req.max_wait_ms <= 0 or not logs:
         return response
@@ -127,9 +127,10 @@ def _partition_error(index: int, code: ErrorCode, plog=None) -> PartitionData:
     return PartitionData(
         partition_index=index,
         error_code=int(code),
-        high_watermark=plog.high_watermark if plog is not None else -1,
-        last_stable_offset=plog.high_watermark if plog is not None else -1,
-        log_start_offset=plog.log_start_offset if plog is not None else -1,
+        # as Kafka's FetchResponse.partitionResponse(error): no offsets with an error
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
         aborted_transactions=None,
         preferred_read_replica=-1,
         records=b"",

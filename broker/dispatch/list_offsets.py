@@ -13,6 +13,8 @@ when there is none.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from broker.log.partition import PartitionLog
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.list_offsets import (
@@ -59,7 +61,15 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     topics = []
     for t in req.topics:
         parts = []
+        counts = Counter(p.partition_index for p in t.partitions)
+        answered: set[int] = set()
         for p in t.partitions:
+            if v >= 1 and counts[p.partition_index] > 1:
+                # as Kafka (v1+): a partition named twice gets one INVALID_REQUEST answer
+                if p.partition_index not in answered:
+                    answered.add(p.partition_index)
+                    parts.append(_error(p.partition_index, ErrorCode.INVALID_REQUEST))
+                continue
             plog = logs.get(t.name, p.partition_index)
             if plog is None:
                 parts.append(_error(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))

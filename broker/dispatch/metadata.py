@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from broker.cluster import Topic
+from broker.cluster import Topic, validate_topic_name
 from broker.coordinator import OFFSETS_TOPIC
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.metadata import (
@@ -65,6 +65,11 @@ def _error_topic(code: ErrorCode, name: str | None, topic_id=ZERO_UUID) -> Metad
     return MetadataResponseTopic(error_code=int(code), name=name, topic_id=topic_id, partitions=[])
 
 
+def _invalid_request(req: MetadataRequest) -> MetadataResponse:
+    topics = [_error_topic(ErrorCode.INVALID_REQUEST, rt.name or "", rt.topic_id) for rt in req.topics]
+    return MetadataResponse(brokers=[], cluster_id=None, controller_id=-1, topics=topics)
+
+
 def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     v = ctx.api_version
     registry = ctx.broker.topics
@@ -78,11 +83,12 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             v < 4 or req.allow_auto_topic_creation
         )
         seen: set[str] = set()
+        if v < 12 and any(rt.name is None or rt.topic_id != ZERO_UUID for rt in req.topics):
+            # Lookups by topic id only exist from v12: Kafka rejects the whole request with
+            # INVALID_REQUEST (its error response: every topic, no brokers, no cluster id).
+            return _invalid_request(req)
         for rt in req.topics:
             name = rt.name
-            if name is None and v < 12:  # lookups by topic id only exist from v12, as in Kafka
-                out.append(_error_topic(ErrorCode.INVALID_REQUEST, "", rt.topic_id))
-                continue
             if name is None:
                 topic = registry.by_id(rt.topic_id)
                 if topic is None:
@@ -108,7 +114,12 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
                     out.append(_error_topic(ErrorCode.KAFKA_STORAGE_ERROR, name))
                     continue
             if topic is None:
-                out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                try:  # as Kafka: a name that could never exist is INVALID_TOPIC_EXCEPTION
+                    validate_topic_name(name)
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                except KafkaError as e:
+                    code = e.code
+                out.append(_error_topic(code, name))
                 continue
             out.append(topic_entry(ctx, topic, include_ops))
     return MetadataResponse(

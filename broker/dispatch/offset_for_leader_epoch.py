@@ -2,8 +2,9 @@
 (fencing); v3 replica id; v4 flexible. The Java consumer uses it to validate its position after a
 leader change (KIP-320).
 
-This broker has only ever had leader epoch 0 for every partition, so epoch 0 (or any later epoch a
-client might name) ends at the log end, and there are no earlier epochs.
+This broker has only ever had leader epoch 0 for every partition, so epoch 0 ends at the log end.
+As in Kafka's leader-epoch cache, a later epoch, or any epoch of a partition that has never had a
+record appended (the cache is empty), is unknown: epoch -1, end offset -1.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLe
                 parts.append(EpochEndOffset(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), p.partition, -1, -1))
             elif v >= 2 and p.current_leader_epoch > 0:
                 parts.append(EpochEndOffset(int(ErrorCode.UNKNOWN_LEADER_EPOCH), p.partition, -1, -1))
-            elif p.leader_epoch < 0:
+            elif p.leader_epoch != 0 or plog.log_end_offset == 0:
                 parts.append(EpochEndOffset(0, p.partition, -1, -1))
             else:
                 parts.append(EpochEndOffset(0, p.partition, 0, plog.log_end_offset))

@@ -187,6 +187,9 @@ def test_describe_cluster(broker, version):
 
 
 def test_describe_cluster_controller_endpoints_unsupported(broker):
+    # as Kafka's broker: controllers asked of a broker endpoint is a mismatch, other types unsupported
     with WireClient(broker.port) as c:
         resp = c.call(DESCRIBE_CLUSTER, 1, DescribeClusterRequest(endpoint_type=2))
-    assert resp.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        other = c.call(DESCRIBE_CLUSTER, 1, DescribeClusterRequest(endpoint_type=9))
+    assert resp.error_code == ErrorCode.MISMATCHED_ENDPOINT_TYPE and resp.endpoint_type == 1
+    assert other.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE and other.endpoint_type == 1

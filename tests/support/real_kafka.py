@@ -11,7 +11,8 @@ session-scoped ``real_kafka`` fixture in tests/conftest.py starts one broker per
 
 Start-up: ``kafka.tools.StorageTool format --standalone`` (a fresh cluster id, one KRaft voter),
 then ``kafka.Kafka server.properties``; ready once a Metadata request lists this broker (it is
-registered and unfenced), within ``start_timeout`` seconds, else RealKafkaError with the log tail.
+registered and unfenced) and FindCoordinator finds the group coordinator (``__consumer_offsets``
+created and loaded) and InitProducerId gives a producer id, within ``start_timeout`` seconds, else RealKafkaError with the log tail.
 
 Test settings (:data:`TEST_SETTINGS`), chosen so that a one-node broker answers like the one-node
 pykbroker the tests run beside it, with no waits:
@@ -25,6 +26,10 @@ pykbroker the tests run beside it, with no waits:
   partition, created quickly (50 by default).
 - ``num.partitions=1``, ``default.replication.factor=1``, ``auto.create.topics.enable=true``:
   Kafka's defaults, written out because the differential tests depend on them.
+- ``group.consumer.assignment.interval.ms=0``, ``group.consumer.assignor.offload.enable=false``:
+  Kafka 4.3 computes a KIP-848 target assignment at most once a second and off the coordinator
+  thread; with these it computes it in the heartbeat that changed the group, as Kafka 3.7-4.2 and
+  pykbroker do, so that scripted steps compare the assignments rather than the timing.
 - ``log.dirs`` under the test's tmp dir, ``log.segment.bytes`` 16 MiB (1 GiB preallocated index
   files are avoided), ``log.flush.*`` at Kafka's defaults (no fsync per write).
 - Heap ``-Xmx384m``, serial GC, C1 only: small and fast to start on a loaded 2-core machine.
@@ -59,6 +64,8 @@ TEST_SETTINGS: dict[str, str] = {
     "default.replication.factor": "1",
     "auto.create.topics.enable": "true",
     "log.segment.bytes": str(16 * 1024 * 1024),
+    "group.consumer.assignment.interval.ms": "0",
+    "group.consumer.assignor.offload.enable": "false",
 }
 
 JVM_OPTS = ["-Xmx384m", "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k"]
@@ -203,6 +210,8 @@ class RealKafka:
         return self.bootstrap
 
     def _wait_ready(self) -> None:
+        from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
+        from broker.protocol.generated.init_producer_id import InitProducerIdRequest
         from broker.protocol.generated.metadata import MetadataRequest
         from tests.support.wire import WireClient
 
@@ -216,14 +225,36 @@ class RealKafka:
                 with WireClient(self.port, timeout=5.0) as c:
                     resp = c.call(3, 12, MetadataRequest(topics=[], allow_auto_topic_creation=False))
                 if any(b.node_id == NODE_ID for b in resp.brokers) and resp.controller_id == NODE_ID:
-                    return
+                    break
                 last = resp
             except (OSError, ConnectionError, AssertionError) as e:
                 last = e
             time.sleep(0.25)
-        raise RealKafkaError(
-            f"Kafka did not come up within {self.start_timeout:.0f} s (last: {last!r}):\n{self.log_tail()}"
-        )
+        else:
+            raise RealKafkaError(
+                f"Kafka did not come up within {self.start_timeout:.0f} s (last: {last!r}):\n{self.log_tail()}"
+            )
+        # The group coordinator: the first FindCoordinator creates __consumer_offsets and answers
+        # COORDINATOR_NOT_AVAILABLE until its partition is loaded; tests should not see that.
+        while time.monotonic() < deadline:
+            with WireClient(self.port, timeout=5.0) as c:
+                resp = c.call(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=["warm-up"]))
+            if resp.coordinators and resp.coordinators[0].error_code == 0:
+                break
+            last = resp
+            time.sleep(0.1)
+        else:
+            raise RealKafkaError(f"Kafka's group coordinator did not load within {self.start_timeout:.0f} s: {last!r}")
+        # Producer ids: the first InitProducerId answers COORDINATOR_LOAD_IN_PROGRESS until the broker
+        # has its first block of ids from the controller.
+        while time.monotonic() < deadline:
+            with WireClient(self.port, timeout=5.0) as c:
+                resp = c.call(22, 4, InitProducerIdRequest(None, 60000, -1, -1))
+            if resp.error_code == 0:
+                return
+            last = resp
+            time.sleep(0.1)
+        raise RealKafkaError(f"Kafka gave no producer id within {self.start_timeout:.0f} s: {last!r}")
 
     def stop(self) -> None:
         """Stop the broker (SIGTERM, then SIGKILL after 15 s). Idempotent."""

@@ -127,6 +127,8 @@ def _synced(st: CoordinatorState, group: ClassicGroup, member_id: str) -> None:
 
 
 def heartbeat(st: CoordinatorState, req: HeartbeatRequest, version: int, now: int) -> Result:
+    if not req.group_id:  # Kafka checks the group id before looking the group up
+        return Result(HeartbeatResponse(error_code=int(ErrorCode.INVALID_GROUP_ID)))
     group = st.groups.get(req.group_id)
     instance = req.group_instance_id if version >= 3 else None
     code = _check_member(group, req.member_id, instance)
@@ -144,7 +146,13 @@ def heartbeat(st: CoordinatorState, req: HeartbeatRequest, version: int, now: in
 
 def leave_group(st: CoordinatorState, req: LeaveGroupRequest, version: int, now: int) -> Result:
     group = st.groups.get(req.group_id)
+    if not req.group_id:  # Kafka checks the group id before looking the group up
+        return Result(LeaveGroupResponse(error_code=int(ErrorCode.INVALID_GROUP_ID)))
     if group is None:
+        if version >= 3:  # as Kafka: the request succeeds, each member is unknown
+            members = [MemberResponse(m.member_id, m.group_instance_id, int(ErrorCode.UNKNOWN_MEMBER_ID))
+                       for m in req.members]
+            return Result(LeaveGroupResponse(error_code=0, members=members))
         return Result(LeaveGroupResponse(error_code=int(ErrorCode.UNKNOWN_MEMBER_ID)))
     if group.is_in(GroupState.DEAD):
         return Result(LeaveGroupResponse(error_code=int(ErrorCode.COORDINATOR_NOT_AVAILABLE)))

@@ -42,7 +42,8 @@ def describe(
         group = st.consumer_groups.get(gid)
         if group is None:
             msg = f"Group {gid} is not a consumer group." if gid in st.groups else f"Group {gid} not found."
-            out.append(DescribedGroup(int(ErrorCode.GROUP_ID_NOT_FOUND), msg, gid, "", 0, 0, "", [], ops))
+            # as Kafka: no authorized operations with an error
+            out.append(DescribedGroup(int(ErrorCode.GROUP_ID_NOT_FOUND), msg, gid, "", 0, 0, "", [], -(2**31)))
             continue
         names = {t: m.name for t, m in group.topics.items()}
         members = [
@@ -54,7 +55,8 @@ def describe(
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=list(m.subscribed_topic_names),
-                subscribed_topic_regex=m.subscribed_topic_regex,
+                # as Kafka: a member without a regex describes it as the empty string
+                subscribed_topic_regex=m.subscribed_topic_regex or "",
                 assignment=_assignment(m.assigned, names),
                 target_assignment=_assignment(group.target.get(m.member_id, {}), names),
                 member_type=CONSUMER_MEMBER if m.classic is None else CLASSIC_MEMBER,

@@ -68,7 +68,7 @@ def _error(code: ErrorCode, message: str | None = None) -> Result:
             error_code=int(code),
             error_message=message,
             member_id=None,
-            member_epoch=-1,
+            member_epoch=0,  # Kafka's error response leaves the schema default
             heartbeat_interval_ms=0,
             assignment=None,
         )

@@ -1,0 +1,684 @@
+"""The protocol-level corpus: for each API, cases (lists of :class:`Step`) built for one version.
+
+Every case uses fresh topic and group names (``Names``), so cases are independent of each other and
+of their order. Set-up steps (creating a topic, producing records, joining a group) run on both
+brokers at fixed versions with ``compare=False``; the steps that exercise the API under test run at
+the version under test and are compared. Cases mix valid requests with non-default values and
+invalid ones (unknown topics and groups, out-of-range partitions and offsets, absurd sizes and
+timeouts, bad names, truncated frames and trailing bytes).
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from broker.log.records import Record, build_batch
+from broker.protocol.generated.api_versions import ApiVersionsRequest
+from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest
+from broker.protocol.generated.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
+from broker.protocol.generated.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
+from broker.protocol.generated.create_topics import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
+from broker.protocol.generated.delete_groups import DeleteGroupsRequest
+from broker.protocol.generated.delete_topics import DeleteTopicsRequest, DeleteTopicState
+from broker.protocol.generated.describe_cluster import DescribeClusterRequest
+from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+from broker.protocol.generated.describe_groups import DescribeGroupsRequest
+from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
+from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
+from broker.protocol.generated.heartbeat import HeartbeatRequest
+from broker.protocol.generated.incremental_alter_configs import (
+    AlterableConfig,
+    AlterConfigsResource,
+    IncrementalAlterConfigsRequest,
+)
+from broker.protocol.generated.init_producer_id import InitProducerIdRequest
+from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
+from broker.protocol.generated.leave_group import LeaveGroupRequest, MemberIdentity
+from broker.protocol.generated.list_groups import ListGroupsRequest
+from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
+from broker.protocol.generated.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from broker.protocol.generated.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
+from broker.protocol.generated.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopic,
+    OffsetFetchRequestTopics,
+)
+from broker.protocol.generated.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+from tests.differential.engine import Peer, Step, trailing, truncate
+
+Case = tuple[str, list[Step]]
+BASE_TS = 1_700_000_000_000  # record timestamps: fixed, so fetched batches are byte-identical
+#: a consumer-protocol subscription (version 0, topics ["t"]) and assignment, as opaque bytes
+SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"
+ASSIGNMENT = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff"
+
+_serial = itertools.count(1)
+
+
+class Names:
+    """Fresh topic and group names for one case (the same on both brokers)."""
+
+    def __init__(self) -> None:
+        self.n = next(_serial)
+
+    def topic(self, tag: str = "t") -> str:
+        return f"dt{self.n}-{tag}"
+
+    def group(self, tag: str = "g") -> str:
+        return f"dg{self.n}-{tag}"
+
+
+# ===================================================================================== set-up steps
+
+
+def batch(n: int = 3, *, headers: bool = True, **kw: Any) -> bytes:
+    recs = [
+        Record(i, i * 10, f"k{i}".encode(), f"value-{i}".encode(), [("h", b"x")] if headers else [])
+        for i in range(n)
+    ]
+    return build_batch(recs, base_timestamp=BASE_TS, **kw)
+
+
+def create(topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> Step:
+    cfg = [CreatableTopicConfig(k, v) for k, v in (configs or {}).items()]
+    req = CreateTopicsRequest([CreatableTopic(topic, partitions, 1, [], cfg)], 30000, False)
+    return Step(19, 5, req, compare=False, settle=(topic,))
+
+
+def produce(topic: str, partition: int = 0, n: int = 3) -> Step:
+    req = ProduceRequest(None, -1, 10000, [TopicProduceData(topic, partition_data=[PartitionProduceData(partition, batch(n))])])
+    return Step(0, 9, req, compare=False)
+
+
+def commit(group: str, topic: str, offset: int = 2, partition: int = 0) -> Step:
+    part = OffsetCommitRequestPartition(partition, offset, -1, -1, "meta")
+    req = OffsetCommitRequest(group, -1, "", None, -1, [OffsetCommitRequestTopic(topic, partitions=[part])])
+    return Step(8, 8, req, compare=False)
+
+
+def _protocols() -> list[JoinGroupRequestProtocol]:
+    return [JoinGroupRequestProtocol("range", SUBSCRIPTION), JoinGroupRequestProtocol("roundrobin", b"\x01")]
+
+
+def _remember_join(resp: Any, mem: dict) -> None:
+    if resp.member_id:
+        mem["member"] = resp.member_id
+    mem["generation"] = resp.generation_id
+
+
+def join_steps(group: str, compare: bool = False, instance: str | None = None, version: int = 5) -> list[Step]:
+    """A lone member joins ``group`` (member id first when the version requires it)."""
+
+    def body(p: Peer) -> JoinGroupRequest:
+        return JoinGroupRequest(
+            group, 10000, 20000, p.memory.get("member", ""), instance, "consumer", _protocols(), None
+        )
+
+    steps = [Step(11, version, body, compare=compare, remember=_remember_join, label="join")]
+    if version >= 4 and instance is None:
+        steps.append(Step(11, version, body, compare=compare, remember=_remember_join, label="rejoin"))
+    return steps
+
+
+def sync_step(group: str, compare: bool = False, version: int = 3) -> Step:
+    def body(p: Peer) -> SyncGroupRequest:
+        m = p.memory["member"]
+        return SyncGroupRequest(
+            group, p.memory["generation"], m, None, "consumer", "range", [SyncGroupRequestAssignment(m, ASSIGNMENT)]
+        )
+
+    return Step(14, version, body, compare=compare, label="sync")
+
+
+def stable_group(group: str) -> list[Step]:
+    return join_steps(group) + [sync_step(group)]
+
+
+# ============================================================================================ cases
+
+
+def produce_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(topic: str, partition: int, records: bytes | None, acks: int = -1, timeout: int = 5000) -> Callable:
+        def body(p: Peer) -> ProduceRequest:
+            tid = p.topic_id(topic) if v >= 13 else None
+            data = TopicProduceData(topic, partition_data=[PartitionProduceData(partition, records)])
+            if tid is not None:
+                data.topic_id = tid
+            return ProduceRequest(None, acks, timeout, [data])
+
+        return body
+
+    yield "two partitions, headers", [
+        create(t, 2),
+        Step(0, v, req(t, 0, batch(4))),
+        Step(0, v, req(t, 1, batch(1, headers=False), acks=1, timeout=1)),
+    ]
+    yield "unknown topic", [Step(0, v, req(n.topic("missing"), 0, batch()))]
+    yield "partition out of range", [create(t + "x"), Step(0, v, req(t + "x", 7, batch()))]
+    yield "acks=2", [create(t + "a"), Step(0, v, req(t + "a", 0, batch(), acks=2))]
+    corrupt = bytearray(batch())
+    corrupt[-1] ^= 0xFF
+    yield "corrupt batch (CRC)", [create(t + "c"), Step(0, v, req(t + "c", 0, bytes(corrupt)))]
+    # (no "null records" case: Kafka 4.3 never answers a Produce whose records are null)
+    yield "truncated frame", [create(t + "f"), Step(0, v, req(t + "f", 0, batch()), frame=truncate(3))]
+
+
+def _fetch(v: int, topic: str, offset: int, partition: int = 0, *, epoch: int = -1, **kw: Any) -> Callable:
+    def body(p: Peer) -> FetchRequest:
+        ft = FetchTopic(topic, partitions=[FetchPartition(partition, -1, offset, -1, -1, 65536)])
+        if v >= 13:
+            ft.topic_id = p.topic_id(topic)
+        args = dict(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                    session_epoch=epoch, topics=[ft], forgotten_topics_data=[], rack_id="")
+        args.update(kw)
+        return FetchRequest(**args)
+
+    return body
+
+
+def fetch_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+    yield "records from 0 and 1, read committed", [
+        create(t, 2, {"cleanup.policy": "compact"}),
+        produce(t, 0, 3),
+        produce(t, 0, 2),
+        Step(1, v, _fetch(v, t, 0)),
+        Step(1, v, _fetch(v, t, 1, isolation_level=1)),
+        Step(1, v, _fetch(v, t, 0, partition=1)),
+    ]
+    t2 = n.topic("oor")
+    yield "offset out of range", [create(t2), produce(t2), Step(1, v, _fetch(v, t2, 100)),
+                                  Step(1, v, _fetch(v, t2, -5))]
+    yield "unknown topic", [Step(1, v, _fetch(v, n.topic("missing"), 0))]
+    t3 = n.topic("p")
+    yield "partition out of range", [create(t3), Step(1, v, _fetch(v, t3, 0, partition=9))]
+    if v >= 7:
+        t4 = n.topic("sess")
+        yield "session epoch 5 without a session", [create(t4), Step(1, v, _fetch(v, t4, 0, epoch=5))]
+    t5 = n.topic("trunc")
+    yield "truncated frame", [create(t5), Step(1, v, _fetch(v, t5, 0), frame=truncate(1))]
+
+
+def list_offsets_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(topic: str, specs: list[tuple[int, int]], isolation: int = 0) -> ListOffsetsRequest:
+        parts = [ListOffsetsPartition(p, -1, ts, 1) for p, ts in specs]
+        return ListOffsetsRequest(-1, isolation, [ListOffsetsTopic(topic, parts)], 5000)
+
+    specs = [(0, -2), (1, -1)]
+    if v >= 7:
+        specs.append((2, -3))
+    yield "earliest, latest, max timestamp", [create(t, 3), produce(t), produce(t, 1), produce(t, 2),
+                                              Step(2, v, req(t, specs))]
+    yield "same partition twice", [create(t + "d"), Step(2, v, req(t + "d", [(0, -1), (0, -2)]))]
+    yield "by timestamp", [
+        create(t + "ts", 3), produce(t + "ts"), produce(t + "ts", 1), produce(t + "ts", 2),
+        Step(2, v, req(t + "ts", [(0, BASE_TS + 10), (1, BASE_TS + 1000), (2, 0)], isolation=1)),
+    ]
+    yield "unknown topic", [Step(2, v, req(n.topic("missing"), [(0, -1)]))]
+    yield "partition out of range, absurd timestamp", [
+        create(t + "p"), Step(2, v, req(t + "p", [(5, -1), (0, -99)]))
+    ]
+
+
+def metadata_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(names: list[str] | None, auto: bool = False, ops: bool = False) -> MetadataRequest:
+        topics = None if names is None else [MetadataRequestTopic(name=x) for x in names]
+        return MetadataRequest(topics, auto, False, ops)
+
+    yield "existing topic, 3 partitions", [create(t, 3, {"retention.ms": "60000"}), Step(3, v, req([t], ops=True))]
+    yield "unknown topic, no auto-create", [Step(3, v, req([n.topic("missing")]))]
+    if v >= 4:
+        a = n.topic("auto")
+        yield "auto-create", [Step(3, v, req([a], auto=True), settle=(a,)), Step(3, v, req([a]))]
+    yield "invalid names", [Step(3, v, req(["bad/name", "..", "x" * 250]))]
+    if v >= 1:  # (v0: an empty list asks for every topic, which differs: Kafka lists __consumer_offsets)
+        yield "no topics", [Step(3, v, req([]))]
+    if v >= 10:
+        t2 = n.topic("id")
+
+        def by_id(p: Peer) -> MetadataRequest:
+            return MetadataRequest([MetadataRequestTopic(topic_id=p.topic_id(t2), name=None)], False, False, False)
+
+        yield "topic by id", [create(t2), Step(3, v, by_id)]
+
+
+def offset_commit_cases(v: int, n: Names) -> Iterator[Case]:
+    t, g = n.topic(), n.group()
+
+    def req(group: str, topic: str, offset: int = 5, meta: str | None = "m", gen: int = -1, member: str = "",
+            partition: int = 0) -> Callable:
+        def body(p: Peer) -> OffsetCommitRequest:
+            part = OffsetCommitRequestPartition(partition, offset, 3, BASE_TS, meta)
+            tp = OffsetCommitRequestTopic(topic, partitions=[part])
+            if v >= 10:
+                tp.topic_id = p.topic_id(topic)
+            return OffsetCommitRequest(group, gen, member, None, 60000, [tp])
+
+        return body
+
+    yield "standalone commit", [create(t, 2), Step(8, v, req(g, t)), Step(8, v, req(g, t, partition=1, meta=None))]
+    yield "unknown topic", [Step(8, v, req(n.group("u"), n.topic("missing")))]
+    yield "metadata too large", [create(t + "m"), Step(8, v, req(n.group("m"), t + "m", meta="x" * 5000))]
+    yield "empty group id", [create(t + "e"), Step(8, v, req("", t + "e"))]
+    if v >= 1:
+        yield "generation 7 of an unknown group", [create(t + "g"), Step(8, v, req(n.group("g"), t + "g", gen=7,
+                                                                                 member="nobody"))]
+    g2 = n.group("stable")
+
+    def member_commit(p: Peer) -> OffsetCommitRequest:
+        body = req(g2, t + "s", gen=p.memory["generation"], member=p.memory["member"])(p)
+        return body
+
+    if v >= 1:
+        yield "member of a stable group", [create(t + "s"), *stable_group(g2), Step(8, v, member_commit),
+                                           Step(8, v, req(g2, t + "s", gen=99, member="x"))]
+
+
+def offset_fetch_cases(v: int, n: Names) -> Iterator[Case]:
+    t, g = n.topic(), n.group()
+
+    def req(group: str, topics: list[tuple[str, list[int]]] | None, stable: bool = False) -> Callable:
+        def body(p: Peer) -> OffsetFetchRequest:
+            if v >= 8:
+                ts = None
+                if topics is not None:
+                    ts = []
+                    for name, parts in topics:
+                        x = OffsetFetchRequestTopics(name, partition_indexes=parts)
+                        if v >= 10:
+                            x.topic_id = p.topic_id(name)
+                        ts.append(x)
+                return OffsetFetchRequest(groups=[OffsetFetchRequestGroup(group, None, -1, ts)],
+                                          require_stable=stable)
+            ts2 = None if topics is None else [OffsetFetchRequestTopic(name, parts) for name, parts in topics]
+            return OffsetFetchRequest(group, ts2, require_stable=stable)
+
+        return body
+
+    yield "committed and uncommitted partitions", [
+        create(t, 3), commit(g, t, 4), commit(g, t, 9, partition=2), Step(9, v, req(g, [(t, [0, 1, 2, 7])]))
+    ]
+    if v >= 2:
+        yield "all topics", [create(t + "a"), commit(g + "a", t + "a"), Step(9, v, req(g + "a", None, True))]
+    yield "unknown group and topic", [Step(9, v, req(n.group("u"), [(n.topic("missing"), [0])]))]
+    yield "empty group id", [Step(9, v, req("", [(t, [0])]))]
+
+
+def find_coordinator_cases(v: int, n: Names) -> Iterator[Case]:
+    def req(keys: list[str], key_type: int = 0) -> FindCoordinatorRequest:
+        if v >= 4:
+            return FindCoordinatorRequest(key_type=key_type, coordinator_keys=keys)
+        return FindCoordinatorRequest(keys[0], key_type)
+
+    yield "group", [Step(10, v, req([n.group()]))]
+    yield "empty group id", [Step(10, v, req([""]))]
+    if v >= 1:
+        yield "unknown key type", [Step(10, v, req([n.group()], key_type=9))]
+    if v >= 4:
+        yield "several groups", [Step(10, v, req([n.group("a"), n.group("b"), ""]))]
+
+
+def join_group_cases(v: int, n: Names) -> Iterator[Case]:
+    g = n.group()
+    yield "lone member", join_steps(g, compare=True, version=v)
+    if v >= 5:
+        yield "static member", join_steps(n.group("static"), compare=True, instance="inst-1", version=v)
+
+    def bad(group: str, session: int = 10000, member: str = "", ptype: str = "consumer") -> JoinGroupRequest:
+        return JoinGroupRequest(group, session, 20000, member, None, ptype, _protocols(), "why")
+
+    yield "session timeout 1 ms", [Step(11, v, bad(n.group("s"), session=1))]
+    yield "session timeout absurd", [Step(11, v, bad(n.group("s2"), session=2_000_000_000))]
+    yield "empty group id", [Step(11, v, bad(""))]
+    g2 = n.group("x")
+    yield "unknown member id, other protocol type", [
+        *stable_group(g2), Step(11, v, bad(g2, member="nobody")), Step(11, v, bad(g2, ptype="connect"))
+    ]
+    yield "no protocols", [Step(11, v, JoinGroupRequest(n.group("np"), 10000, 20000, "", None, "consumer", []))]
+
+
+def heartbeat_cases(v: int, n: Names) -> Iterator[Case]:
+    g = n.group()
+
+    def hb(gen_delta: int = 0, member: str | None = None) -> Callable:
+        def body(p: Peer) -> HeartbeatRequest:
+            return HeartbeatRequest(g, p.memory["generation"] + gen_delta,
+                                    p.memory["member"] if member is None else member, None)
+
+        return body
+
+    yield "stable member, wrong generation, unknown member", [
+        *stable_group(g), Step(12, v, hb()), Step(12, v, hb(gen_delta=3)), Step(12, v, hb(member="nobody"))
+    ]
+    yield "unknown group", [Step(12, v, HeartbeatRequest(n.group("u"), 1, "m", None))]
+    yield "empty group id", [Step(12, v, HeartbeatRequest("", 1, "m", None))]
+
+
+def leave_group_cases(v: int, n: Names) -> Iterator[Case]:
+    g = n.group()
+
+    def leave(extra_unknown: bool = False) -> Callable:
+        def body(p: Peer) -> LeaveGroupRequest:
+            m = p.memory["member"]
+            if v >= 3:
+                members = [MemberIdentity(m, None, "done")]
+                if extra_unknown:
+                    members.append(MemberIdentity("nobody", None, None))
+                return LeaveGroupRequest(g, members=members)
+            return LeaveGroupRequest(g, m)
+
+        return body
+
+    yield "member leaves", [*stable_group(g), Step(13, v, leave(extra_unknown=True)),
+                            Step(15, 5, DescribeGroupsRequest([g], False))]
+    yield "unknown member", [*stable_group(g + "u"), Step(13, v, LeaveGroupRequest(
+        g + "u", "nobody", [MemberIdentity("nobody", None, None)]))]
+    yield "unknown group", [Step(13, v, LeaveGroupRequest(n.group("u"), "m", [MemberIdentity("m", None, None)]))]
+
+
+def sync_group_cases(v: int, n: Names) -> Iterator[Case]:
+    g = n.group()
+
+    def sync(gen_delta: int = 0, member: str | None = None, pname: str = "range") -> Callable:
+        def body(p: Peer) -> SyncGroupRequest:
+            m = p.memory["member"] if member is None else member
+            return SyncGroupRequest(g, p.memory["generation"] + gen_delta, m, None, "consumer", pname,
+                                    [SyncGroupRequestAssignment(p.memory["member"], ASSIGNMENT)])
+
+        return body
+
+    yield "leader assigns", [*join_steps(g), Step(14, v, sync()), Step(14, v, sync())]
+    yield "wrong generation, unknown member", [*join_steps(g + "b"), Step(14, v, sync(gen_delta=1)),
+                                              Step(14, v, sync(member="nobody"))]
+    if v >= 5:
+        yield "protocol name mismatch", [*join_steps(g + "p"), Step(14, v, sync(pname="roundrobin"))]
+    yield "unknown group", [Step(14, v, SyncGroupRequest(n.group("u"), 1, "m", None, None, None, []))]
+
+
+def describe_groups_cases(v: int, n: Names) -> Iterator[Case]:
+    g = n.group()
+    yield "stable, unknown and empty ids", [
+        *stable_group(g), Step(15, v, DescribeGroupsRequest([g, n.group("u"), ""], True))
+    ]
+    t = n.topic()
+    yield "offsets-only group", [create(t), commit(g + "o", t), Step(15, v, DescribeGroupsRequest([g + "o"], False))]
+
+
+def list_groups_cases(v: int, n: Names) -> Iterator[Case]:
+    # v0-3 list every group of the broker, which depends on every earlier test: only filtered
+    # listings (v4+) are compared.
+    if v >= 4:
+        yield "filters that match nothing", [
+            Step(16, v, ListGroupsRequest(["PreparingRebalance", "CompletingRebalance"], ["share"]))
+        ]
+        yield "unknown state", [Step(16, v, ListGroupsRequest(["NoSuchState"], []))]
+
+
+def api_versions_cases(v: int, n: Names) -> Iterator[Case]:
+    yield "software name", [Step(18, v, ApiVersionsRequest("differential-test", "1.2.3"))]
+    if v >= 3:
+        yield "invalid software name", [Step(18, v, ApiVersionsRequest("bad name!", "1.0"))]
+        yield "empty software name", [Step(18, v, ApiVersionsRequest("", ""))]
+
+
+def create_topics_cases(v: int, n: Names) -> Iterator[Case]:
+    def req(topics: list[CreatableTopic], validate: bool = False, timeout: int = 30000) -> CreateTopicsRequest:
+        return CreateTopicsRequest(topics, timeout, validate)
+
+    t = n.topic()
+    cfg = [CreatableTopicConfig("cleanup.policy", "compact"), CreatableTopicConfig("retention.ms", "3600000")]
+    yield "configs", [Step(19, v, req([CreatableTopic(t, 3, 1, [], cfg)]), settle=(t,))]
+    yield "validate only", [Step(19, v, req([CreatableTopic(n.topic("v"), 2, 1, [], [])], validate=True))]
+    t2 = n.topic("dup")
+    yield "already exists", [create(t2), Step(19, v, req([CreatableTopic(t2, 1, 1, [], [])]))]
+    yield "invalid name", [Step(19, v, req([CreatableTopic("bad/name", 1, 1, [], [])]))]
+    yield "zero partitions", [Step(19, v, req([CreatableTopic(n.topic("z"), 0, 1, [], [])]))]
+    if v >= 4:
+        t3 = n.topic("dflt")
+        yield "broker defaults (-1)", [Step(19, v, req([CreatableTopic(t3, -1, -1, [], [])]), settle=(t3,))]
+    yield "replication factor 3", [Step(19, v, req([CreatableTopic(n.topic("rf"), 1, 3, [], [])]))]
+    yield "unknown config", [Step(19, v, req([CreatableTopic(n.topic("c"), 1, 1, [],
+                                                             [CreatableTopicConfig("no.such.config", "1")])]))]
+    yield "bad config value", [Step(19, v, req([CreatableTopic(n.topic("cv"), 1, 1, [],
+                                                               [CreatableTopicConfig("retention.ms", "soon")])]))]
+    t4 = n.topic("asg")
+    yield "manual assignment", [Step(19, v, req([CreatableTopic(t4, -1, -1, [CreatableReplicaAssignment(0, [1]),
+                                                                          CreatableReplicaAssignment(1, [1])],
+                                                               [])]), settle=(t4,))]
+    t5 = n.topic("twice")
+    yield "same topic twice", [Step(19, v, req([CreatableTopic(t5, 1, 1, [], []), CreatableTopic(t5, 1, 1, [], [])]))]
+    yield "absurd partition count", [Step(19, v, req([CreatableTopic(n.topic("big"), 2_000_000_000, 1, [], [])]))]
+
+
+def delete_topics_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(names: list[str]) -> Callable:
+        def body(p: Peer) -> DeleteTopicsRequest:
+            if v >= 6:
+                return DeleteTopicsRequest([DeleteTopicState(x, uuid.UUID(int=0)) for x in names], [], 30000)
+            return DeleteTopicsRequest([], names, 30000)
+
+        return body
+
+    yield "existing and unknown", [create(t), Step(20, v, req([t, n.topic("missing")]))]
+    if v >= 6:
+        t2 = n.topic("id")
+
+        def by_id(p: Peer) -> DeleteTopicsRequest:
+            return DeleteTopicsRequest([DeleteTopicState(None, p.topic_id(t2))], [], 30000)
+
+        yield "by id, then again", [create(t2), Step(3, 12, MetadataRequest([MetadataRequestTopic(name=t2)], False),
+                                                     compare=False),
+                                    Step(20, v, by_id)]
+    yield "invalid name", [Step(20, v, req(["bad/name"]))]
+
+
+def init_producer_id_cases(v: int, n: Names) -> Iterator[Case]:
+    yield "idempotent producer", [Step(22, v, InitProducerIdRequest(None, 60000, -1, -1))]
+    yield "absurd transaction timeout (idempotent)", [Step(22, v, InitProducerIdRequest(None, -5, -1, -1))]
+    if v >= 3:
+        yield "existing producer id without transactional id", [Step(22, v, InitProducerIdRequest(None, 60000, 12345, 3))]
+
+
+def offset_for_leader_epoch_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(topic: str, parts: list[tuple[int, int]]) -> OffsetForLeaderEpochRequest:
+        ps = [OffsetForLeaderPartition(p, -1, e) for p, e in parts]
+        return OffsetForLeaderEpochRequest(-1, [OffsetForLeaderTopic(topic, ps)])
+
+    yield "epochs 0 and 5, partition 9", [create(t), produce(t), Step(23, v, req(t, [(0, 0), (0, 5), (9, 0)]))]
+    yield "unknown topic", [Step(23, v, req(n.topic("missing"), [(0, 0)]))]
+
+
+def describe_configs_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(resources: list[tuple[int, str, list[str] | None]], synonyms: bool = False) -> DescribeConfigsRequest:
+        rs = [DescribeConfigsResource(rt, name, keys) for rt, name, keys in resources]
+        return DescribeConfigsRequest(rs, synonyms, False)
+
+    keys = ["cleanup.policy", "retention.ms", "max.message.bytes", "no.such.key"]
+    yield "topic keys", [create(t, 1, {"retention.ms": "123456"}), Step(32, v, req([(2, t, keys)], synonyms=True))]
+    yield "unknown topic", [Step(32, v, req([(2, n.topic("missing"), ["cleanup.policy"])]))]
+    yield "broker keys", [Step(32, v, req([(4, "1", ["num.partitions", "auto.create.topics.enable"])]))]
+    yield "other broker, bad resource type", [Step(32, v, req([(4, "7", ["num.partitions"]), (99, "x", None)]))]
+
+
+def create_partitions_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(topic: str, count: int, validate: bool = False) -> CreatePartitionsRequest:
+        return CreatePartitionsRequest([CreatePartitionsTopic(topic, count, None)], 30000, validate)
+
+    yield "grow to 3, validate to 5", [create(t), Step(37, v, req(t, 3), settle=(t,)), Step(37, v, req(t, 5, True))]
+    yield "shrink and same count", [create(t + "s", 2), Step(37, v, req(t + "s", 1)), Step(37, v, req(t + "s", 2))]
+    yield "unknown topic", [Step(37, v, req(n.topic("missing"), 2))]
+    yield "absurd count", [create(t + "b"), Step(37, v, req(t + "b", 2_000_000_000))]
+
+
+def delete_groups_cases(v: int, n: Names) -> Iterator[Case]:
+    t, g = n.topic(), n.group()
+    yield "empty, unknown, non-empty", [
+        create(t), commit(g, t), *stable_group(g + "s"),
+        Step(42, v, DeleteGroupsRequest([g, n.group("u"), g + "s", ""])),
+    ]
+
+
+def incremental_alter_configs_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(rs: list[AlterConfigsResource], validate: bool = False) -> IncrementalAlterConfigsRequest:
+        return IncrementalAlterConfigsRequest(rs, validate)
+
+    yield "set, delete, validate", [
+        create(t),
+        Step(44, v, req([AlterConfigsResource(2, t, [AlterableConfig("retention.ms", 0, "7200000"),
+                                                      AlterableConfig("cleanup.policy", 0, "compact")])])),
+        Step(32, 4, DescribeConfigsRequest([DescribeConfigsResource(2, t, ["retention.ms", "cleanup.policy"])])),
+        Step(44, v, req([AlterConfigsResource(2, t, [AlterableConfig("retention.ms", 1, None)])], validate=True)),
+    ]
+    yield "unknown config and topic", [
+        create(t + "u"),
+        Step(44, v, req([AlterConfigsResource(2, t + "u", [AlterableConfig("no.such.config", 0, "1")]),
+                         AlterConfigsResource(2, n.topic("missing"), [AlterableConfig("retention.ms", 0, "1")])])),
+    ]
+    yield "bad value, bad operation", [
+        create(t + "b"),
+        Step(44, v, req([AlterConfigsResource(2, t + "b", [AlterableConfig("retention.ms", 0, "soon")])])),
+        Step(44, v, req([AlterConfigsResource(2, t + "b", [AlterableConfig("retention.ms", 9, "1")])])),
+    ]
+
+
+def offset_delete_cases(v: int, n: Names) -> Iterator[Case]:
+    t, g = n.topic(), n.group()
+
+    def req(group: str, topic: str, parts: list[int]) -> OffsetDeleteRequest:
+        return OffsetDeleteRequest(group, [OffsetDeleteRequestTopic(topic, [OffsetDeleteRequestPartition(p)
+                                                                           for p in parts])])
+
+    yield "committed offset of an empty group", [create(t, 2), commit(g, t), Step(47, v, req(g, t, [0, 1]))]
+    yield "unknown group", [Step(47, v, req(n.group("u"), t, [0]))]
+    yield "unknown topic", [create(t + "x"), commit(g + "x", t + "x"), Step(47, v, req(g + "x", n.topic("m"), [0]))]
+
+
+def describe_cluster_cases(v: int, n: Names) -> Iterator[Case]:
+    yield "brokers", [Step(60, v, DescribeClusterRequest(True, 1, True))]
+    if v >= 1:
+        yield "controllers endpoint", [Step(60, v, DescribeClusterRequest(False, 2, False))]
+        yield "unknown endpoint type", [Step(60, v, DescribeClusterRequest(False, 9, False))]
+
+
+def consumer_group_heartbeat_cases(v: int, n: Names) -> Iterator[Case]:
+    t, g = n.topic(), n.group()
+
+    def hb(group: str, *, epoch: int = 0, topics: list[str] | None = None, assignor: str | None = None,
+           member: str | None = None) -> Callable:
+        def body(p: Peer) -> ConsumerGroupHeartbeatRequest:
+            if v >= 1 and "cg-member" not in p.memory:  # KIP-1082: the client makes its member id
+                p.memory["cg-member"] = str(uuid.uuid4())
+            mid = p.memory.get("cg-member", "") if member is None else member
+            return ConsumerGroupHeartbeatRequest(group, mid, epoch, None, None, 30000, topics, None, assignor,
+                                                 [] if epoch == 0 else None)
+
+        return body
+
+    def remember(resp: Any, mem: dict) -> None:
+        if resp.member_id:
+            mem["cg-member"] = resp.member_id
+
+    yield "join with the uniform assignor", [create(t, 2), Step(68, v, hb(g, topics=[t], assignor="uniform"),
+                                                                remember=remember)]
+    yield "unknown assignor", [create(t + "a"), Step(68, v, hb(g + "a", topics=[t + "a"], assignor="bogus"))]
+    yield "join without subscription", [Step(68, v, hb(n.group("ns")))]
+    yield "unknown member, fenced epoch", [
+        create(t + "f"), Step(68, v, hb(g + "f", topics=[t + "f"]), remember=remember),
+        Step(68, v, hb(g + "f", epoch=5, member="not-a-member")),
+        Step(68, v, hb(g + "f", epoch=7)),
+    ]
+    yield "empty group id", [Step(68, v, hb("", topics=[t]))]
+    yield "leave", [create(t + "l"), Step(68, v, hb(g + "l", topics=[t + "l"]), remember=remember),
+                    Step(68, v, hb(g + "l", epoch=-1))]
+
+
+def consumer_group_describe_cases(v: int, n: Names) -> Iterator[Case]:
+    g = n.group()
+    yield "unknown, classic, empty", [
+        *stable_group(g + "c"),
+        Step(69, v, ConsumerGroupDescribeRequest([n.group("u"), g + "c"], True)),
+    ]
+
+
+#: API key -> case builder (version, names) for every API the corpus covers.
+BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
+    0: produce_cases,
+    1: fetch_cases,
+    2: list_offsets_cases,
+    3: metadata_cases,
+    8: offset_commit_cases,
+    9: offset_fetch_cases,
+    10: find_coordinator_cases,
+    11: join_group_cases,
+    12: heartbeat_cases,
+    13: leave_group_cases,
+    14: sync_group_cases,
+    15: describe_groups_cases,
+    16: list_groups_cases,
+    18: api_versions_cases,
+    19: create_topics_cases,
+    20: delete_topics_cases,
+    22: init_producer_id_cases,
+    23: offset_for_leader_epoch_cases,
+    32: describe_configs_cases,
+    37: create_partitions_cases,
+    42: delete_groups_cases,
+    44: incremental_alter_configs_cases,
+    47: offset_delete_cases,
+    60: describe_cluster_cases,
+    68: consumer_group_heartbeat_cases,
+    69: consumer_group_describe_cases,
+}
+
+
+def generic_cases(api: int, v: int) -> Iterator[Case]:
+    """Bad lengths for every API: the first compared step of the API's first case, truncated by one
+    byte, and followed by trailing bytes (each with its own fresh names and set-up)."""
+    for variant, frame in (("truncated by one byte", truncate(1)), ("trailing bytes", trailing(b"\x00\x01\x02"))):
+        for _name, steps in BUILDERS[api](v, Names()):
+            first = next((i for i, s in enumerate(steps) if s.compare and s.api == api and s.frame is None), None)
+            if first is not None:
+                s = steps[first]
+                setup = [x for x in steps[:first] if not x.compare]
+                yield variant, [*setup, Step(api, v, s.body, frame=frame, remember=s.remember)]
+                break
