@@ -194,7 +194,6 @@ _SETTINGS = [
     ),
     Setting("log.local.retention.ms", int, -2, "Default local.retention.ms (tiered storage only).", -2),
     Setting("log.local.retention.bytes", int, -2, "Default local.retention.bytes (tiered storage only).", -2),
-    Setting("log.message.downconversion.enable", bool, True, "Deprecated no-op (no down-conversion)."),
     Setting("offsets.topic.segment.bytes", int, 104857600, "Segment size of the __consumer_offsets log.", 14),
     Setting("min.insync.replicas", int, 1, "Reported default for topics (one replica always).", 1),
     Setting("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for.", 0),

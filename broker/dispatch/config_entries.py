@@ -111,13 +111,14 @@ def is_list(name: str) -> bool:
 
 
 def fmt(value: Any) -> str | None:
-    """A config value in Kafka's text form (booleans lower-case, empty strings as null)."""
-    if value is None or value == "" or value == []:
+    """A config value in Kafka's text form (booleans lower-case, lists comma-separated -- an empty
+    list is "" -- and empty strings as null)."""
+    if isinstance(value, list):
+        return ",".join(value)
+    if value is None or value == "":
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(value)
     return str(value)
 
 

@@ -425,14 +425,6 @@ _SETTINGS = [
         at_least(0),
         "log.message.timestamp.after.max.ms",
     ),
-    _s(
-        "message.downconversion.enable",
-        "BOOLEAN",
-        True,
-        "Deprecated no-op (Kafka 4 never down-converts).",
-        _no_check,
-        "log.message.downconversion.enable",
-    ),
     # replication and tiered storage (accepted; one node, no remote storage)
     _s(
         "leader.replication.throttled.replicas",

@@ -18,7 +18,7 @@ from broker.log.config import (
 )
 from broker.protocol.errors import ErrorCode, KafkaError
 
-#: the topic configs of Kafka 4.x's LogConfig (plus the deprecated no-op message.downconversion.enable)
+#: the topic configs of Kafka 4.x's LogConfig
 KAFKA_TOPIC_CONFIGS = {
     "cleanup.policy": "LIST",
     "compression.gzip.level": "INT",
@@ -36,7 +36,6 @@ KAFKA_TOPIC_CONFIGS = {
     "local.retention.ms": "LONG",
     "max.compaction.lag.ms": "LONG",
     "max.message.bytes": "INT",
-    "message.downconversion.enable": "BOOLEAN",
     "message.timestamp.after.max.ms": "LONG",
     "message.timestamp.before.max.ms": "LONG",
     "message.timestamp.type": "STRING",
@@ -132,7 +131,6 @@ BAD = [
     ("preallocate", "yes", "yes", "Expected value to be either true or false"),
     ("unclean.leader.election.enable", "1", "1", "Expected value to be either true or false"),
     ("remote.storage.enable", "on", "on", "Expected value to be either true or false"),
-    ("message.downconversion.enable", "", "", "Expected value to be either true or false"),
 ]
 
 
