@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -27,7 +26,7 @@ from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
 from broker.spark import logdir
 from broker.testing import BrokerThread, running_broker
-from tests.support.process import free_port
+from tests.support.process import free_port, serve_args
 from tests.support.wire import WireClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,22 +41,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def start(*args: str, port: int) -> subprocess.Popen:
     """``serve`` with ``args``; returns once ``port`` accepts connections."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "broker", "serve", *args],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + GUARD
-    while True:
-        if proc.poll() is not None:
-            raise AssertionError(f"broker exited early ({proc.returncode}): {proc.stderr.read()}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc
-        except OSError:
-            assert time.monotonic() < deadline, "hang guard: the broker did not start"
-            time.sleep(0.02)
+    return serve_args(list(args), port)
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> str:

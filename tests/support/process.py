@@ -18,14 +18,21 @@ def free_port() -> int:
 
 
 def serve(data: Path, port: int, *config: str) -> subprocess.Popen:
-    args = [sys.executable, "-m", "broker", "serve", "--port", str(port), "--data-dir", str(data)]
+    args = ["--port", str(port), "--data-dir", str(data)]
     for pair in config:
         args += ["--config", pair]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return serve_args(args, port)
+
+
+def serve_args(args: list[str], port: int) -> subprocess.Popen:
+    """``python -m broker serve ARGS``; returns once ``port`` (which ARGS make it listen on) accepts."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "broker", "serve", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.monotonic() + GUARD
     while True:
         if proc.poll() is not None:
-            raise AssertionError(f"broker exited early: {proc.stderr.read()}")
+            raise AssertionError(f"broker exited early ({proc.returncode}): {proc.stderr.read()}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return proc
