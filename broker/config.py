@@ -16,6 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from broker.log.config import TOPIC_SETTINGS  # the topic settings name their broker synonyms
+
 log = logging.getLogger(__name__)
 
 LONG_MAX = (1 << 63) - 1
@@ -335,8 +337,6 @@ class Config:
         (``log.retention.ms`` for retention.ms), resolved as Kafka resolves them: the first synonym
         set explicitly wins (log.retention.ms, then .minutes, then .hours), converted to the
         setting's unit; with none set, the first synonym's default."""
-        from broker.log.config import TOPIC_SETTINGS  # the topic settings name their broker synonyms
-
         out: dict[str, Any] = {}
         for setting in TOPIC_SETTINGS.values():
             known = [(k, f) for k, f in setting.synonyms if k in self._values]
