@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 GUARD = 30.0  # seconds: hang guard only
@@ -24,10 +25,17 @@ def serve(data: Path, port: int, *config: str) -> subprocess.Popen:
     return serve_args(args, port)
 
 
-def serve_args(args: list[str], port: int) -> subprocess.Popen:
-    """``python -m broker serve ARGS``; returns once ``port`` (which ARGS make it listen on) accepts."""
+def serve_args(
+    args: list[str], port: int, preexec_fn: Callable[[], None] | None = None
+) -> subprocess.Popen:
+    """``python -m broker serve ARGS``; returns once ``port`` (which ARGS make it listen on) accepts.
+    ``preexec_fn`` runs in the child before the broker starts (e.g. to lower its limits)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "broker", "serve", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-m", "broker", "serve", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=preexec_fn,
     )
     deadline = time.monotonic() + GUARD
     while True:
