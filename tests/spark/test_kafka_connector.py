@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from broker.testing import running_broker
 from tests.spark import connector_data as cd
 from tests.spark.connector_data import APPEND, CODECS_TOPIC, KC, PER_PARTITION
+from tests.support.spark import available_now
 
 CONFIG = {"group.initial.rebalance.delay.ms": 0}
 TOPICS = {KC: 3, CODECS_TOPIC: 1, APPEND: 1}
@@ -93,19 +94,7 @@ def _stream_once(spark, fmt: str, bootstrap: str, topic: str, sink, ckpt, **opti
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
     )
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    q = (
-        reader.load()
-        .writeStream.format("parquet")
-        .option("path", str(sink))
-        .option("checkpointLocation", str(ckpt))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert q.awaitTermination(180), "hang guard: the AvailableNow query did not finish"
-    assert q.exception() is None
-    return [int(p["numInputRows"]) for p in q.recentProgress]
+    return available_now(reader, sink, ckpt, **options)
 
 
 def test_streaming_available_now_resumes_from_its_checkpoint(spark, kafka_format, wire, tmp_path):

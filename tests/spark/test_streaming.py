@@ -12,6 +12,7 @@ from broker.spark import jobs
 from broker.testing import running_broker
 from tests.spark import fixture_log
 from tests.spark.fixture_log import EVENTS
+from tests.support.spark import available_now
 
 
 @pytest.fixture
@@ -23,19 +24,7 @@ def data_dir(history, tmp_path):
 
 def _run(spark, d, ckpt, sink, **options):
     reader = spark.readStream.format("pykbroker").option("path", str(d)).option("subscribe", EVENTS)
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    q = (
-        reader.load()
-        .writeStream.format("parquet")
-        .option("path", str(sink))
-        .option("checkpointLocation", str(ckpt))
-        .trigger(availableNow=True)
-        .start()
-    )
-    q.awaitTermination(120)  # hang guard
-    assert q.exception() is None
-    return [int(p["numInputRows"]) for p in q.recentProgress]
+    return available_now(reader, sink, ckpt, **options)
 
 
 def test_limit_per_trigger_and_resume_reads_exactly_the_new_records(spark, data_dir, tmp_path):
