@@ -227,21 +227,24 @@ class LogManager:
             self._scheduled = None
             self._start_flush()
 
+    def _now(self) -> float:
+        """Monotonic seconds for the group-commit window: the injected clock, else the loop's."""
+        return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
+
     def _schedule(self) -> None:
         if self._flushing or self._scheduled is not None or self._next is None:
             return
         loop = asyncio.get_running_loop()
         delay = 0.0
         if self.policy == "interval" and self._last_flush_start is not None:
-            now = self._clock() if self._clock is not None else loop.time()
-            delay = max(0.0, self._last_flush_start + self.interval - now)
+            delay = max(0.0, self._last_flush_start + self.interval - self._now())
         self._scheduled = loop.call_later(delay, self._start_flush)
 
     def _start_flush(self) -> None:
         self._scheduled = None
         self._flushing = True
         loop = asyncio.get_running_loop()
-        self._last_flush_start = self._clock() if self._clock is not None else loop.time()
+        self._last_flush_start = self._now()
         fut, self._next = self._next, None
         dirty, self._dirty = self._dirty, set()
         targets = [(plog, plog.flush_target()) for plog in dirty if not plog.deleted]
