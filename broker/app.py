@@ -21,12 +21,12 @@ from broker.config import Config
 from broker.coordinator import GroupCoordinator
 from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
-from broker.log.config import canonical, validate_topic_configs
+from broker.dispatch.services import Services
 from broker.log.manager import LogManager
 from broker.log.segment import SYSTEM_OPS, FileOps
-from broker.protocol.errors import ErrorCode, KafkaError
-from broker.protocol.primitives import ZERO_UUID
 from broker.server import Listener
+from broker.server.pipeline import RequestPipeline
+from broker.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,7 @@ class Broker:
         ``file_ops``: the system calls the logs write and sync through (tests inject disk faults)."""
         self.config = config
         self.node_id: int = config["node.id"]
-        self.connections: set = set()
-        self.listener = Listener(self, config.endpoints())
+        self.listener = Listener(config, config.endpoints())
         self.listener.bind()
         self.port: int = self.listener.port
         self.lock = DataDirLock(config.data_dir)
@@ -60,6 +59,19 @@ class Broker:
         self.rack: str | None = config["broker.rack"] or None
         #: listener name -> (host, port) given to clients connected to it
         self.advertised: dict[str, tuple[str, int]] = {}
+        #: what request handlers may use (they never see this object)
+        self.services = Services(
+            node_id=self.node_id,
+            cluster_id=self.cluster_id,
+            rack=self.rack,
+            config=config,
+            topics=self.topics,
+            logs=self.logs,
+            admin=self.admin,
+            groups=self.groups,
+            registry=self.registry,
+            advertised_address=self.advertised_address,
+        )
         self._stopped = asyncio.Event()
 
     def _load(self, config: Config, recover: bool, file_ops: FileOps) -> None:
@@ -73,16 +85,21 @@ class Broker:
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
         self.logs.recover = False  # only what was on disk at start-up
-        self.groups = GroupCoordinator(self)
+        self.admin = TopicAdmin(config, self.topics, self.logs)
+        self.groups = GroupCoordinator(config, self.admin)
         self.groups.load()
+
+    @property
+    def connections(self) -> set:
+        """Every open client connection (the listener keeps them)."""
+        return self.listener.connections
 
     def advertised_address(self, listener: str) -> tuple[str, int]:
         """The (host, port) clients connected to ``listener`` are told to use."""
         return self.advertised.get(listener) or next(iter(self.advertised.values()))
 
     # ------------------------------------------------------------------ topic administration
-    # Each method raises KafkaError when refused; with validate_only it checks everything and
-    # changes nothing.
+    # (broker.topic_admin; kept here for callers holding the broker: tests, benches)
 
     def create_topic(
         self,
@@ -92,67 +109,20 @@ class Broker:
         internal: bool = False,
         validate_only: bool = False,
     ) -> Topic:
-        """Validate, register and open the logs of a new topic. Config values are stored in their
-        canonical form. With ``validate_only`` the returned topic is not registered (zero id)."""
-        self.topics.check_new(name)
-        configs = {key: canonical(key, value) for key, value in (configs or {}).items()}
-        validate_topic_configs(self.config.log_defaults(), configs)
-        if validate_only:
-            if partitions < 1:
-                raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
-            return Topic(name, ZERO_UUID, partitions, configs, internal)
-        topic = self.topics.create(name, partitions, configs, internal)
-        self.logs.open_topic(name, partitions, configs)
-        return topic
+        return self.admin.create_topic(name, partitions, configs, internal, validate_only)
 
     def delete_topic(self, name: str) -> Topic:
-        """Remove a topic: its logs first (a crash in between leaves the topic registered and empty,
-        never a registry without the data gone), then its registry entry."""
-        topic = self._existing(name)
-        if topic.internal:  # the group coordinator keeps its log open in it
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"{name} is an internal topic and cannot be deleted")
-        self.logs.delete_topic(name)  # also drops the partitions' recovery points on disk
-        self.topics.delete(name)
-        self.groups.on_topic_deleted(name)  # committed offsets of the topic go too, as in Kafka
-        return topic
+        return self.admin.delete_topic(name)
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
-        """Grow a topic to ``count`` partitions (INVALID_PARTITIONS unless it is an increase)."""
-        topic = self._existing(name)
-        if count == topic.partitions:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partition(s).")
-        if count < topic.partitions:
-            raise KafkaError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"The topic {name} currently has {topic.partitions} partition(s); "
-                f"{count} would not be an increase.",
-            )
-        if validate_only:
-            return topic
-        self.logs.open_topic(name, count, topic.configs, first=topic.partitions)
-        return self.topics.set_partitions(name, count)
+        return self.admin.create_partitions(name, count, validate_only)
 
     def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> Topic:
-        """Replace a topic's config overrides (validated, stored canonically) and apply them to its
-        open logs at once."""
-        topic = self._existing(name)
-        configs = {key: canonical(key, value) for key, value in configs.items()}
-        validate_topic_configs(self.config.log_defaults(), configs)
-        if validate_only:
-            return topic
-        self.topics.set_configs(name, configs)
-        self.logs.reconfigure(name, configs)
-        return topic
-
-    def _existing(self, name: str) -> Topic:
-        topic = self.topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        return topic
+        return self.admin.alter_topic_configs(name, configs, validate_only)
 
     async def start(self) -> None:
         self.logs.start()
-        self.port = await self.listener.start()
+        self.port = await self.listener.start(RequestPipeline(self.registry, self.services))
         for b in self.listener.bound:
             ep = b.endpoint
             host = ep.advertised_host

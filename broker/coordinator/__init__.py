@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.heartbeat import RESPONSE_ENCODERS as HB_ENCODERS
@@ -34,6 +34,10 @@ from .group_configs import GroupConfigStore
 from .result import Result
 from .runtime import CoordinatorRuntime, LoopTimers, SystemClock
 from .state import ConsumerGroupConfig, GroupConfig
+
+if TYPE_CHECKING:
+    from broker.config import Config
+    from broker.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 
@@ -62,48 +66,52 @@ class TopicLookup:
 class _LazyLog:
     """The coordinator partition, created on first write as Kafka creates __consumer_offsets."""
 
-    def __init__(self, broker: Any):
-        self.broker = broker
+    def __init__(self, admin: TopicAdmin):
+        self.admin = admin
 
     def get(self) -> Any:
-        plog = self.broker.logs.get(OFFSETS_TOPIC, 0)
+        logs = self.admin.logs
+        plog = logs.get(OFFSETS_TOPIC, 0)
         if plog is None:
-            segment_bytes = str(self.broker.config["offsets.topic.segment.bytes"])
+            segment_bytes = str(self.admin.config["offsets.topic.segment.bytes"])
             configs = {"cleanup.policy": "compact", "segment.bytes": segment_bytes}
-            self.broker.create_topic(OFFSETS_TOPIC, 1, configs, internal=True)
-            plog = self.broker.logs.get(OFFSETS_TOPIC, 0)
-        self.broker.logs.cleaner.register(plog)  # key compaction bounds the replay at start-up
+            self.admin.create_topic(OFFSETS_TOPIC, 1, configs, internal=True)
+            plog = logs.get(OFFSETS_TOPIC, 0)
+        logs.cleaner.register(plog)  # key compaction bounds the replay at start-up
         return plog
 
 
 class GroupCoordinator:
-    def __init__(self, broker: Any, clock: Any = None):
-        self.broker = broker
-        self.topics = TopicLookup(broker.topics)
-        self.configs = GroupConfigStore(broker.config.data_dir, broker.config)
+    def __init__(self, config: Config, admin: TopicAdmin, clock: Any = None):
+        """``admin``: topic administration (the registry and the logs behind it): the coordinator
+        creates its internal topic through it and forgets a deleted topic's offsets when told."""
+        self.logs = admin.logs
+        self.topics = TopicLookup(admin.topics)
+        self.configs = GroupConfigStore(config.data_dir, config)
+        admin.on_deleted.append(self.on_topic_deleted)
         clock = clock or SystemClock()
         self.timers = LoopTimers(clock, lambda op: self.runtime.run_detached(op))
         self.state = groups.new_state(
-            GroupConfig.from_config(broker.config),
+            GroupConfig.from_config(config),
             self.timers,
-            ConsumerGroupConfig.from_config(broker.config),
+            ConsumerGroupConfig.from_config(config),
             topics=self.topics,
             group_configs=self.configs,
         )
-        self._log = _LazyLog(broker)
+        self._log = _LazyLog(admin)
         self._heartbeat_ok: dict[int, bytes] = {}
-        self.runtime = CoordinatorRuntime(self.state, broker.logs, None, clock)
+        self.runtime = CoordinatorRuntime(self.state, admin.logs, None, clock)
 
     # ------------------------------------------------------------------ lifecycle
 
     def load(self) -> None:
         """Replay the coordinator log (if the topic exists) and restart the members' timers."""
-        plog = self.broker.logs.get(OFFSETS_TOPIC, 0)
+        plog = self.logs.get(OFFSETS_TOPIC, 0)
         if plog is None:
             groups.restore_timers(self.state, self.runtime.clock.now_ms())
             return
         self.runtime.plog = plog
-        self.broker.logs.cleaner.register(plog)
+        self.logs.cleaner.register(plog)
         start = time.monotonic()
         n = self.runtime.load()
         groups.restore_timers(self.state, self.runtime.clock.now_ms())

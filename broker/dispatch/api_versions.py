@@ -23,7 +23,7 @@ _SOFTWARE_RE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
 def _api_keys(ctx: RequestContext) -> list[ApiVersion]:
-    return [ApiVersion(key, lo, hi) for key, lo, hi in ctx.broker.registry.ranges()]
+    return [ApiVersion(key, lo, hi) for key, lo, hi in ctx.services.registry.ranges()]
 
 
 def handle(ctx: RequestContext, req: codec.ApiVersionsRequest) -> bytes | ApiVersionsResponse:
@@ -37,7 +37,7 @@ def handle(ctx: RequestContext, req: codec.ApiVersionsRequest) -> bytes | ApiVer
             client.software_name = name
             client.software_version = version
     # The answer depends only on the version and the registry: encode it once per version.
-    cache = ctx.broker.registry.cache
+    cache = ctx.services.registry.cache
     body = cache.get(("api_versions", ctx.api_version))
     if body is None:
         resp = ApiVersionsResponse(error_code=0, api_keys=_api_keys(ctx), finalized_features_epoch=-1)

@@ -15,4 +15,4 @@ API_KEY = 69
 
 def handle(ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Any:
     ops = acl.GROUP_OPS if req.include_authorized_operations else acl.NOT_REQUESTED
-    return ctx.broker.groups.consumer_group_describe(ctx, req, ops)
+    return ctx.services.groups.consumer_group_describe(ctx, req, ops)

@@ -14,4 +14,4 @@ API_KEY = 68
 
 
 def handle(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest) -> Any:
-    return ctx.broker.groups.consumer_group_heartbeat(ctx, req)
+    return ctx.services.groups.consumer_group_heartbeat(ctx, req)

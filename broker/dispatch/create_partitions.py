@@ -38,8 +38,8 @@ def _result(
 
 
 def _grow(ctx: RequestContext, t: CreatePartitionsTopic, validate_only: bool) -> None:
-    broker = ctx.broker
-    topic = broker.create_partitions(t.name, t.count, validate_only=True)  # unknown topic, not an increase
+    services = ctx.services
+    topic = services.admin.create_partitions(t.name, t.count, validate_only=True)  # unknown topic, not an increase
     additional = t.count - topic.partitions
     if t.assignments is not None:
         if len(t.assignments) != additional:
@@ -49,17 +49,17 @@ def _grow(ctx: RequestContext, t: CreatePartitionsTopic, validate_only: bool) ->
                 "assignment(s) were specified.",
             )
         for a in t.assignments:
-            check_replicas(a.broker_ids, broker.node_id)
+            check_replicas(a.broker_ids, services.node_id)
     check_partition_count(additional)
     if not validate_only:
-        broker.create_partitions(t.name, t.count)
+        services.admin.create_partitions(t.name, t.count)
 
 
 def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
     # the cap on new partitions is for the whole request, as in Kafka's controller
     added = 0
     for t in req.topics:
-        current = ctx.broker.topics.get(t.name)
+        current = ctx.services.topics.get(t.name)
         added += max(t.count - (current.partitions if current is not None else 0), 0)
     if added > MAX_PARTITIONS:
         message = (

@@ -93,7 +93,7 @@ def _error(name: str, code: ErrorCode, message: str | None) -> CreatableTopicRes
 
 
 def _partition_count(ctx: RequestContext, t: CreatableTopic) -> int:
-    node = ctx.broker.node_id
+    node = ctx.services.node_id
     if t.assignments:
         if t.replication_factor != -1:
             raise KafkaError(
@@ -131,19 +131,19 @@ def _partition_count(ctx: RequestContext, t: CreatableTopic) -> int:
         )
     rf = t.replication_factor
     if rf == -1:
-        rf = ctx.broker.config["default.replication.factor"]
+        rf = ctx.services.config["default.replication.factor"]
     if rf != 1:
         raise KafkaError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
             "cannot be reached because only 1 broker(s) are registered.",
         )
-    return ctx.broker.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions
+    return ctx.services.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions
 
 
 def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
-    broker = ctx.broker
-    broker.topics.check_new(t.name)
+    services = ctx.services
+    services.topics.check_new(t.name)
     nulls = [c.name for c in t.configs if c.value is None]
     if nulls:
         raise KafkaError(
@@ -155,7 +155,7 @@ def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> Crea
     count = _partition_count(ctx, t)
     check_partition_count(count)
     internal = t.name in INTERNAL_TOPICS
-    topic = broker.create_topic(t.name, count, configs, internal=internal, validate_only=validate_only)
+    topic = services.admin.create_topic(t.name, count, configs, internal=internal, validate_only=validate_only)
     return CreatableTopicResult(
         name=t.name,
         topic_id=topic.topic_id,
@@ -171,7 +171,7 @@ def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> Crea
                 config_source=int(e.source),
                 is_sensitive=False,
             )
-            for e in topic_entries(broker.config, topic.configs)
+            for e in topic_entries(services.config, topic.configs)
         ],
     )
 
@@ -179,7 +179,7 @@ def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> Crea
 def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     validate_only = ctx.api_version >= 1 and req.validate_only
     # like Kafka's controller, the cap is on the whole request, not per topic
-    default = ctx.broker.config["num.partitions"]
+    default = ctx.services.config["num.partitions"]
     total = sum(
         len(t.assignments) or (default if t.num_partitions == -1 else max(t.num_partitions, 0))
         for t in req.topics

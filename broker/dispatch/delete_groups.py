@@ -18,7 +18,7 @@ API_KEY = 42
 
 
 def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
-    return ctx.broker.groups.delete_groups(ctx, req)
+    return ctx.services.groups.delete_groups(ctx, req)
 
 
 def error_response(req: DeleteGroupsRequest, version: int, code: ErrorCode) -> DeleteGroupsResponse:

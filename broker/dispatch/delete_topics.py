@@ -47,7 +47,7 @@ def _entries(ctx: RequestContext, req: DeleteTopicsRequest) -> list[tuple[str | 
 
 
 def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
-    registry = ctx.broker.topics
+    registry = ctx.services.topics
     entries = _entries(ctx, req)
     names = Counter(n for n, i in entries if n is not None and i == ZERO_UUID)
     ids = Counter(i for n, i in entries if n is None and i != ZERO_UUID)
@@ -111,7 +111,7 @@ def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsRespons
 
 def _delete(ctx: RequestContext, name: str, topic_id: uuid.UUID) -> DeletableTopicResult:
     try:
-        ctx.broker.delete_topic(name)
+        ctx.services.admin.delete_topic(name)
     except KafkaError as e:
         return _result(name, topic_id, e.code, e.message)
     except OSError as e:

@@ -20,7 +20,7 @@ BROKERS, CONTROLLERS = 1, 2
 
 
 def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
-    b = ctx.broker
+    b = ctx.services
     if ctx.api_version >= 1 and req.endpoint_type != BROKERS:
         # as Kafka's broker: asking it for controllers is a mismatch, any other type unsupported;
         # the answer names the endpoint type this is (brokers)

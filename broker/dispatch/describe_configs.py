@@ -50,28 +50,28 @@ API_KEY = 32
 
 def _describe_topic(ctx: RequestContext, name: str) -> list[Entry]:
     validate_topic_name(name)
-    topic = ctx.broker.topics.get(name)
+    topic = ctx.services.topics.get(name)
     if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
-    return topic_entries(ctx.broker.config, topic.configs)
+    return topic_entries(ctx.services.config, topic.configs)
 
 
 def _describe_broker(ctx: RequestContext, name: str) -> list[Entry]:
-    check_broker_name(ctx.broker.node_id, name)
-    return broker_entries(ctx.broker.config)
+    check_broker_name(ctx.services.node_id, name)
+    return broker_entries(ctx.services.config)
 
 
 def _describe_group(ctx: RequestContext, name: str) -> list[Entry]:
     """The group's configs: GROUP_CONFIG when set on the group, else the broker's value."""
     if not name:
         raise KafkaError(ErrorCode.INVALID_GROUP_ID, "group id can't be empty")
-    store = ctx.broker.groups.configs
+    store = ctx.services.groups.configs
     out = []
     for setting in GROUP_SETTINGS.values():
         override = store.overrides.get(name, {}).get(setting.name)
         if override is not None:
             source = ConfigSource.GROUP_CONFIG
-        elif setting.broker_key in ctx.broker.config.explicit:
+        elif setting.broker_key in ctx.services.config.explicit:
             source = ConfigSource.STATIC_BROKER_CONFIG
         else:
             source = ConfigSource.DEFAULT_CONFIG

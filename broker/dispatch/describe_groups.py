@@ -15,4 +15,4 @@ API_KEY = 15
 
 def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> Any:
     ops = acl.GROUP_OPS if (ctx.api_version >= 3 and req.include_authorized_operations) else acl.NOT_REQUESTED
-    return ctx.broker.groups.describe_groups(ctx, req, ops)
+    return ctx.services.groups.describe_groups(ctx, req, ops)

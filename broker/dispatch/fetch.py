@@ -67,7 +67,7 @@ async def _long_poll(ctx: RequestContext, req: FetchRequest, logs: list) -> Fetc
 
 def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, list]:
     """One pass over the requested partitions: (response, bytes of records, readable partitions)."""
-    broker = ctx.broker
+    services = ctx.services
     v = ctx.api_version
     budget = req.max_bytes if v >= 3 else 0x7FFFFFFF
     total = 0
@@ -75,14 +75,14 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
     topics = []
     for ft in req.topics:
         if v >= 13:
-            topic = broker.topics.by_id(ft.topic_id)
+            topic = services.topics.by_id(ft.topic_id)
             name = topic.name if topic is not None else None
         else:
             name = ft.topic
-            topic = broker.topics.get(name)
+            topic = services.topics.get(name)
         parts = []
         for fp in ft.partitions:
-            plog = broker.logs.get(name, fp.partition) if topic is not None else None
+            plog = services.logs.get(name, fp.partition) if topic is not None else None
             if plog is None:
                 code = (
                     ErrorCode.UNKNOWN_TOPIC_ID

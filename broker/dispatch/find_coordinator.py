@@ -31,7 +31,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
 
 
 def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
-    b = ctx.broker
+    b = ctx.services
     (host, port), node = b.advertised_address(ctx.client.listener), b.node_id
     if ctx.api_version < 4:
         code, msg = _lookup(ctx, req.key, req.key_type)

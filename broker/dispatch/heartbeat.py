@@ -13,4 +13,4 @@ API_KEY = 12
 
 
 def handle(ctx: RequestContext, req: HeartbeatRequest) -> Any:
-    return ctx.broker.groups.heartbeat(ctx, req)
+    return ctx.services.groups.heartbeat(ctx, req)

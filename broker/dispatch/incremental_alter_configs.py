@@ -73,8 +73,8 @@ def _items(text: str) -> list[str]:
 def _alter_topic(ctx: RequestContext, r: AlterConfigsResource, validate_only: bool) -> None:
     name = r.resource_name
     validate_topic_name(name)
-    broker = ctx.broker
-    topic = broker.topics.get(name)
+    services = ctx.services
+    topic = services.topics.get(name)
     if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     configs = dict(topic.configs)
@@ -91,7 +91,7 @@ def _alter_topic(ctx: RequestContext, r: AlterConfigsResource, validate_only: bo
                 )
             current = configs.get(c.name)
             if current is None:
-                current = fmt(effective(broker.config.log_defaults(), {})[c.name]) or ""
+                current = fmt(effective(services.config.log_defaults(), {})[c.name]) or ""
             items = _items(current)
             operand = _items(c.value)
             if op == Op.APPEND:
@@ -99,11 +99,11 @@ def _alter_topic(ctx: RequestContext, r: AlterConfigsResource, validate_only: bo
             else:
                 items = [x for x in items if x not in operand]
             configs[c.name] = ",".join(items)
-    broker.alter_topic_configs(name, configs, validate_only=validate_only)
+    services.admin.alter_topic_configs(name, configs, validate_only=validate_only)
 
 
 def _alter_broker(ctx: RequestContext, r: AlterConfigsResource, validate_only: bool) -> None:
-    check_broker_name(ctx.broker.node_id, r.resource_name)
+    check_broker_name(ctx.services.node_id, r.resource_name)
     raise KafkaError(
         ErrorCode.INVALID_REQUEST,
         "this broker does not support dynamic broker configs: its settings are static "
@@ -115,7 +115,7 @@ def _alter_group(ctx: RequestContext, r: AlterConfigsResource, validate_only: bo
     """SET / DELETE of the group settings, validated against the broker's bounds and persisted."""
     if not r.resource_name:
         raise KafkaError(ErrorCode.INVALID_GROUP_ID, "group id can't be empty")
-    store = ctx.broker.groups.configs
+    store = ctx.services.groups.configs
     configs = dict(store.overrides.get(r.resource_name, {}))
     for c in r.configs:
         op = Op(c.config_operation)

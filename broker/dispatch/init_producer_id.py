@@ -22,5 +22,5 @@ def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdRes
         return InitProducerIdResponse(
             error_code=int(ErrorCode.UNSUPPORTED_VERSION), producer_id=-1, producer_epoch=-1
         )
-    pid = ctx.broker.logs.allocate_producer_id()
+    pid = ctx.services.logs.allocate_producer_id()
     return InitProducerIdResponse(error_code=0, producer_id=pid, producer_epoch=0)

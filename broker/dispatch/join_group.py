@@ -14,4 +14,4 @@ API_KEY = 11
 
 
 def handle(ctx: RequestContext, req: JoinGroupRequest) -> Any:
-    return ctx.broker.groups.join_group(ctx, req)
+    return ctx.services.groups.join_group(ctx, req)

@@ -13,4 +13,4 @@ API_KEY = 13
 
 
 def handle(ctx: RequestContext, req: LeaveGroupRequest) -> Any:
-    return ctx.broker.groups.leave_group(ctx, req)
+    return ctx.services.groups.leave_group(ctx, req)

@@ -13,4 +13,4 @@ API_KEY = 16
 
 
 def handle(ctx: RequestContext, req: ListGroupsRequest) -> Any:
-    return ctx.broker.groups.list_groups(ctx, req)
+    return ctx.services.groups.list_groups(ctx, req)

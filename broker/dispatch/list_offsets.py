@@ -57,7 +57,7 @@ def lookup(plog: PartitionLog, ts: int) -> tuple[int, int]:
 
 def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     v = ctx.api_version
-    logs = ctx.broker.logs
+    logs = ctx.services.logs
     topics = []
     for t in req.topics:
         parts = []

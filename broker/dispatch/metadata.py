@@ -32,13 +32,13 @@ log = logging.getLogger(__name__)
 
 
 def broker_entry(ctx: RequestContext) -> MetadataResponseBroker:
-    b = ctx.broker
+    b = ctx.services
     host, port = b.advertised_address(ctx.client.listener)
     return MetadataResponseBroker(node_id=b.node_id, host=host, port=port, rack=b.rack)
 
 
 def topic_entry(ctx: RequestContext, topic: Topic, include_ops: bool) -> MetadataResponseTopic:
-    node = ctx.broker.node_id
+    node = ctx.services.node_id
     parts = [
         MetadataResponsePartition(
             error_code=0,
@@ -72,14 +72,14 @@ def _invalid_request(req: MetadataRequest) -> MetadataResponse:
 
 def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     v = ctx.api_version
-    registry = ctx.broker.topics
+    registry = ctx.services.topics
     include_ops = v >= 8 and req.include_topic_authorized_operations
     all_topics = req.topics is None or (v == 0 and not req.topics)
     out: list[MetadataResponseTopic] = []
     if all_topics:
         out = [topic_entry(ctx, t, include_ops) for t in registry.all()]
     else:
-        may_create = ctx.broker.config["auto.create.topics.enable"] and (
+        may_create = ctx.services.config["auto.create.topics.enable"] and (
             v < 4 or req.allow_auto_topic_creation
         )
         seen: set[str] = set()
@@ -102,10 +102,10 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             if topic is None and may_create:
                 try:
                     if name == OFFSETS_TOPIC:  # created as the coordinator's internal, compacted log
-                        ctx.broker.groups.ensure_log()
+                        ctx.services.groups.ensure_log()
                         topic = registry.get(name)
                     else:
-                        topic = ctx.broker.create_topic(name, ctx.broker.config["num.partitions"])
+                        topic = ctx.services.admin.create_topic(name, ctx.services.config["num.partitions"])
                 except KafkaError as e:
                     out.append(_error_topic(e.code, name))
                     continue
@@ -125,8 +125,8 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[broker_entry(ctx)],
-        cluster_id=ctx.broker.cluster_id,
-        controller_id=ctx.broker.node_id,
+        cluster_id=ctx.services.cluster_id,
+        controller_id=ctx.services.node_id,
         topics=out,
         cluster_authorized_operations=(
             acl.CLUSTER_OPS

@@ -21,7 +21,7 @@ API_KEY = 8
 
 
 def handle(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
-    result = ctx.broker.groups.commit_offsets(ctx, req)
+    result = ctx.services.groups.commit_offsets(ctx, req)
     if asyncio.iscoroutine(result):
         # the commit is applied; only its flush is awaited: the connection may go on meanwhile
         return Deferred(result)

@@ -13,4 +13,4 @@ API_KEY = 47
 
 
 def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> Any:
-    return ctx.broker.groups.delete_offsets(ctx, req)
+    return ctx.services.groups.delete_offsets(ctx, req)

@@ -14,4 +14,4 @@ API_KEY = 9
 
 
 def handle(ctx: RequestContext, req: OffsetFetchRequest) -> Any:
-    return ctx.broker.groups.fetch_offsets(ctx, req)
+    return ctx.services.groups.fetch_offsets(ctx, req)

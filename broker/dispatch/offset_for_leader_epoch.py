@@ -28,7 +28,7 @@ def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLe
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            plog = ctx.broker.logs.get(t.topic, p.partition)
+            plog = ctx.services.logs.get(t.topic, p.partition)
             if plog is None:
                 parts.append(EpochEndOffset(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), p.partition, -1, -1))
             elif v >= 2 and p.current_leader_epoch > 0:

@@ -61,7 +61,7 @@ def _error(
 
 
 def handle(ctx: RequestContext, req: ProduceRequest):
-    broker = ctx.broker
+    services = ctx.services
     acks = req.acks
     v = ctx.api_version
     now = int(time.time() * 1000)
@@ -70,11 +70,11 @@ def handle(ctx: RequestContext, req: ProduceRequest):
     any_error = False
     for td in req.topic_data:
         if v >= 13:
-            topic = broker.topics.by_id(td.topic_id)
+            topic = services.topics.by_id(td.topic_id)
             name = topic.name if topic is not None else None
         else:
             name = td.name
-            topic = broker.topics.get(name)
+            topic = services.topics.get(name)
         parts = []
         for pd in td.partition_data:
             if acks not in (0, 1, -1):
@@ -132,7 +132,7 @@ def _append(
     now: int,
     waits: list[asyncio.Future],
 ) -> PartitionProduceResponse:
-    plog = ctx.broker.logs.get(topic, partition)
+    plog = ctx.services.logs.get(topic, partition)
     if plog is None:
         return _error(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if records is None or len(records) == 0:
@@ -143,7 +143,7 @@ def _append(
         return _error(
             partition,
             ErrorCode.NOT_ENOUGH_REPLICAS,
-            f"The size of the current ISR Set({ctx.broker.node_id}) is insufficient to satisfy the min.isr "
+            f"The size of the current ISR Set({ctx.services.node_id}) is insufficient to satisfy the min.isr "
             f"requirement of {config.min_insync_replicas} for partition {topic}-{partition}",
         )
     if len(records) > plog.config.max_message_bytes:
@@ -201,7 +201,7 @@ def _append(
     if duplicate is not None:
         # already written: answer with the offsets it got then (once it is durable, like the original)
         if duplicate.last_offset >= plog.high_watermark:
-            fut = ctx.broker.logs.appended(plog)
+            fut = ctx.services.logs.appended(plog)
             if fut is not None:
                 waits.append(fut)
         return PartitionProduceResponse(
@@ -234,7 +234,7 @@ def _append(
     except OSError as e:
         log.error("%s-%d: append failed: %s", topic, partition, e)
         return _error(partition, ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e}")
-    fut = ctx.broker.logs.appended(plog)
+    fut = ctx.services.logs.appended(plog)
     if fut is not None:
         waits.append(fut)
     return PartitionProduceResponse(

@@ -18,7 +18,7 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.generated import APIS, codec, request_header
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from .services import Services
 
 log = logging.getLogger(__name__)
 
@@ -54,21 +54,21 @@ class ClientInfo:
 
 
 class RequestContext:
-    """What a handler knows about the request besides its body (a plain slotted class: one is built
-    per request)."""
+    """What a handler knows about the request besides its body, and the broker services it may use
+    (a plain slotted class: one is built per request)."""
 
-    __slots__ = ("broker", "client", "api_key", "api_version", "correlation_id", "client_id")
+    __slots__ = ("services", "client", "api_key", "api_version", "correlation_id", "client_id")
 
     def __init__(
         self,
-        broker: Broker,
+        services: Services,
         client: ClientInfo,
         api_key: int,
         api_version: int,
         correlation_id: int,
         client_id: str | None,
     ):
-        self.broker = broker
+        self.services = services
         self.client = client
         self.api_key = api_key
         self.api_version = api_version

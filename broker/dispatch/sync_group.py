@@ -13,4 +13,4 @@ API_KEY = 14
 
 
 def handle(ctx: RequestContext, req: SyncGroupRequest) -> Any:
-    return ctx.broker.groups.sync_group(ctx, req)
+    return ctx.services.groups.sync_group(ctx, req)

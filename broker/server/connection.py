@@ -18,6 +18,10 @@ idle, and so does one whose requests wait because it stopped reading the respons
 Anything wrong with the stream itself closes this connection and only this one: a bad length
 prefix, an unknown API key, an unsupported version (except ApiVersions, which gets an
 UNSUPPORTED_VERSION answer in the v0 format), or a frame that does not decode.
+
+What a request frame means (decode, handler, encode) is decided without I/O by the broker's
+:class:`~broker.server.pipeline.RequestPipeline`; this class moves bytes, keeps the order of the
+responses and waits for the awaitables handlers return.
 """
 
 from __future__ import annotations
@@ -26,21 +30,18 @@ import asyncio
 import logging
 import time
 from collections import deque
-from struct import error as StructError
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from broker.dispatch.api_versions import unsupported_version_response
-from broker.dispatch.registry import ClientInfo, CloseConnection, Deferred, RequestContext
-from broker.protocol.errors import ErrorCode, KafkaError
-from broker.protocol.framing import REQUEST_PREFIX, FrameError, FrameReader, peek_client_id, response_frame
-from broker.protocol.primitives import DecodeError
+from broker.dispatch.registry import ClientInfo
+from broker.protocol.framing import FrameError, FrameReader
+
+from .pipeline import Close, Pending, RequestPipeline
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from .listener import Listener
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS = 18
 #: Pause reading when this many requests, or this many bytes of them, wait behind the one in flight.
 MAX_QUEUED = 64
 MAX_QUEUED_BYTES = 4 << 20
@@ -48,16 +49,17 @@ MAX_QUEUED_BYTES = 4 << 20
 MAX_OUT_BATCH = 256 << 10
 #: Most deferred responses (e.g. produces waiting for fsync) a connection may have outstanding.
 MAX_DEFERRED = 64
-_DECODE_ERRORS = (DecodeError, StructError, IndexError, UnicodeDecodeError, ValueError, OverflowError)
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker, listener: str = "PLAINTEXT"):
-        self.broker = broker
-        self.registry = broker.registry
-        self.reader = FrameReader(broker.config["socket.request.max.bytes"])
+    def __init__(self, pipeline: RequestPipeline, listener: Listener, listener_name: str = "PLAINTEXT"):
+        """``listener``: the accepting side (it counts the connections and is told when one ends);
+        ``listener_name``: the Kafka listener the client connected to."""
+        self.pipeline = pipeline
+        self.listener = listener
+        self.reader = FrameReader(listener.max_request_bytes)
         self.transport: asyncio.Transport | None = None
-        self.client = ClientInfo(peer="?", listener=listener)
+        self.client = ClientInfo(peer="?", listener=listener_name)
         self.queue: deque[bytes] = deque()
         self.busy = False
         self.closed = False
@@ -83,17 +85,17 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.client.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.broker.connections.add(self)
+        self.listener.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.broker.listener.connection_closed(self)
+        self.listener.connection_closed(self)
         self.queue.clear()
         if self._task is not None and not self._task.done():
             self._task.cancel()  # e.g. a long-polling Fetch nobody will read
         for task in self._deferred_tasks:
             task.cancel()
-        self.broker.connections.discard(self)
+        self.listener.connections.discard(self)
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -191,114 +193,57 @@ class KafkaConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ request path
 
     def _handle(self, frame: bytes) -> None:
-        """Decode one frame, run its handler, and send the response (or park until it is ready)."""
-        try:
-            api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
-        except StructError:
-            self.close(f"frame of {len(frame)} bytes is too short for a request header")
-            return
-        api = self.registry.get(api_key)
-        if api is None:
-            self._close_undecoded(frame, f"unknown API key {api_key}")
-            return
-        plan = api.plans.get(version)
-        if plan is None:
-            if api_key == API_VERSIONS:
-                body = unsupported_version_response(self.registry.ranges())
-                self._write(response_frame(correlation_id, False, body))
-                return
-            self._close_undecoded(
-                frame,
-                f"unsupported {api.name} version {version} (we serve {api.min_version}-{api.max_version})",
-            )
-            return
-        decode_header, decode_body, encode_body, flexible_response_header = plan
-        try:
-            header, pos = decode_header(frame)
-            request, _end = decode_body(frame, pos)
-        except _DECODE_ERRORS as e:
-            self._close_undecoded(frame, f"cannot decode {api.name} v{version}: {e}")
-            return
-        client = self.client
-        client.client_id = header.client_id
-        ctx = RequestContext(self.broker, client, api_key, version, correlation_id, header.client_id)
-        try:
-            response = api.handler(ctx, request)
-        except CloseConnection as e:
-            self.close(str(e))
-            return
-        except Exception as e:
-            response = self._error_response(api, version, request, e)
-            if response is None:
-                self.close(f"{api.name} v{version} failed: {e}")
-                return
-        if type(response) is bytes:  # already encoded by the handler
-            self._write(response_frame(correlation_id, flexible_response_header, response))
-            return
-        if type(response) is Deferred:
-            slot: list = [None]
-            self._ordered.append(slot)
-            task = asyncio.ensure_future(response.awaitable)
-            self._deferred_tasks.add(task)
-            task.add_done_callback(
-                lambda t: self._deferred_done(t, slot, api, version, request, correlation_id)
-            )
-            return
-        if response is not None and hasattr(response, "__await__"):
-            self.busy = True
-            task = self._task = asyncio.ensure_future(response)
-            task.add_done_callback(lambda t: self._finish(t, api, version, request, correlation_id))
-            return
-        self._send(api, version, correlation_id, response)
+        """Handle one frame: send its response, or park until it is ready."""
+        out = self.pipeline.handle(frame, self.client)
+        if type(out) is bytes:
+            self._write(out)
+        elif type(out) is Pending:
+            task = asyncio.ensure_future(out.awaitable)
+            if out.deferred:  # answered later, in order; the next request goes on meanwhile
+                slot: list = [None]
+                self._ordered.append(slot)
+                self._deferred_tasks.add(task)
+                task.add_done_callback(lambda t: self._deferred_done(t, slot, out))
+            else:
+                self.busy = True
+                self._task = task
+                task.add_done_callback(lambda t: self._finish(t, out))
+        elif out is not None:
+            self.close(out.reason)
 
-    def _finish(
-        self, task: asyncio.Future, api: Any, version: int, request: Any, correlation_id: int
-    ) -> None:
+    @staticmethod
+    def _result(task: asyncio.Future) -> tuple[object, BaseException | None]:
+        exc = task.exception()
+        return (None, exc) if exc is not None else (task.result(), None)
+
+    def _finish(self, task: asyncio.Future, pending: Pending) -> None:
         self.busy = False
         if self.closed:
             return
         if task.cancelled():
             self.close("request cancelled")
             return
-        exc = task.exception()
-        if isinstance(exc, CloseConnection):
-            self.close(str(exc))
-            return
-        response = task.result() if exc is None else self._error_response(api, version, request, exc)
-        if response is None and exc is not None:
-            self.close(f"{api.name} v{version} failed: {exc}")
+        out = self.pipeline.complete(pending, *self._result(task))
+        if type(out) is Close:
+            self.close(out.reason)
             return
         self._out = []
         try:
-            self._send(api, version, correlation_id, response)
+            if out is not None:
+                self._write(out)
             self._drain()
         finally:
             self._flush_out()
 
-    def _error_response(self, api: Any, version: int, request: Any, exc: BaseException) -> Any:
-        """What a failed handler answers: its KafkaError's code, else UNKNOWN_SERVER_ERROR (logged);
-        None when the API has no error response (the caller closes the connection)."""
-        if isinstance(exc, KafkaError):  # e.g. a commit whose flush failed: its own error code
-            return api.error_response(version, request, exc.code)
-        log.error("%s v%d from %s: handler failed", api.name, version, self.client.describe(), exc_info=exc)
-        return api.error_response(version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
-
-    def _deferred_done(
-        self, task: asyncio.Future, slot: list, api: Any, version: int, request: Any, correlation_id: int
-    ) -> None:
+    def _deferred_done(self, task: asyncio.Future, slot: list, pending: Pending) -> None:
         self._deferred_tasks.discard(task)
         if self.closed or task.cancelled():
             return
-        exc = task.exception()
-        if isinstance(exc, CloseConnection):
-            self.close(str(exc))
+        out = self.pipeline.complete(pending, *self._result(task))
+        if type(out) is not bytes:
+            self.close(out.reason if type(out) is Close else f"{pending.api.name} v{pending.version} failed")
             return
-        response = task.result() if exc is None else self._error_response(api, version, request, exc)
-        if response is None:
-            self.close(f"{api.name} v{version} failed")
-            return
-        _dh, _db, encode_body, flexible_response_header = api.plans[version]
-        slot[0] = response_frame(correlation_id, flexible_response_header, encode_body(response))
+        slot[0] = out
         # release every leading response that is ready, in request order
         ready = []
         while self._ordered and self._ordered[0][0] is not None:
@@ -311,21 +256,6 @@ class KafkaConnection(asyncio.Protocol):
                 self._drain()
             finally:
                 self._flush_out()
-
-    def _send(self, api: Any, version: int, correlation_id: int, response: Any) -> None:
-        if response is None:  # e.g. Produce with acks=0
-            return
-        _dh, _db, encode_body, flexible_response_header = api.plans[version]
-        if type(response) is bytes:  # already encoded by the handler
-            body = response
-        else:
-            try:
-                body = encode_body(response)
-            except Exception:
-                log.exception("%s v%d: cannot encode response %r", api.name, version, response)
-                self.close("internal error encoding a response")
-                return
-        self._write(response_frame(correlation_id, flexible_response_header, body))
 
     def _drain(self) -> None:
         """Handle queued frames until one parks or writing backs up."""
@@ -366,13 +296,6 @@ class KafkaConnection(asyncio.Protocol):
             self._out_bytes += len(data)
         else:
             self.transport.write(data)
-
-    def _close_undecoded(self, frame: bytes, reason: str) -> None:
-        """Close for a request we cannot decode, naming the client id its header carries."""
-        client_id = peek_client_id(frame)
-        if client_id is not None:
-            self.client.client_id = client_id
-        self.close(reason)
 
     def close(self, reason: str) -> None:
         """Close this connection (never any other) with a log line naming the client."""

@@ -20,14 +20,11 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from broker.config import Endpoint, parse_ip_overrides
+from broker.config import Config, Endpoint, parse_ip_overrides
 
 from .connection import KafkaConnection
-
-if TYPE_CHECKING:
-    from broker.app import Broker
+from .pipeline import RequestPipeline
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +68,13 @@ class Bound:
 
 
 class Listener:
-    def __init__(self, broker: Broker, endpoints: list[Endpoint]):
-        self.broker = broker
+    def __init__(self, config: Config, endpoints: list[Endpoint]):
         self.endpoints = endpoints
-        config = broker.config
+        self.max_request_bytes: int = config["socket.request.max.bytes"]
+        self.idle_ms: int = config["connections.max.idle.ms"]
+        #: every open connection, on every listener
+        self.connections: set[KafkaConnection] = set()
+        self._pipeline: RequestPipeline | None = None
         self.max_connections: int = config["max.connections"]
         self.max_per_ip: int = config["max.connections.per.ip"]
         self.ip_overrides = resolve_ip_overrides(config["max.connections.per.ip.overrides"])
@@ -144,8 +144,10 @@ class Listener:
             sock.close()
         self.bound = []
 
-    async def start(self) -> int:
-        """Bind (if not yet) and start accepting on every listener; returns the first one's port."""
+    async def start(self, pipeline: RequestPipeline) -> int:
+        """Bind (if not yet) and start accepting on every listener, each connection's requests going
+        through ``pipeline``; returns the first listener's port."""
+        self._pipeline = pipeline
         self.bind()
         for sock in self._socks:
             sock.listen(1024)
@@ -165,8 +167,9 @@ class Listener:
 
     async def _accept_loop(self, sock: socket.socket, listener_name: str) -> None:
         loop = asyncio.get_running_loop()
-        assert self._slot_freed is not None
-        factory: Callable[[], KafkaConnection] = lambda: KafkaConnection(self.broker, listener_name)  # noqa: E731
+        assert self._slot_freed is not None and self._pipeline is not None
+        pipeline = self._pipeline
+        factory: Callable[[], KafkaConnection] = lambda: KafkaConnection(pipeline, self, listener_name)  # noqa: E731
         while True:
             while self.count >= self.max_connections:  # as Kafka's acceptor: wait for a free slot
                 self._slot_freed.clear()
@@ -221,12 +224,12 @@ class Listener:
             self._slot_freed.set()
 
     async def _sweep_idle(self) -> None:
-        idle_ms = self.broker.config["connections.max.idle.ms"]
+        idle_ms = self.idle_ms
         interval = min(max(idle_ms / 1000 / 4, 0.05), 30.0)
         while True:
             await asyncio.sleep(interval)
             cutoff = time.monotonic() - idle_ms / 1000
-            for conn in list(self.broker.connections):
+            for conn in list(self.connections):
                 # a parked request (long poll, join) or a response awaiting its fsync keeps a
                 # connection alive; requests queued behind responses the client does not read do not
                 if conn.last_active < cutoff and not conn.busy and not conn._ordered:
@@ -244,7 +247,7 @@ class Listener:
 
     def stop_reading(self) -> None:
         """At shutdown: read no more requests on any connection."""
-        for conn in self.broker.connections:
+        for conn in self.connections:
             conn.stop_reading()
 
     def unanswered(self) -> int:
@@ -252,7 +255,7 @@ class Listener:
         responses waiting for an fsync, and received requests not parked behind a long poll or a
         group join (those are cancelled by ``stop``)."""
         return sum(
-            1 for c in self.broker.connections if not c.closed and (c._ordered or (c.queue and not c.busy))
+            1 for c in self.connections if not c.closed and (c._ordered or (c.queue and not c.busy))
         )
 
     async def stop(self) -> None:
@@ -260,7 +263,7 @@ class Listener:
         parked (long polls, joins)."""
         self.stop_accepting()
         pending = []
-        for conn in list(self.broker.connections):
+        for conn in list(self.connections):
             pending += [t for t in (conn._task, *conn._deferred_tasks) if t is not None and not t.done()]
             if conn.transport is not None:
                 conn.transport.close()

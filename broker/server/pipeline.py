@@ -1,0 +1,173 @@
+"""The request pipeline without I/O: a request frame in, what to do about it out.
+
+:meth:`RequestPipeline.handle` decodes the header and body, finds the handler, builds the
+:class:`RequestContext` and encodes the response. It never touches a socket or the event loop, so
+it can be driven by tests frame by frame; the asyncio connection (connection.py) only moves bytes,
+keeps responses in order and waits for awaitables. The outcome of a frame is one of:
+
+* ``bytes``: the complete response frame, to be written;
+* ``None``: nothing to answer (Produce with acks=0);
+* :class:`Close`: close this connection (a bad frame, an unknown API key or version, an
+  undecodable request, a handler that says so), with the reason to log;
+* :class:`Pending`: the handler returned an awaitable. ``deferred`` awaitables (Produce waiting
+  for its fsync) let the connection go on with the next request, the others park it (a long-polling
+  Fetch, a JoinGroup); once it is done, :meth:`RequestPipeline.complete` gives the outcome.
+
+Bytes first: the common outcome is checked with one ``type(...) is bytes``.
+"""
+
+from __future__ import annotations
+
+import logging
+from struct import error as StructError
+from typing import Any
+
+from broker.dispatch.api_versions import unsupported_version_response
+from broker.dispatch.registry import Api, ClientInfo, CloseConnection, Deferred, Registry, RequestContext
+from broker.dispatch.services import Services
+from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.framing import REQUEST_PREFIX, peek_client_id, response_frame
+from broker.protocol.primitives import DecodeError
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS = 18
+_DECODE_ERRORS = (DecodeError, StructError, IndexError, UnicodeDecodeError, ValueError, OverflowError)
+
+
+class Close:
+    """Close the connection; ``reason`` is logged with the client's description."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"Close({self.reason!r})"
+
+
+class Pending:
+    """A response that comes from an awaitable; hand the finished awaitable to ``complete``."""
+
+    __slots__ = ("awaitable", "deferred", "api", "version", "request", "correlation_id", "client")
+
+    def __init__(
+        self,
+        awaitable: Any,
+        deferred: bool,
+        api: Api,
+        version: int,
+        request: Any,
+        correlation_id: int,
+        client: ClientInfo,
+    ):
+        self.awaitable = awaitable
+        self.deferred = deferred
+        self.api = api
+        self.version = version
+        self.request = request
+        self.correlation_id = correlation_id
+        self.client = client
+
+
+Outcome = bytes | Close | Pending | None
+
+
+class RequestPipeline:
+    """decode -> handler -> encode for every connection of a broker (it keeps no per-connection
+    state: the connection passes its :class:`ClientInfo`)."""
+
+    __slots__ = ("registry", "services")
+
+    def __init__(self, registry: Registry, services: Services):
+        self.registry = registry
+        self.services = services
+
+    def handle(self, frame: bytes, client: ClientInfo) -> Outcome:
+        """The outcome of one request frame (see the module docstring)."""
+        try:
+            api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
+        except StructError:
+            return Close(f"frame of {len(frame)} bytes is too short for a request header")
+        api = self.registry.get(api_key)
+        if api is None:
+            return _close_undecoded(frame, client, f"unknown API key {api_key}")
+        plan = api.plans.get(version)
+        if plan is None:
+            if api_key == API_VERSIONS:  # answered in the v0 format with our ranges (KIP-511)
+                return response_frame(correlation_id, False, unsupported_version_response(self.registry.ranges()))
+            return _close_undecoded(
+                frame,
+                client,
+                f"unsupported {api.name} version {version} (we serve {api.min_version}-{api.max_version})",
+            )
+        decode_header, decode_body, encode_body, flexible_response_header = plan
+        try:
+            header, pos = decode_header(frame)
+            request, _end = decode_body(frame, pos)
+        except _DECODE_ERRORS as e:
+            return _close_undecoded(frame, client, f"cannot decode {api.name} v{version}: {e}")
+        client.client_id = header.client_id
+        ctx = RequestContext(self.services, client, api_key, version, correlation_id, header.client_id)
+        try:
+            response = api.handler(ctx, request)
+        except CloseConnection as e:
+            return Close(str(e))
+        except Exception as e:
+            response = _error_response(api, version, request, e, client)
+            if response is None:
+                return Close(f"{api.name} v{version} failed: {e}")
+        if type(response) is bytes:  # already encoded by the handler
+            return response_frame(correlation_id, flexible_response_header, response)
+        if type(response) is Deferred:
+            return Pending(response.awaitable, True, api, version, request, correlation_id, client)
+        if response is not None and hasattr(response, "__await__"):
+            return Pending(response, False, api, version, request, correlation_id, client)
+        return encode(api, version, correlation_id, response)
+
+    def complete(self, pending: Pending, result: Any = None, exc: BaseException | None = None) -> Outcome:
+        """The outcome of a finished :class:`Pending`: its result, or the exception it raised
+        (a handler's KafkaError becomes that error code; a deferred response may not be empty)."""
+        api, version = pending.api, pending.version
+        if isinstance(exc, CloseConnection):
+            return Close(str(exc))
+        if exc is not None:
+            result = _error_response(api, version, pending.request, exc, pending.client)
+            if result is None:
+                return Close(f"{api.name} v{version} failed: {exc}")
+        elif result is None and pending.deferred:
+            return Close(f"{api.name} v{version} failed")
+        return encode(api, version, pending.correlation_id, result)
+
+
+def encode(api: Api, version: int, correlation_id: int, response: Any) -> bytes | Close | None:
+    """The response frame for a handler's answer (``None``: no response)."""
+    if response is None:  # e.g. Produce with acks=0
+        return None
+    _dh, _db, encode_body, flexible_response_header = api.plans[version]
+    if type(response) is bytes:  # already encoded by the handler
+        return response_frame(correlation_id, flexible_response_header, response)
+    try:
+        body = encode_body(response)
+    except Exception:
+        log.exception("%s v%d: cannot encode response %r", api.name, version, response)
+        return Close("internal error encoding a response")
+    return response_frame(correlation_id, flexible_response_header, body)
+
+
+def _error_response(api: Api, version: int, request: Any, exc: BaseException, client: ClientInfo) -> Any:
+    """What a failed handler answers: its KafkaError's code, else UNKNOWN_SERVER_ERROR (logged);
+    None when the API has no error response (the caller closes the connection)."""
+    if isinstance(exc, KafkaError):  # e.g. a commit whose flush failed: its own error code
+        return api.error_response(version, request, exc.code)
+    log.error("%s v%d from %s: handler failed", api.name, version, client.describe(), exc_info=exc)
+    return api.error_response(version, request, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def _close_undecoded(frame: bytes, client: ClientInfo, reason: str) -> Close:
+    """Close for a request we cannot decode, naming the client id its header carries."""
+    client_id = peek_client_id(frame)
+    if client_id is not None:
+        client.client_id = client_id
+    return Close(reason)

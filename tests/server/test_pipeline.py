@@ -1,0 +1,137 @@
+"""The request pipeline without sockets: frames in, outcomes out (broker/server/pipeline.py).
+
+The connection (test_connection.py) only moves bytes; what a frame means is decided here, so these
+cases run with no event loop and no network."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from broker.app import Broker
+from broker.config import Config
+from broker.dispatch.registry import ClientInfo, CloseConnection
+from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.generated import codec
+from broker.protocol.generated.api_versions import ApiVersionsRequest
+from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
+from broker.protocol.generated.metadata import MetadataRequest
+from broker.server.pipeline import Close, Pending, RequestPipeline
+from tests.support.wire import request_bytes
+
+
+@pytest.fixture
+async def pipeline(tmp_path):
+    # built inside the test's event loop: the coordinator's timers and the group commit run on it
+    broker = Broker(
+        Config({"port": 0, "host": "127.0.0.1", "log.dirs": str(tmp_path), "group.initial.rebalance.delay.ms": 0})
+    )
+    try:
+        yield RequestPipeline(broker.registry, broker.services)
+    finally:
+        broker.close()
+
+
+def _frame(api_key: int, version: int, body, correlation_id: int = 7, client_id: str = "pipe") -> bytes:
+    return request_bytes(api_key, version, body, correlation_id, client_id)[4:]  # without the size
+
+
+def _response(out: bytes, api_key: int, version: int, flexible_header: bool):
+    (size, correlation_id) = struct.unpack_from(">ii", out, 0)
+    assert size == len(out) - 4
+    pos = 8 + (1 if flexible_header else 0)  # an empty tagged-field section
+    resp, end = codec(api_key).RESPONSE_DECODERS[version](out, pos)
+    assert end == len(out)
+    return correlation_id, resp
+
+
+def test_api_versions_is_answered_with_the_registry_ranges(pipeline):
+    client = ClientInfo(peer="test")
+    out = pipeline.handle(_frame(18, 3, ApiVersionsRequest("tester", "1.0")), client)
+    assert type(out) is bytes
+    correlation_id, resp = _response(out, 18, 3, flexible_header=False)  # ApiVersions: header v0
+    assert correlation_id == 7 and resp.error_code == 0
+    assert {(k.api_key, k.min_version, k.max_version) for k in resp.api_keys} == set(pipeline.registry.ranges())
+    assert client.client_id == "pipe"
+
+
+def test_an_unsupported_api_versions_version_gets_the_v0_answer(pipeline):
+    frame = bytearray(_frame(18, 3, ApiVersionsRequest()))
+    frame[2:4] = struct.pack(">h", 99)  # a version from the future
+    out = pipeline.handle(bytes(frame), ClientInfo(peer="test"))
+    correlation_id, resp = _response(out, 18, 0, flexible_header=False)
+    assert correlation_id == 7 and resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert resp.api_keys, "the answer lists the supported ranges so the client can retry"
+
+
+@pytest.mark.parametrize(
+    "frame, reason",
+    [
+        (b"\x00\x12", "too short for a request header"),
+        (struct.pack(">hhi", 999, 0, 1) + b"\x00\x00", "unknown API key 999"),
+        (struct.pack(">hhi", 3, 99, 1) + b"\x00\x00", "unsupported Metadata version 99"),
+    ],
+)
+def test_frames_that_cannot_be_served_close_the_connection(pipeline, frame, reason):
+    out = pipeline.handle(frame, ClientInfo(peer="test"))
+    assert type(out) is Close and reason in out.reason
+
+
+def test_an_undecodable_request_closes_and_names_the_client_id(pipeline):
+    client = ClientInfo(peer="test")
+    frame = _frame(3, 9, MetadataRequest(topics=None), client_id="broken-client")
+    out = pipeline.handle(frame[:-3], client)  # truncated body
+    assert type(out) is Close and "cannot decode Metadata v9" in out.reason
+    assert client.client_id == "broken-client"
+
+
+async def test_a_join_is_pending_and_completes_to_its_response(pipeline):
+    logs = pipeline.services.logs
+    logs.start()  # the join's group record is appended, and the join answered, at a group commit
+    try:
+        await _join_and_complete(pipeline)
+    finally:
+        await logs.close()
+
+
+async def _join_and_complete(pipeline):
+    join = JoinGroupRequest(
+        group_id="g",
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[JoinGroupRequestProtocol("range", b"")],
+    )
+    out = pipeline.handle(_frame(11, 4, join), ClientInfo(peer="test"))
+    # v4 with no member id: MEMBER_ID_REQUIRED at once, as Kafka (KIP-394)
+    correlation_id, resp = _response(out, 11, 4, flexible_header=False)
+    assert resp.error_code == ErrorCode.MEMBER_ID_REQUIRED and resp.member_id
+    out = pipeline.handle(_frame(11, 4, _with(join, member_id=resp.member_id)), ClientInfo(peer="test"))
+    assert type(out) is Pending and not out.deferred  # parks the connection until the group forms
+    result = await out.awaitable  # the only member: the group forms after the initial delay
+    correlation_id, resp2 = _response(pipeline.complete(out, result), 11, 4, flexible_header=False)
+    assert correlation_id == 7 and resp2.error_code == 0
+    assert resp2.generation_id == 1 and resp2.leader == resp2.member_id == resp.member_id
+
+
+def test_completing_with_an_error_answers_its_code_or_closes(pipeline):
+    client = ClientInfo(peer="test")
+    api = pipeline.registry.get(11)
+    request = JoinGroupRequest(group_id="g", member_id="m", protocol_type="consumer", protocols=[])
+    pending = Pending(None, False, api, 4, request, 9, client)
+    out = pipeline.complete(pending, exc=KafkaError(ErrorCode.NOT_COORDINATOR, "moved"))
+    correlation_id, resp = _response(out, 11, 4, flexible_header=False)
+    assert (correlation_id, resp.error_code) == (9, ErrorCode.NOT_COORDINATOR)
+    out = pipeline.complete(pending, exc=CloseConnection("bye"))
+    assert type(out) is Close and out.reason == "bye"
+    deferred = Pending(None, True, api, 4, request, 9, client)
+    assert type(pipeline.complete(deferred, result=None)) is Close  # a deferred answer may not be empty
+    assert pipeline.complete(pending, result=None) is None  # nothing to answer
+
+
+def _with(message, **changes):
+    fields = {name: getattr(message, name) for name in message._fields}
+    fields.update(changes)
+    return type(message)(**fields)
