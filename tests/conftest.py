@@ -1,12 +1,72 @@
-"""Shared fixtures. Helpers live in tests/support/; keep this file to fixtures only."""
+"""Shared fixtures and the cost markers. Helpers live in tests/support/."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 
 from tests.support.reference import ReferenceUnavailable, ensure_reference
+
+# ---------------------------------------------------------------------------------- cost markers
+# Every test gets one marker saying what it costs (pyproject.toml lists them): ``pytest -m unit``
+# runs the socket-free tests in seconds, ``-m "unit or server"`` adds the in-process broker tests.
+
+#: a test directory -> its marker (the others: ``server`` if the test starts a broker, else ``unit``)
+DIRECTORY_MARKERS = {
+    "integration": "integration",
+    "differential": "integration",
+    "durability": "durability",
+    "spark": "spark",
+    "fuzz": "fuzz",
+}
+#: fixtures that start a broker (ours or the real Kafka) on a socket
+SERVER_FIXTURES = {"broker", "broker_factory", "bt", "static_bt", "real_kafka"}
+COST_MARKERS = ("unit", "server", "integration", "durability", "spark", "sim", "fuzz")
+TESTS = Path(__file__).parent
+
+
+def cost_marker(item: pytest.Item) -> str:
+    """The cost marker of a collected test: where it lives, then what it uses."""
+    path = Path(item.path)
+    if "simulation" in path.name:
+        return "sim"
+    top = path.relative_to(TESTS).parts[0]
+    if top in DIRECTORY_MARKERS:
+        return DIRECTORY_MARKERS[top]
+    if top == "server" or SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "server"
+    return "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:  # a module or test may say its cost itself (pytestmark = pytest.mark.server)
+        if not any(item.get_closest_marker(m) for m in COST_MARKERS):
+            item.add_marker(cost_marker(item))
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_open_no_sockets(request, monkeypatch):
+    """A test marked ``unit`` that opens a network socket fails: mark it ``server`` instead."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+
+    def refusing(name: str):
+        original = getattr(socket.socket, name)
+
+        def call(self, *args, **kwargs):
+            if self.family in (socket.AF_INET, socket.AF_INET6):
+                raise RuntimeError(f"{request.node.nodeid} is marked unit but opens a network socket")
+            return original(self, *args, **kwargs)
+
+        return call
+
+    for name in ("bind", "connect", "connect_ex"):
+        monkeypatch.setattr(socket.socket, name, refusing(name))
+
+
+# -------------------------------------------------------------------------------------- fixtures
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,8 @@ import pytest
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
 from tests.support.wire import WireClient
 
+pytestmark = pytest.mark.server  # starts brokers (in-process or `pykbroker serve`) on sockets
+
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -29,6 +29,8 @@ from broker.testing import BrokerThread, running_broker
 from tests.support.process import free_port, serve_args
 from tests.support.wire import WireClient
 
+pytestmark = pytest.mark.server  # starts brokers (in-process or `pykbroker serve`) on sockets
+
 ROOT = Path(__file__).resolve().parent.parent
 GUARD = 30.0  # hang guard for a subprocess broker to start or stop, never a timing assertion
 
@@ -444,6 +446,7 @@ def test_java_properties_syntax(tmp_path):
         ("last=x\\", {"last": "x"}),
     ],
 )
+
 def test_parse_properties_as_java_reads_them(text, expected):
     assert parse_properties(text) == expected
 

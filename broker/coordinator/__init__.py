@@ -2,8 +2,11 @@
 consumer groups (ConsumerGroupHeartbeat), online migration between the two, committed offsets and
 group administration, persisted in the internal ``__consumer_offsets`` topic.
 
-``GroupCoordinator`` is the facade the dispatch handlers call; each call becomes one operation of the
-serial runtime (runtime.py: records -> log -> replay -> responses) over the state (state.py). Layers,
+``GroupCoordinator`` is the facade the dispatch handlers call (through ``Services.groups``); each call
+becomes one operation of the serial runtime (runtime.py: records -> log -> replay -> responses) over
+the state (state.py). It is built from the broker's config and its topic administration
+(broker/topic_admin.py, which creates ``__consumer_offsets`` and tells it about deleted topics), never
+from the Broker itself. Layers,
 top down (enforced by import-linter, pyproject.toml):
 
 - groups.py, the router: decides once per request whether the group is classic, consumer, or a

@@ -3,7 +3,11 @@ replays the same offsets as the uncompacted one (the benchmark itself checks tha
 
 from __future__ import annotations
 
+import pytest
+
 from bench.restart_bench import main
+
+pytestmark = pytest.mark.server  # the bench restarts a broker on a socket
 
 
 def test_restart_bench_runs_at_a_tiny_scale(tmp_path, capsys):

@@ -59,7 +59,7 @@ GROUP = "g"
 #: STATIC_SESSION_MS, and a killed one is fenced after it.
 SESSION_MS = 6000
 STATIC_SESSION_MS = 10000
-CONFIG = {
+BROKER_CONFIG = {
     "group.consumer.session.timeout.ms": str(SESSION_MS),
     "group.consumer.heartbeat.interval.ms": "500",
     "group.initial.rebalance.delay.ms": "0",
@@ -68,28 +68,6 @@ CONFIG = {
 HEARTBEAT, DESCRIBE, JOIN = 68, 69, 11
 #: ConsumerProtocolSubscription v0: [TOPIC], no user data
 SUBSCRIPTION = struct.pack(">hih", 0, 1, len(TOPIC)) + TOPIC.encode() + struct.pack(">i", -1)
-
-
-@pytest.fixture
-def pool():
-    p = MemberPool()
-    yield p
-    p.cleanup()
-
-
-@pytest.fixture
-def bt(broker_factory):
-    b = broker_factory(CONFIG)
-    b.call(b.broker.create_topic, TOPIC, PARTITIONS)
-    return b
-
-
-@pytest.fixture
-def static_bt(broker_factory):
-    """A broker whose session timeout leaves room for restarting a member process."""
-    b = broker_factory({**CONFIG, "group.consumer.session.timeout.ms": str(STATIC_SESSION_MS)})
-    b.call(b.broker.create_topic, TOPIC, PARTITIONS)
-    return b
 
 
 def ck_member(pool: MemberPool, bt, name: str, **extra) -> Member:
@@ -283,10 +261,10 @@ def test_new_member_resumes_at_committed_offsets(broker_factory, tmp_path: Path,
 
     def restart_broker(b):
         b.stop()
-        return broker_factory(CONFIG, data_dir=data)
+        return broker_factory(BROKER_CONFIG, data_dir=data)
 
     resume_after_commit(
-        lambda: broker_factory(CONFIG, data_dir=data),
+        lambda: broker_factory(BROKER_CONFIG, data_dir=data),
         restart_broker if restart else None,
         GROUP,
         TOPIC,

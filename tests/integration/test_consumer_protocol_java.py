@@ -47,34 +47,12 @@ GROUP = "g"
 #: STATIC_SESSION_MS (a JVM start) and a killed one is fenced after it
 SESSION_MS = 6000
 STATIC_SESSION_MS = 10000
-CONFIG = {
+BROKER_CONFIG = {
     "group.consumer.session.timeout.ms": str(SESSION_MS),
     "group.consumer.heartbeat.interval.ms": "500",
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
 }
-
-
-@pytest.fixture
-def pool():
-    p = MemberPool()
-    yield p
-    p.cleanup()
-
-
-@pytest.fixture
-def bt(broker_factory):
-    b = broker_factory(CONFIG)
-    b.call(b.broker.create_topic, TOPIC, PARTITIONS)
-    return b
-
-
-@pytest.fixture
-def static_bt(broker_factory):
-    """A broker whose session timeout leaves room for restarting a member process."""
-    b = broker_factory({**CONFIG, "group.consumer.session.timeout.ms": str(STATIC_SESSION_MS)})
-    b.call(b.broker.create_topic, TOPIC, PARTITIONS)
-    return b
 
 
 def java_member(pool: MemberPool, java: Java, bt, name: str, **props) -> Member:
@@ -265,10 +243,10 @@ def test_new_member_resumes_at_committed_offsets(broker_factory, tmp_path: Path,
 
     def restart_broker(b):
         b.stop()
-        return broker_factory(CONFIG, data_dir=data)
+        return broker_factory(BROKER_CONFIG, data_dir=data)
 
     resume_after_commit(
-        lambda: broker_factory(CONFIG, data_dir=data),
+        lambda: broker_factory(BROKER_CONFIG, data_dir=data),
         restart_broker if restart else None,
         GROUP,
         TOPIC,

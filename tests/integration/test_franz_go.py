@@ -22,11 +22,6 @@ CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 @pytest.fixture
-def bt(broker_factory):
-    return broker_factory({"group.initial.rebalance.delay.ms": 0})
-
-
-@pytest.fixture
 def franz(bt):
     with require_franz().session(bt.bootstrap, timeout=90) as s:
         yield s

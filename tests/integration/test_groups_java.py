@@ -28,6 +28,7 @@ from tests.support.java import Java, json_lines, require_java
 
 pytestmark = [pytest.mark.java, pytest.mark.usefixtures("java_clients")]
 
+BROKER_CONFIG = GROUP_CONFIG
 TOPIC = "orders"
 GROUP = "g"
 RANGE = "org.apache.kafka.clients.consumer.RangeAssignor"
@@ -37,20 +38,6 @@ SESSION_MS = 2000
 HEARTBEAT_MS = 200
 #: static members must be restarted within their session timeout
 STATIC_SESSION_MS = 10000
-
-
-@pytest.fixture
-def pool():
-    p = MemberPool()
-    yield p
-    p.cleanup()
-
-
-@pytest.fixture
-def bt(broker_factory):
-    b = broker_factory(GROUP_CONFIG)
-    b.call(b.broker.create_topic, TOPIC, PARTITIONS)
-    return b
 
 
 def java_member(pool: MemberPool, java: Java, bt, name: str, group: str = GROUP, **props):

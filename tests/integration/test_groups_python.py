@@ -39,6 +39,7 @@ from tests.support.groups import (
 )
 from tests.support.wire import WireClient
 
+BROKER_CONFIG = GROUP_CONFIG
 TOPIC = "orders"
 GROUP = "g"
 #: kill detection waits for this; heartbeats every HEARTBEAT_MS keep live members well inside it
@@ -46,20 +47,6 @@ SESSION_MS = 2000
 HEARTBEAT_MS = 200
 #: static members must be restarted within their session timeout
 STATIC_SESSION_MS = 10000
-
-
-@pytest.fixture
-def pool():
-    p = MemberPool()
-    yield p
-    p.cleanup()
-
-
-@pytest.fixture
-def bt(broker_factory):
-    b = broker_factory(GROUP_CONFIG)
-    b.call(b.broker.create_topic, TOPIC, PARTITIONS)
-    return b
 
 
 def python_member(pool: MemberPool, bt, client: str, name: str, **extra):

@@ -34,11 +34,6 @@ def words(lines: list[str]) -> Counter:
     return Counter(w for line in lines for w in line.lower().replace(",", " ").replace(";", " ").split())
 
 
-@pytest.fixture
-def bt(broker_factory):
-    return broker_factory({"group.initial.rebalance.delay.ms": 0})
-
-
 def produce(bt, lines: list[str]) -> None:
     from kafka import KafkaProducer
 

@@ -37,7 +37,6 @@ from broker.protocol.generated.describe_groups import DescribeGroupsRequest
 from tests.support.groups import (
     PARTITIONS,
     Member,
-    MemberPool,
     consumer_group_view,
     group_view,
     wait_consumer_settled,
@@ -48,7 +47,7 @@ from tests.support.wire import WireClient
 
 TOPIC = "orders"
 GROUP = "g"
-CONFIG = {
+BROKER_CONFIG = {
     "group.consumer.session.timeout.ms": "10000",
     "group.consumer.heartbeat.interval.ms": "300",
     "group.initial.rebalance.delay.ms": "0",
@@ -63,20 +62,6 @@ HANG_GUARD = 60.0
 
 #: start(slot name, "classic" | "consumer") -> a running member
 StartMember = Callable[[str, str], Member]
-
-
-@pytest.fixture
-def pool():
-    p = MemberPool()
-    yield p
-    p.cleanup()
-
-
-@pytest.fixture
-def bt(broker_factory):
-    b = broker_factory(CONFIG)
-    b.call(b.broker.create_topic, TOPIC, PARTITIONS)
-    return b
 
 
 # ====================================================================================== producing

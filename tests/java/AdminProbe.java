@@ -693,61 +693,6 @@ public class AdminProbe {
     }
 
     private static void emit(Map<String, Object> m) {
-        StringBuilder sb = new StringBuilder();
-        json(sb, m);
-        System.out.println(sb);
-        System.out.flush();
-    }
-
-    private static void json(StringBuilder sb, Object o) {
-        if (o == null) {
-            sb.append("null");
-        } else if (o instanceof String) {
-            sb.append('"');
-            for (char c : ((String) o).toCharArray()) {
-                switch (c) {
-                    case '"': sb.append("\\\""); break;
-                    case '\\': sb.append("\\\\"); break;
-                    case '\n': sb.append("\\n"); break;
-                    case '\r': sb.append("\\r"); break;
-                    case '\t': sb.append("\\t"); break;
-                    default:
-                        if (c < 0x20) {
-                            sb.append(String.format("\\u%04x", (int) c));
-                        } else {
-                            sb.append(c);
-                        }
-                }
-            }
-            sb.append('"');
-        } else if (o instanceof Number || o instanceof Boolean) {
-            sb.append(o);
-        } else if (o instanceof Map) {
-            sb.append('{');
-            boolean first = true;
-            for (Map.Entry<?, ?> e : ((Map<?, ?>) o).entrySet()) {
-                if (!first) {
-                    sb.append(',');
-                }
-                first = false;
-                json(sb, String.valueOf(e.getKey()));
-                sb.append(':');
-                json(sb, e.getValue());
-            }
-            sb.append('}');
-        } else if (o instanceof Collection) {
-            sb.append('[');
-            boolean first = true;
-            for (Object x : (Collection<?>) o) {
-                if (!first) {
-                    sb.append(',');
-                }
-                first = false;
-                json(sb, x);
-            }
-            sb.append(']');
-        } else {
-            json(sb, o.toString());
-        }
+        JsonLines.print(m);
     }
 }
