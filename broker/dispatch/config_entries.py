@@ -149,12 +149,19 @@ def topic_entries(config: Config, overrides: Mapping[str, str]) -> list[Entry]:
         if name in overrides:
             synonyms.append((name, fmt(overrides[name]), ConfigSource.DYNAMIC_TOPIC_CONFIG))
         keys = [key for key, _factor in setting.synonyms if key in SETTINGS]
+        broker: list[tuple[str, str | None, ConfigSource]] = []
         for key in keys:
             if key in config.explicit:
-                synonyms.append((key, fmt(config[key]), ConfigSource.STATIC_BROKER_CONFIG))
+                broker.append((key, fmt(config[key]), ConfigSource.STATIC_BROKER_CONFIG))
         for key in keys:
             if key not in NULL_DEFAULTS:
-                synonyms.append((key, fmt(SETTINGS[key].default), ConfigSource.DEFAULT_CONFIG))
+                broker.append((key, fmt(SETTINGS[key].default), ConfigSource.DEFAULT_CONFIG))
+        # As Kafka (ConfigHelper.configSynonyms): the broker synonyms start at the setting's first
+        # broker synonym, so with log.retention.ms unset retention.ms lists no log.retention.hours
+        # default (and one set only in hours is not listed either).
+        while broker and broker[0][0] != setting.synonyms[0][0]:
+            broker.pop(0)
+        synonyms += broker
         out.append(
             Entry(
                 name=name,

@@ -1,6 +1,6 @@
-"""InitProducerId (key 22) v0-6: v1-2 change nothing on the wire (v2 is flexible); v3 lets a producer
-name its current id and epoch (KIP-360); v4-5 change error handling only; v6 adds two-phase-commit
-fields (KIP-939).
+"""InitProducerId (key 22) v0-5: v1-2 change nothing on the wire (v2 is flexible); v3 lets a producer
+name its current id and epoch (KIP-360); v4-5 change error handling only. v6 (KIP-939 two-phase-commit
+fields) is in the schema but not advertised, as Kafka 4.3 does not advertise it.
 
 Idempotent producers (no transactional id) get a fresh producer id with epoch 0 every time, as
 Kafka does; ids come from a block persisted in the data directory, so they never repeat across
@@ -15,6 +15,7 @@ from broker.protocol.generated.init_producer_id import InitProducerIdRequest, In
 from .registry import RequestContext
 
 API_KEY = 22
+VERSIONS = (0, 5)
 
 
 def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:

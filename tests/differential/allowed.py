@@ -62,9 +62,6 @@ ALLOWED: list[Allowed] = [
             "Kafka 4 removed (KIP-896), for older clients", values=r"0 -> [12]"),
     Allowed("ApiVersions", r"api_keys\[0\]\.min_version", "Produce v0-2 (message formats v0/v1) are not "
             "served; Kafka 4 keeps them only for old librdkafka", values=r"3 -> 0"),
-    Allowed("ApiVersions", r"api_keys\[22\]\.max_version", "InitProducerId v6 (KIP-939 two-phase commit "
-            "fields) is in pykbroker's schemas and served (2PC refused); Kafka 4.3 stops at v5. Open: "
-            "advertise v5 like Kafka", values=r"6 -> 5"),
     Allowed("ApiVersions", r"(supported_features|finalized_features)\[[^\]]+\]|finalized_features_epoch",
             "KRaft feature levels: pykbroker has no controller quorum and finalizes no features"),
 
@@ -85,9 +82,6 @@ ALLOWED: list[Allowed] = [
     Allowed("IncrementalAlterConfigs", r"responses\[[^\]]+\]\.error_code", "config operation 9: Kafka "
             "fails internally (UNKNOWN_SERVER_ERROR); pykbroker answers INVALID_REQUEST",
             case="bad operation", values=r"42 -> -1"),
-    Allowed("DescribeConfigs", r"results\[[^\]]+\]\.configs\[retention\.ms\]\.synonyms\[\d+\]",
-            "pykbroker lists the default log.retention.hours synonym of retention.ms; Kafka 4.3 lists only "
-            "synonyms set somewhere. Open: follow Kafka", values=ABSENT.replace("'<absent>' -> .*", ".* -> '<absent>'")),
     # ---------------------------------------------------------------------------- groups
     Allowed("SyncGroup", r"error_code", "SyncGroup v5 for an unknown group with null protocol type and name: "
             "Kafka checks the protocol first (INCONSISTENT_GROUP_PROTOCOL), pykbroker the member "
