@@ -35,9 +35,6 @@ def describe(
     out = []
     for gid in req.groups:
         group = st.groups.get(gid)
-        if not gid:
-            out.append(DescribedGroup(int(ErrorCode.INVALID_GROUP_ID), None, gid, "", "", "", [], ops))
-            continue
         if group is None or group.is_in(GroupState.DEAD):
             if version >= 6:
                 kind = "is not a classic group" if gid in st.consumer_groups else "not found"
@@ -120,9 +117,7 @@ def delete_groups(st: CoordinatorState, req: DeleteGroupsRequest) -> Result:
                 result.records.extend(crec.group_tombstones(gid))
             out.append(DeletableGroupResult(gid, int(code)))
             continue
-        if not gid:
-            code = ErrorCode.INVALID_GROUP_ID
-        elif group is None or group.is_in(GroupState.DEAD):
+        if group is None or group.is_in(GroupState.DEAD):  # "" too: a group like any other, as Kafka
             code = ErrorCode.GROUP_ID_NOT_FOUND
         elif group.members or not group.is_in(GroupState.EMPTY):
             code = ErrorCode.NON_EMPTY_GROUP

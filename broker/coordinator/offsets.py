@@ -117,9 +117,9 @@ def commit(
     topics = _topics(st)
     group = st.groups.get(req.group_id)
     cgroup = st.consumer_groups.get(req.group_id)
-    if not req.group_id:
-        code = ErrorCode.INVALID_GROUP_ID
-    elif cgroup is not None:
+    # The empty group id is a group like any other here, as in Kafka (kept for pre-0.9 clients that
+    # committed offsets without a group); only null is refused, and it cannot be decoded.
+    if cgroup is not None:
         epoch = req.generation_id_or_member_epoch if version >= 1 else -1
         code = _consumer_commit_check(cgroup, req.member_id if version >= 1 else "", epoch, version)
     else:
@@ -169,13 +169,9 @@ def fetch(
         topic_list = _fetch_group(
             st, req.group_id, req.topics, version, topics, parts_cls, OffsetFetchResponseTopic
         )
-        code = ErrorCode.INVALID_GROUP_ID if not req.group_id and version >= 2 else ErrorCode.NONE
-        return OffsetFetchResponse(throttle_time_ms=0, topics=topic_list, error_code=int(code))
+        return OffsetFetchResponse(throttle_time_ms=0, topics=topic_list, error_code=0)
     groups = []
     for g in req.groups:
-        if not g.group_id:
-            groups.append(OffsetFetchResponseGroup(g.group_id, [], int(ErrorCode.INVALID_GROUP_ID)))
-            continue
         cgroup = st.consumer_groups.get(g.group_id)
         if version >= 9 and cgroup is not None and (g.member_id or g.member_epoch >= 0):
             code = _consumer_fetch_check(cgroup, g.member_id, g.member_epoch)

@@ -92,10 +92,14 @@ def test_describe_an_unknown_group_v6_is_group_id_not_found():
     assert (d.error_code, d.group_id, d.members) == (ErrorCode.GROUP_ID_NOT_FOUND, "nope", [])
 
 
-def test_describe_an_empty_group_id_is_invalid_group_id():
+def test_the_empty_group_id_is_described_like_any_other_group():
+    """Kafka keeps DescribeGroups (and commits and fetches) working for "" (pre-0.9 clients)."""
     c = CoordinatorContext()
-    (d,) = c.describe([""]).groups
-    assert d.error_code == ErrorCode.INVALID_GROUP_ID
+    (unknown,) = c.describe([""], version=6).groups
+    assert (unknown.error_code, unknown.group_id) == (ErrorCode.GROUP_ID_NOT_FOUND, "")
+    c.commit("", {("foo", 0): 4})
+    (d,) = c.describe([""], version=6).groups
+    assert (d.error_code, d.group_id, d.group_state, d.members) == (0, "", "Empty", [])
 
 
 def test_describe_keeps_the_protocol_type_of_a_group_whose_members_left():
@@ -165,7 +169,7 @@ def test_delete_groups_outcomes_and_tombstones():
             DeletableGroupResult("b-empty", 0),
             DeletableGroupResult("c-preparing", ErrorCode.NON_EMPTY_GROUP),
             DeletableGroupResult("nope", ErrorCode.GROUP_ID_NOT_FOUND),
-            DeletableGroupResult("", ErrorCode.INVALID_GROUP_ID),
+            DeletableGroupResult("", ErrorCode.GROUP_ID_NOT_FOUND),  # "" is a group id like any other
         ]
     )
     assert (

@@ -94,10 +94,13 @@ def test_member_commit_generation_checks(generation, member, error):
     assert codes(r) == {FOO0: error} and r.records == []
 
 
-def test_commit_with_an_empty_group_id_is_invalid_group_id():
+def test_the_empty_group_id_commits_and_fetches_as_in_kafka():
+    """Kafka still accepts "" for offset commits and fetches, for pre-0.9 clients."""
     c = CoordinatorContext()
     r = c.commit("", {FOO0: 1})
-    assert codes(r) == {FOO0: ErrorCode.INVALID_GROUP_ID} and r.records == [] and c.state.groups == {}
+    assert codes(r) == {FOO0: 0} and len(r.records) == 1
+    resp = c.fetch_groups({"": {"foo": [0]}}, version=8)
+    assert fetched(resp) == {"": (0, {FOO0: (1, -1, "", 0)})}
 
 
 def test_member_commit_to_an_unknown_group_is_illegal_generation():
@@ -260,7 +263,7 @@ def test_offset_fetch_v8_several_groups():
         "g1": (0, {FOO0: (10, -1, "m1", 0), ("foo", 2): (-1, -1, "", 0)}),
         "g2": (0, {("bar", 0): (5, 3, "", 0)}),
         "nope": (0, {FOO0: (-1, -1, "", 0)}),
-        "": (ErrorCode.INVALID_GROUP_ID, {}),
+        "": (0, {}),  # a group id like any other, as in Kafka
     }
 
 

@@ -38,11 +38,6 @@ _AUTO_CREATE = (
     "Metadata either way)"
 )
 
-_EMPTY_GROUP = (
-    "the empty group id: pykbroker answers INVALID_GROUP_ID everywhere; Kafka still accepts it for "
-    "offset commits and fetches (and so describes and deletes such a group) for compatibility with "
-    "pre-0.9 clients. Open: follow Kafka"
-)
 ABSENT = r"'<absent>' -> .*"
 _KIP848_EPOCH = (
     "KIP-848 epochs: a new consumer group starts at group epoch 1 in Kafka 4.3 (ModernGroup's "
@@ -89,11 +84,6 @@ ALLOWED: list[Allowed] = [
     Allowed("ConsumerGroupHeartbeat", r"member_epoch", _KIP848_EPOCH, values=r"(\d+) -> (?!\1)\d+"),
     Allowed("ConsumerGroupDescribe", r"groups\[[^\]]+\]\.(group_epoch|assignment_epoch|members\[[^\]]+\]\.member_epoch)",
             _KIP848_EPOCH),
-    Allowed("OffsetCommit", r"topics\[[^\]]*\]\.partitions\[\d+\]\.error_code", _EMPTY_GROUP,
-            case="empty group id"),
-    Allowed("OffsetFetch", r"(groups\[\]\.)?(error_code|topics\[[^\]]*\])", _EMPTY_GROUP, case="empty group id"),
-    Allowed("DescribeGroups", r"groups\[\]\.(error_code|group_state|authorized_operations)", _EMPTY_GROUP),
-    Allowed("DeleteGroups", r"results\[\]\.error_code", _EMPTY_GROUP),
     # ---------------------------------------------------------------------------- fetch
     Allowed("Fetch", r"responses\[[^\]]*\]\.partitions\[\d+\]\.aborted_transactions",
             "no aborted transactions: pykbroker sends null, Kafka an empty list; clients read both as none",
