@@ -35,17 +35,22 @@ SHUTDOWN_GRACE = 5.0
 
 
 class Broker:
-    def __init__(self, config: Config, recover: bool = False, file_ops: FileOps = SYSTEM_OPS):
+    def __init__(
+        self, config: Config, recover: bool = False, file_ops: FileOps = SYSTEM_OPS, listen: bool = True
+    ):
         """Open the listeners, lock the data directory, then load it (topics, logs, groups). The
         listeners come first so that a broker that cannot listen creates nothing on disk; they accept
         connections only from :meth:`start`. Raises ListenError, DataDirLocked or LogCorruption
         (and releases what it took). ``recover`` (``serve --recover``): a log damaged where start-up
         would refuse is truncated at the first bad batch instead, and what was dropped is logged.
-        ``file_ops``: the system calls the logs write and sync through (tests inject disk faults)."""
+        ``file_ops``: the system calls the logs write and sync through (tests inject disk faults).
+        ``listen=False``: no socket at all (requests go through ``RequestPipeline(registry, services)``
+        by hand: in-process handler tests); :meth:`start` binds then."""
         self.config = config
         self.node_id: int = config["node.id"]
         self.listener = Listener(config, config.endpoints())
-        self.listener.bind()
+        if listen:
+            self.listener.bind()
         self.port: int = self.listener.port
         self.lock = DataDirLock(config.data_dir)
         try:
