@@ -18,6 +18,8 @@ import socket
 
 from broker.cluster import ClusterMeta, Topic, TopicRegistry
 from broker.config import Config
+from broker.control import Control
+from broker.control.http import ControlServer
 from broker.coordinator import GroupCoordinator
 from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
@@ -72,6 +74,11 @@ class Broker:
             registry=self.registry,
             advertised_address=self.advertised_address,
         )
+        self.pipeline = RequestPipeline(self.registry, self.services)
+        #: the test control plane (fault rules, live state); served over HTTP when control.port is set
+        self.control = Control(self.services, self.pipeline, self.listener.connections)
+        self.control_server: ControlServer | None = None
+        self.control_port: int | None = None
         self._stopped = asyncio.Event()
 
     def _load(self, config: Config, recover: bool, file_ops: FileOps) -> None:
@@ -122,7 +129,10 @@ class Broker:
 
     async def start(self) -> None:
         self.logs.start()
-        self.port = await self.listener.start(RequestPipeline(self.registry, self.services))
+        self.port = await self.listener.start(self.pipeline)
+        if self.config["control.port"] >= 0:
+            self.control_server = ControlServer(self.control, self.config["control.host"], self.config["control.port"])
+            self.control_port = await self.control_server.start()
         for b in self.listener.bound:
             ep = b.endpoint
             host = ep.advertised_host
@@ -163,6 +173,8 @@ class Broker:
                 "shutting down with requests of %d connection(s) unanswered after %.1f s", left, grace
             )
         await self.listener.stop()
+        if self.control_server is not None:
+            await self.control_server.stop()
         self.groups.close()
         await self.logs.close()
         self.lock.release()
