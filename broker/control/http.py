@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+ROUTE_DEFS: web.AppKey[list[web.RouteDef]] = web.AppKey("route_defs", list)
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -46,7 +48,7 @@ def routes(control: Control) -> list[web.RouteDef]:
     """Fault rules and live state."""
 
     async def index(request: web.Request) -> web.Response:
-        paths = sorted({(r.method, r.path) for r in request.app["route_defs"]}, key=lambda mp: (mp[1], mp[0]))
+        paths = sorted({(r.method, r.path) for r in request.app[ROUTE_DEFS]}, key=lambda mp: (mp[1], mp[0]))
         return _json({"endpoints": [f"{m} {p}" for m, p in paths]})
 
     async def list_rules(request: web.Request) -> web.Response:
@@ -136,7 +138,7 @@ def build_app(control: Control) -> web.Application:
 
     app = web.Application(middlewares=[errors])
     defs = _feature_routes(control)
-    app["route_defs"] = defs
+    app[ROUTE_DEFS] = defs
     app.add_routes(defs)
     return app
 
