@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 from broker.dispatch.registry import Api, ClientInfo, CloseConnection, Deferred, Registry
 from broker.protocol.errors import ErrorCode
-from broker.protocol.generated import APIS
 from broker.protocol.generated import fetch as fetch_codec
 from broker.protocol.generated import find_coordinator as fc_codec
 from broker.protocol.generated import list_offsets as lo_codec
@@ -85,11 +84,6 @@ class BadRule(ValueError):
 
 
 # ---------------------------------------------------------------------- parsing
-
-
-def api_names() -> dict[str, int]:
-    """Every API name the schemas know, to its key."""
-    return {info.name: key for key, info in APIS.items()}
 
 
 def error_names() -> list[str]:
@@ -620,13 +614,7 @@ class FaultInjector:
         if m.group is not None and m.group not in request_group(api.key, request):
             return False
         if m.topic is not None or m.partition is not None:
-            names = self.services.topics
-
-            def resolve(topic_id: Any) -> str | None:
-                t = names.by_id(topic_id)
-                return t.name if t is not None else None
-
-            for topic, partition in request_partitions(request, resolve):
+            for topic, partition in request_partitions(request, self._topic_name):
                 if (m.topic is None or m.topic == topic) and (
                     m.partition is None or m.partition == partition
                 ):
@@ -636,7 +624,7 @@ class FaultInjector:
         return True
 
     def fire(
-        self, api: Api, version: int, request: Any, client: ClientInfo
+        self, api: Api, version: int, request: Any, client: ClientInfo, correlation_id: int = -1
     ) -> tuple[FaultRule, Action] | None:
         """The first rule that matches this request and fires now (counted and logged), and the
         action to take (for an ``errors`` rule: its next error)."""
@@ -652,11 +640,13 @@ class FaultInjector:
                 )
             rule.fired += 1
             log.info(
-                "fault rule %d fired (%d) on %s v%d from %s on connection %d: %s",
+                "fault rule %d fired (%d) on %s v%d correlation id %d%s from %s on connection %d: %s",
                 rule.id,
                 rule.fired,
                 api.name,
                 version,
+                correlation_id,
+                self._touches(api, request),
                 client.describe(),
                 client.connection_id,
                 action.to_json(),
@@ -667,6 +657,23 @@ class FaultInjector:
                 self._changed()
             return rule, action
         return None
+
+    def _touches(self, api: Api, request: Any) -> str:
+        """`` (group g; topics t-0,u-1)`` for the log line."""
+        parts = []
+        groups = sorted(set(request_group(api.key, request)))
+        if groups:
+            parts.append("group " + ",".join(groups))
+        topics = sorted(
+            {t if p is None else f"{t}-{p}" for t, p in request_partitions(request, self._topic_name)}
+        )
+        if topics:
+            parts.append("topics " + ",".join(topics[:10]) + (" ..." if len(topics) > 10 else ""))
+        return f" ({'; '.join(parts)})" if parts else ""
+
+    def _topic_name(self, topic_id: Any) -> str | None:
+        t = self.services.topics.by_id(topic_id)
+        return t.name if t is not None else None
 
     # --------------------------------------------------------------- acting
 
@@ -680,7 +687,7 @@ class FaultInjector:
         client: ClientInfo,
     ) -> Outcome:
         """The outcome of a decoded request while rules are set (the pipeline calls this)."""
-        hit = self.fire(api, version, request, client)
+        hit = self.fire(api, version, request, client, correlation_id)
         if hit is None:
             response = pipeline.call(api, version, request, correlation_id, client)
             return pipeline.outcome(api, version, request, correlation_id, client, response)
@@ -710,8 +717,10 @@ class FaultInjector:
                 return Pending(_dropped(awaitable), False, *rest)
             return None
         if waits:
-            return Pending(_adjusted(awaitable, action.delay_ms, action.throttle_ms), deferred, *rest)
-        _set_throttle(response, action.throttle_ms)
+            return Pending(
+                _adjusted(awaitable, action.delay_ms, action.throttle_ms, api, version), deferred, *rest
+            )
+        response = _throttled(response, action.throttle_ms, api, version)
         if action.delay_ms:
             return Pending(_later(action.delay_ms, response), False, *rest)
         return pipeline.outcome(api, version, request, correlation_id, client, response)
@@ -737,9 +746,19 @@ async def _dropped(awaitable: Any) -> None:
     return None
 
 
-async def _adjusted(awaitable: Any, delay_ms: int, throttle_ms: int | None) -> Any:
-    result = await awaitable
-    _set_throttle(result, throttle_ms)
+def _throttled(response: Any, throttle_ms: int | None, api: Api, version: int) -> Any:
+    """``response`` with ``throttle_time_ms`` set (a body the handler encoded itself, such as
+    ApiVersions', is decoded for that)."""
+    if throttle_ms is None:
+        return response
+    if type(response) is bytes:
+        response, _end = api.codec.RESPONSE_DECODERS[version](response, 0)
+    _set_throttle(response, throttle_ms)
+    return response
+
+
+async def _adjusted(awaitable: Any, delay_ms: int, throttle_ms: int | None, api: Api, version: int) -> Any:
+    result = _throttled(await awaitable, throttle_ms, api, version)
     if delay_ms:
         await asyncio.sleep(delay_ms / 1000)
     return result
