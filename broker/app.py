@@ -128,11 +128,13 @@ class Broker:
         return self.admin.alter_topic_configs(name, configs, validate_only)
 
     async def start(self) -> None:
+        if self.config["control.port"] >= 0:  # first: a control port in use fails with nothing started
+            self.control_server = ControlServer(
+                self.control, self.config["control.host"], self.config["control.port"]
+            )
+            self.control_port = await self.control_server.start()
         self.logs.start()
         self.port = await self.listener.start(self.pipeline)
-        if self.config["control.port"] >= 0:
-            self.control_server = ControlServer(self.control, self.config["control.host"], self.config["control.port"])
-            self.control_port = await self.control_server.start()
         for b in self.listener.bound:
             ep = b.endpoint
             host = ep.advertised_host
