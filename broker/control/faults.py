@@ -338,7 +338,7 @@ def parse_rule(spec: Mapping[str, Any], registry: Registry, rule_id: int = 0) ->
     if (a.error is not None or rule.errors is not None) and m.api_key is None:
         raise BadRule(
             "an error rule must name its api (errors are encoded per API)",
-            sorted(a.name for a in registry.apis.values()),
+            sorted(api.name for api in registry.apis.values()),
         )
 
     if flat.get("times") is not None:

@@ -156,3 +156,49 @@ def test_dropped_offset_commit_response_is_retried_and_committed_once(bt):
         assert c.committed(tp) == 5
     finally:
         c.close()
+
+
+def test_fetch_delay_and_close_after_join_with_confluent_kafka(bt):
+    """The same with librdkafka: its first JoinGroup's connection is closed after the join was
+    handled, it reconnects and joins; with its Fetch answers 2 s late, a new record arrives 2 s
+    after it was written."""
+    produce_n(bt, 5)
+    bt.control.add_rule(api="JoinGroup", group="cg", close="after", times=1)
+    c = Consumer(
+        {
+            "bootstrap.servers": bt.bootstrap,
+            "group.id": "cg",
+            "client.id": "rd-reader",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.subscribe([TOPIC])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(values) < 5 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                values.append(m.value())
+        assert values == [b"%d" % i for i in range(5)]
+        assert bt.control.rules() == []
+        assert [m["client_id"] for m in bt.control.group("cg")["members"]] == ["rd-reader"]
+        # every Fetch waits 2 s (librdkafka keeps one fetch in flight: whichever is out when the
+        # record is written, the record reaches the client at least 2 s later)
+        rule = bt.control.add_rule(api="Fetch", client_id="^rd-reader$", delay_ms=2000)
+        while bt.control.rules()[0]["fired"] == 0:
+            assert c.poll(0.1) is None
+        start = time.monotonic()
+        produce_n(bt, 1)  # offset 5
+        got = None
+        while got is None and time.monotonic() - start < 30:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got = m
+        waited = time.monotonic() - start
+        assert got is not None and got.offset() == 5
+        assert waited >= 2.0
+        bt.control.remove_rule(rule["id"])
+    finally:
+        c.close()
