@@ -184,7 +184,7 @@ def topics(services: Services) -> list[dict[str, Any]]:
             {
                 "name": t.name,
                 "topic_id": str(t.topic_id),
-                "internal": bool(getattr(t, "internal", False)),
+                "internal": t.internal,
                 "partitions": parts,
             }
         )

@@ -129,3 +129,38 @@ def test_cli_adds_lists_and_removes_rules(bt):
 def test_control_is_off_unless_configured(broker):
     assert broker.control_url is None
     assert broker.control.rules() == []
+
+
+def test_live_state_of_a_kip848_consumer_group(bt):
+    import time
+
+    from confluent_kafka import Consumer
+
+    bt.call(bt.broker.create_topic, "t", 3)
+    c = Consumer(
+        {
+            "bootstrap.servers": bt.bootstrap,
+            "group.id": "cg",
+            "group.protocol": "consumer",
+            "client.id": "new",
+        }
+    )
+    try:
+        c.subscribe(["t"])
+        client = ControlClient(bt.control_url, token="s3cret")
+        deadline = time.monotonic() + 30
+        while True:
+            c.poll(0.2)
+            groups = [g for g in client.groups() if g["group_id"] == "cg"]
+            if groups and groups[0]["state"] == "STABLE":
+                break
+            assert time.monotonic() < deadline, groups
+        (g,) = groups
+        assert g["type"] == "consumer" and g["group_epoch"] >= 1 and g["assignment_epoch"] == g["group_epoch"]
+        (m,) = g["members"]
+        assert m["client_id"] == "new" and m["member_epoch"] == g["group_epoch"]
+        assert m["subscribed_topic_names"] == ["t"]
+        assert m["assignment"] == m["target_assignment"] == {"t": [0, 1, 2]}
+        assert m["pending_revocation"] == {}
+    finally:
+        c.close()
