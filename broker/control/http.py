@@ -15,6 +15,7 @@ import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -100,8 +101,6 @@ def routes(control: Control) -> list[web.RouteDef]:
 def _feature_routes(control: Control) -> list[web.RouteDef]:
     """Our routes, then those of the feature modules present (clock, trace, invariants, report)."""
     out = list(routes(control))
-    from importlib import import_module
-
     for name in ("clock", "trace", "invariants", "report"):
         try:
             mod = import_module(f"{__package__}.{name}")
@@ -158,10 +157,7 @@ class ControlServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
         await site.start()
-        server = site._server
-        socks = getattr(server, "sockets", None) or ()
-        if socks:
-            self.port = socks[0].getsockname()[1]
+        self.port = self._runner.addresses[0][1]
         log.info("control API listening on http://%s:%d/", self.host, self.port)
         return self.port
 
