@@ -696,6 +696,8 @@ class FaultInjector:
         if action.close == "before":
             return Close(f"fault rule {rule.id}: close before handling {api.name}")
         if action.error is not None:
+            if api.key == PRODUCE and request.acks == 0:  # no response to carry it: Kafka closes
+                return Close(f"fault rule {rule.id}: {action.error.name} on a Produce with acks=0")
             response = error_response(api, version, request, action.error, self.services)
             _set_throttle(response, action.throttle_ms)
             if action.delay_ms:

@@ -64,10 +64,10 @@ def _create(name: str) -> bytes:
     return _frame(19, 5, CreateTopicsRequest(topics=[CreatableTopic(name, 1, 1)], timeout_ms=1000))
 
 
-def _produce(topic: str = "t") -> bytes:
+def _produce(topic: str = "t", acks: int = -1) -> bytes:
     batch = build_batch([(None, b"v")])
     req = ProduceRequest(
-        acks=-1,
+        acks=acks,
         timeout_ms=5000,
         topic_data=[TopicProduceData(name=topic, partition_data=[PartitionProduceData(0, batch)])],
     )
@@ -175,3 +175,15 @@ async def test_a_delayed_commit_is_durable_before_its_response(broker):
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+async def test_an_error_on_a_produce_with_acks_0_closes_as_kafka_does(broker):
+    broker.create_topic("t", 1)
+    broker.control.add_rule(api="Produce", error="NOT_LEADER_OR_FOLLOWER", times=1)
+    out = broker.pipeline.handle(_produce(acks=0), client())
+    assert type(out) is Close and "acks=0" in out.reason
+    broker.control.add_rule(api="Produce", delay_ms=5, times=1)
+    assert (
+        await _outcome(broker, broker.pipeline.handle(_produce(acks=0), client())) is None
+    )  # written, no answer
+    assert broker.logs.get("t", 0).log_end_offset == 1
