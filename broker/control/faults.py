@@ -466,7 +466,20 @@ def _endpoint(cls: Any, services: Services) -> Any:
     return cls(node_id=services.node_id, host=host, port=port, rack=services.rack)
 
 
+_FETCH_SESSION_ERRORS = (
+    ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+    ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+    ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
+)
+
+
 def _fetch(req: Any, version: int, code: ErrorCode, services: Services) -> Any:
+    """A fetch-session error is the top-level error of an empty response (session id 0), as Kafka
+    answers it; any other error is given to every partition of the request, with a top-level NONE,
+    as Kafka's broker answers a partition it cannot serve (with the leader on NOT_LEADER_OR_FOLLOWER
+    and FENCED_LEADER_EPOCH from v12)."""
+    if code in _FETCH_SESSION_ERRORS:
+        return fetch_codec.FetchResponse(error_code=int(code), session_id=0)
     hint = _leader_hint(code, version, 12)
     topics = []
     for t in req.topics:
@@ -481,7 +494,7 @@ def _fetch(req: Any, version: int, code: ErrorCode, services: Services) -> Any:
         topics.append(
             fetch_codec.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=parts)
         )
-    resp = fetch_codec.FetchResponse(error_code=int(code), session_id=req.session_id, responses=topics)
+    resp = fetch_codec.FetchResponse(error_code=0, session_id=req.session_id, responses=topics)
     if hint:
         resp.node_endpoints = [_endpoint(fetch_codec.NodeEndpoint, services)]
     return resp

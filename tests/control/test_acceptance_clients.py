@@ -202,3 +202,10 @@ def test_fetch_delay_and_close_after_join_with_confluent_kafka(bt):
         bt.control.remove_rule(rule["id"])
     finally:
         c.close()
+
+
+def test_consumer_reads_everything_through_fetch_not_leader_twice(bt):
+    produce_n(bt, 20)
+    bt.control.add_rule(api="Fetch", topic=TOPIC, error="NOT_LEADER_OR_FOLLOWER", times=2)
+    assert read_all(bt, 20) == [b"%d" % i for i in range(20)]
+    assert bt.control.rules() == []

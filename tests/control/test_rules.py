@@ -196,3 +196,31 @@ def test_error_response_at_the_request_version_has_leader_hints():
         PRODUCE.encoders[v](
             error_response(PRODUCE, v, produce_request(), ErrorCode.NOT_LEADER_OR_FOLLOWER, _Services())
         )
+
+
+def test_fetch_errors_are_per_partition_and_session_errors_top_level():
+    from broker.control.faults import error_response
+    from broker.protocol.generated import fetch
+
+    fetch_api = REGISTRY.apis[1]
+    req = fetch.FetchRequest(
+        session_id=5,
+        topics=[
+            fetch.FetchTopic(
+                topic="t", partitions=[fetch.FetchPartition(partition=0), fetch.FetchPartition(partition=2)]
+            )
+        ],
+    )
+    resp = error_response(fetch_api, 12, req, ErrorCode.NOT_LEADER_OR_FOLLOWER, _Services())
+    assert resp.error_code == 0 and resp.session_id == 5
+    parts = resp.responses[0].partitions
+    assert [(p.partition_index, p.error_code, p.current_leader.leader_id) for p in parts] == [
+        (0, 6, 1),
+        (2, 6, 1),
+    ]
+    session = error_response(fetch_api, 12, req, ErrorCode.FETCH_SESSION_ID_NOT_FOUND, _Services())
+    assert (session.error_code, session.session_id, session.responses) == (70, 0, [])
+    for v in range(fetch_api.min_version, fetch_api.max_version + 1):
+        fetch_api.encoders[v](
+            error_response(fetch_api, v, req, ErrorCode.NOT_LEADER_OR_FOLLOWER, _Services())
+        )
