@@ -18,6 +18,8 @@ import socket
 
 from broker.cluster import ClusterMeta, Topic, TopicRegistry
 from broker.config import Config
+from broker.control import Control
+from broker.control.http import ControlServer
 from broker.coordinator import GroupCoordinator
 from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
@@ -77,6 +79,11 @@ class Broker:
             registry=self.registry,
             advertised_address=self.advertised_address,
         )
+        self.pipeline = RequestPipeline(self.registry, self.services)
+        #: the test control plane (fault rules, live state); served over HTTP when control.port is set
+        self.control = Control(self.services, self.pipeline, self.listener.connections)
+        self.control_server: ControlServer | None = None
+        self.control_port: int | None = None
         self._stopped = asyncio.Event()
 
     def _load(self, config: Config, recover: bool, file_ops: FileOps) -> None:
@@ -126,8 +133,13 @@ class Broker:
         return self.admin.alter_topic_configs(name, configs, validate_only)
 
     async def start(self) -> None:
+        if self.config["control.port"] >= 0:  # first: a control port in use fails with nothing started
+            self.control_server = ControlServer(
+                self.control, self.config["control.host"], self.config["control.port"]
+            )
+            self.control_port = await self.control_server.start()
         self.logs.start()
-        self.port = await self.listener.start(RequestPipeline(self.registry, self.services))
+        self.port = await self.listener.start(self.pipeline)
         for b in self.listener.bound:
             ep = b.endpoint
             host = ep.advertised_host
@@ -168,6 +180,8 @@ class Broker:
                 "shutting down with requests of %d connection(s) unanswered after %.1f s", left, grace
             )
         await self.listener.stop()
+        if self.control_server is not None:
+            await self.control_server.stop()
         self.groups.close()
         await self.logs.close()
         self.lock.release()

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from broker.config import Config, ConfigError, parse_pairs, parse_properties
+from broker.control.cli import ctl
 from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption
 from broker.server.listener import ListenError
@@ -52,6 +53,14 @@ def main() -> None:
     help="Truncate a damaged partition log at its first bad batch (dropping everything after it, "
     "reported in the log) instead of refusing to start.",
 )
+@click.option(
+    "--control-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve the control API (fault rules, live state; HTTP/JSON) on this port [default: off].",
+)
+@click.option("--control-host", default=None, help="Address of the control API [default: 127.0.0.1].")
+@click.option("--control-token", default=None, help="Bearer token the control API requires.")
 def serve(
     host: str | None,
     port: int | None,
@@ -61,6 +70,9 @@ def serve(
     pairs: tuple[str, ...],
     config_file: str | None,
     recover: bool,
+    control_port: int | None,
+    control_host: str | None,
+    control_token: str | None,
 ) -> None:
     """Run the broker until SIGTERM or Ctrl-C (graceful: in-flight requests are answered and the
     logs fsynced; a second signal exits at once)."""
@@ -78,7 +90,14 @@ def serve(
             click.echo("note: --host/--port replace the listeners of the configuration", err=True)
         if advertised_host is not None and values.pop("advertised.listeners", None):
             click.echo("note: --advertised-host replaces advertised.listeners of the configuration", err=True)
-        for key, val in (("host", host), ("port", port), ("advertised.host", advertised_host)):
+        for key, val in (
+            ("host", host),
+            ("port", port),
+            ("advertised.host", advertised_host),
+            ("control.port", control_port),
+            ("control.host", control_host),
+            ("control.token", control_token),
+        ):
             if val is not None:
                 values[key] = str(val)
         if data_dir is not None:
@@ -177,6 +196,9 @@ main.add_command(
         help="Analyse a data directory with Spark (needs the [spark] extra): lag, audit, timeline, export.",
     )
 )
+
+
+main.add_command(ctl)
 
 
 if __name__ == "__main__":
