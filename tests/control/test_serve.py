@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError, NotLeaderForPartitionError
 
@@ -16,6 +17,8 @@ from broker.control import ControlClient
 from tests.support.process import free_port, serve_args
 
 GUARD = 30.0  # hang guard, never a timing assertion
+
+pytestmark = pytest.mark.server  # `pykbroker serve` in a subprocess, on sockets
 
 
 def _wait_listening(port: int) -> None:
