@@ -16,7 +16,7 @@ import logging
 import shutil
 import socket
 
-from broker.cluster import ClusterMeta, Topic, TopicRegistry
+from broker.cluster import ClusterMeta, TopicRegistry
 from broker.config import Config
 from broker.control import Control
 from broker.control.http import ControlServer
@@ -98,6 +98,11 @@ class Broker:
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
         self.logs.recover = False  # only what was on disk at start-up
         self.admin = TopicAdmin(config, self.topics, self.logs)
+        # topic administration for callers holding the broker (tests, benches, the control plane)
+        self.create_topic = self.admin.create_topic
+        self.delete_topic = self.admin.delete_topic
+        self.create_partitions = self.admin.create_partitions
+        self.alter_topic_configs = self.admin.alter_topic_configs
         self.groups = GroupCoordinator(config, self.admin)
         self.groups.load()
 
@@ -109,28 +114,6 @@ class Broker:
     def advertised_address(self, listener: str) -> tuple[str, int]:
         """The (host, port) clients connected to ``listener`` are told to use."""
         return self.advertised.get(listener) or next(iter(self.advertised.values()))
-
-    # ------------------------------------------------------------------ topic administration
-    # (broker.topic_admin; kept here for callers holding the broker: tests, benches)
-
-    def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        configs: dict[str, str] | None = None,
-        internal: bool = False,
-        validate_only: bool = False,
-    ) -> Topic:
-        return self.admin.create_topic(name, partitions, configs, internal, validate_only)
-
-    def delete_topic(self, name: str) -> Topic:
-        return self.admin.delete_topic(name)
-
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
-        return self.admin.create_partitions(name, count, validate_only)
-
-    def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> Topic:
-        return self.admin.alter_topic_configs(name, configs, validate_only)
 
     async def start(self) -> None:
         if self.config["control.port"] >= 0:  # first: a control port in use fails with nothing started
