@@ -24,6 +24,7 @@ HANDLERS = [
     "api_versions",  # 18
     "create_topics",  # 19
     "delete_topics",  # 20
+    "delete_records",  # 21
     "init_producer_id",  # 22
     "offset_for_leader_epoch",  # 23
     "describe_configs",  # 32

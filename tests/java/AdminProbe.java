@@ -36,6 +36,7 @@ import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.DeleteConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.AlterConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
@@ -224,6 +225,9 @@ public class AdminProbe {
                     break;
                 case "list-offsets":
                     listOffsets(out, arg(words, 1), arg(words, 2));
+                    break;
+                case "delete-records":
+                    deleteRecords(out, arg(words, 1), Long.parseLong(arg(words, 2)));
                     break;
                 case "list-groups":
                     listGroups(out);
@@ -451,6 +455,14 @@ public class AdminProbe {
         out.put("offset", info.offset());
         out.put("timestamp", info.timestamp());
         out.put("leaderEpoch", info.leaderEpoch().orElse(null));
+    }
+
+    private void deleteRecords(Map<String, Object> out, String partition, long offset) throws Exception {
+        int colon = partition.lastIndexOf(':');
+        TopicPartition tp = new TopicPartition(partition.substring(0, colon),
+                Integer.parseInt(partition.substring(colon + 1)));
+        out.put("lowWatermark", admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(offset)))
+                .lowWatermarks().get(tp).get().lowWatermark());
     }
 
     // ------------------------------------------------------------------------------------ groups

@@ -42,6 +42,7 @@ APIS: dict[int, ApiInfo] = {
     18: ApiInfo(18, 'ApiVersions', 'api_versions', 0, 4, 3),
     19: ApiInfo(19, 'CreateTopics', 'create_topics', 0, 7, 5),
     20: ApiInfo(20, 'DeleteTopics', 'delete_topics', 0, 6, 4),
+    21: ApiInfo(21, 'DeleteRecords', 'delete_records', 0, 2, 2),
     22: ApiInfo(22, 'InitProducerId', 'init_producer_id', 0, 6, 2),
     23: ApiInfo(23, 'OffsetForLeaderEpoch', 'offset_for_leader_epoch', 0, 4, 4),
     32: ApiInfo(32, 'DescribeConfigs', 'describe_configs', 0, 4, 4),
