@@ -32,7 +32,7 @@ from broker.protocol.primitives import DecodeError
 log = logging.getLogger(__name__)
 
 API_VERSIONS = 18
-_DECODE_ERRORS = (DecodeError, StructError, IndexError, UnicodeDecodeError, ValueError, OverflowError)
+DECODE_ERRORS = (DecodeError, StructError, IndexError, UnicodeDecodeError, ValueError, OverflowError)
 
 
 class Close:
@@ -106,7 +106,7 @@ class RequestPipeline:
         try:
             header, pos = decode_header(frame)
             request, _end = decode_body(frame, pos)
-        except _DECODE_ERRORS as e:
+        except DECODE_ERRORS as e:
             return _close_undecoded(frame, client, f"cannot decode {api.name} v{version}: {e}")
         client.client_id = header.client_id
         ctx = RequestContext(self.services, client, api_key, version, correlation_id, header.client_id)

@@ -36,7 +36,7 @@ from broker.protocol.generated.api_versions import decode_response_v0 as decode_
 from broker.protocol.generated.metadata import MetadataRequest
 from broker.protocol.generated.request_header import RequestHeader
 from broker.protocol.primitives import DecodeError
-from broker.server import connection
+from broker.server import pipeline
 from tests.fuzz import tally
 from tests.support.values import all_specs, sample
 from tests.support.wire import WireClient, request_bytes
@@ -61,7 +61,7 @@ EXPECTED_DECODE_ERRORS = {
     ValueError,
     OverflowError,
 }
-DECODE_ERRORS = connection._DECODE_ERRORS
+DECODE_ERRORS = pipeline.DECODE_ERRORS
 #: A frame of at most 1 KiB must not make the decoders allocate more than this (tracemalloc peak);
 #: larger frames get 200 bytes more per byte.
 MAX_DECODE_PEAK = 1 << 20
