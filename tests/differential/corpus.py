@@ -27,6 +27,11 @@ from broker.protocol.generated.create_topics import (
     CreateTopicsRequest,
 )
 from broker.protocol.generated.delete_groups import DeleteGroupsRequest
+from broker.protocol.generated.delete_records import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsTopic,
+)
 from broker.protocol.generated.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
@@ -504,6 +509,29 @@ def delete_topics_cases(v: int, n: Names) -> Iterator[Case]:
     yield "invalid name", [Step(20, v, req(["bad/name"]))]
 
 
+def delete_records_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(topic: str, partition: int, offset: int) -> DeleteRecordsRequest:
+        return DeleteRecordsRequest([DeleteRecordsTopic(topic, [DeleteRecordsPartition(partition, offset)])], 5000)
+
+    def earliest(topic: str) -> ListOffsetsRequest:
+        return ListOffsetsRequest(-1, 0, [ListOffsetsTopic(topic, [ListOffsetsPartition(0, -1, -2, 1)])], 5000)
+
+    yield "inside a batch, lower, then the high watermark", [
+        create(t), produce(t, 0, 3), produce(t, 0, 3),
+        Step(21, v, req(t, 0, 4)), Step(2, 7, earliest(t)), Step(1, 11, _fetch(11, t, 2)),
+        Step(1, 11, _fetch(11, t, 4)), Step(21, v, req(t, 0, 1)), Step(21, v, req(t, 0, -1)),
+    ]
+    yield "above the high watermark, below -1", [
+        create(t + "o"), produce(t + "o"), Step(21, v, req(t + "o", 0, 4)), Step(21, v, req(t + "o", 0, -2)),
+    ]
+    yield "unknown topic and partition", [
+        create(t + "p"), Step(21, v, req(n.topic("missing"), 0, 0)), Step(21, v, req(t + "p", 3, 0)),
+    ]
+    yield "compacted topic", [create(t + "c", 1, {"cleanup.policy": "compact"}), Step(21, v, req(t + "c", 0, 0))]
+
+
 def init_producer_id_cases(v: int, n: Names) -> Iterator[Case]:
     yield "idempotent producer", [Step(22, v, InitProducerIdRequest(None, 60000, -1, -1))]
     yield "absurd transaction timeout (idempotent)", [Step(22, v, InitProducerIdRequest(None, -5, -1, -1))]
@@ -658,6 +686,7 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     18: api_versions_cases,
     19: create_topics_cases,
     20: delete_topics_cases,
+    21: delete_records_cases,
     22: init_producer_id_cases,
     23: offset_for_leader_epoch_cases,
     32: describe_configs_cases,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from broker.cluster import kafka_uuid_str
+from tests.integration.test_delete_records import produce
 from tests.support.java import Java, JavaResult, json_lines, require_java
 
 pytestmark = [pytest.mark.java, pytest.mark.usefixtures("java_clients")]
@@ -115,3 +116,27 @@ def test_find_coordinator_every_version(broker):
             for v in range(7)
         ],
     }
+
+
+def test_delete_records(broker):
+    """Admin.deleteRecords: low watermarks, then listOffsets(earliest) agrees; above the high
+    watermark is OffsetOutOfRangeException."""
+    java = require_java()
+    create(broker, "dr", 1)
+    produce(broker.bootstrap, 6)
+    result, lines = probe(
+        java,
+        broker,
+        "delete-records dr:0 4",
+        "list-offsets dr:0 earliest",
+        "delete-records dr:0 2",
+        "delete-records dr:0 7",
+        "delete-records dr:0 -1",
+        "list-offsets dr:0 earliest",
+    )
+    assert lines[0]["lowWatermark"] == 4
+    assert lines[1]["offset"] == 4
+    assert lines[2]["lowWatermark"] == 4  # a lower offset leaves the start where it is
+    assert lines[3]["error"] == "org.apache.kafka.common.errors.OffsetOutOfRangeException", result
+    assert lines[4]["lowWatermark"] == 6
+    assert lines[5]["offset"] == 6

@@ -10,6 +10,7 @@ from broker.log import records
 from broker.log.batch import validate_produce
 from broker.log.manager import START_CHECKPOINT, LogManager
 from broker.protocol.errors import ErrorCode, KafkaError
+from broker.spark import logdir
 
 NOW = 1_700_000_000_000
 
@@ -54,6 +55,13 @@ async def test_start_moves_inside_a_segment_and_survives_a_restart(tmp_path):
     assert reopened.log_start_offset == target
     assert offsets_read(reopened, target)[0] == target
     await again.close()
+
+    # the offline data-directory reader (the Spark source) starts where the broker does
+    assert logdir.log_start_offset(tmp_path, "t", 0) == target
+    assert logdir.plan(tmp_path, ("t", 0), 0, 20, fail_on_data_loss=False)[0].start == target
+    with pytest.raises(logdir.DataLossError):
+        logdir.plan(tmp_path, ("t", 0), target - 1, 20)
+    assert logdir.plan(tmp_path, ("t", 0), target, 20)[0].start == target
 
 
 async def test_above_the_high_watermark_is_out_of_range(tmp_path):
