@@ -35,6 +35,7 @@ HANDLERS = [
     "describe_cluster",  # 60
     "consumer_group_heartbeat",  # 68
     "consumer_group_describe",  # 69
+    "describe_topic_partitions",  # 75
 ]
 
 

@@ -36,6 +36,11 @@ from broker.protocol.generated.delete_topics import DeleteTopicsRequest, DeleteT
 from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from broker.protocol.generated.describe_groups import DescribeGroupsRequest
+from broker.protocol.generated.describe_topic_partitions import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsRequestCursor,
+    TopicRequest,
+)
 from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.heartbeat import HeartbeatRequest
@@ -668,6 +673,25 @@ def consumer_group_describe_cases(v: int, n: Names) -> Iterator[Case]:
     ]
 
 
+def describe_topic_partitions_cases(v: int, n: Names) -> Iterator[Case]:
+    a, b = n.topic("a"), n.topic("b")
+
+    def req(names: list[str], limit: int, cursor: tuple[str, int] | None = None) -> DescribeTopicPartitionsRequest:
+        c = DescribeTopicPartitionsRequestCursor(*cursor) if cursor is not None else None
+        return DescribeTopicPartitionsRequest([TopicRequest(x) for x in names], limit, c)
+
+    yield "pages of two", [
+        create(a, 3), create(b, 1),
+        Step(75, v, req([b, a], 2)), Step(75, v, req([a, b], 2, (a, 2))), Step(75, v, req([a, b], 1, (b, 0))),
+    ]
+    yield "unknown and invalid names", [create(a + "u"), Step(75, v, req([a + "u", n.topic("missing"), "bad/name"], 10))]
+    yield "cursor not among the topics, negative partition, past the end", [
+        create(a + "c", 2), Step(75, v, req([a + "c"], 10, (n.topic("zz"), 0))),
+        Step(75, v, req([a + "c"], 10, (a + "c", -1))), Step(75, v, req([a + "c"], 10, (a + "c", 7))),
+    ]
+    yield "limit zero", [create(a + "z", 2), Step(75, v, req([a + "z"], 0))]
+
+
 #: API key -> case builder (version, names) for every API the corpus covers.
 BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     0: produce_cases,
@@ -697,6 +721,7 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     60: describe_cluster_cases,
     68: consumer_group_heartbeat_cases,
     69: consumer_group_describe_cases,
+    75: describe_topic_partitions_cases,
 }
 
 

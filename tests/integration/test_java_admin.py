@@ -140,3 +140,47 @@ def test_delete_records(broker):
     assert lines[3]["error"] == "org.apache.kafka.common.errors.OffsetOutOfRangeException", result
     assert lines[4]["lowWatermark"] == 6
     assert lines[5]["offset"] == 6
+
+
+def test_describe_topics_in_pages(broker):
+    """describeTopics with two partitions per response: the 4.x and 3.9 Admin page through
+    DescribeTopicPartitions (KIP-966) with the cursor, and the answer is whole."""
+    java = require_java()
+    create(broker, "pa", 3)
+    create(broker, "pb", 1)
+    create(broker, "pc", 2)
+    seen: list[tuple] = []
+    api = broker.broker.registry.apis[75]
+    real = api.handler
+
+    def spy(ctx, req):
+        seen.append(
+            (
+                tuple(t.name for t in req.topics),
+                req.response_partition_limit,
+                None if req.cursor is None else (req.cursor.topic_name, req.cursor.partition_index),
+            )
+        )
+        return real(ctx, req)
+
+    api.handler = spy
+    try:
+        [described] = ok(*probe(java, broker, "describe-topics-paged pa,pb,pc 2"))
+    finally:
+        api.handler = real
+
+    def partitions(n: int) -> list[dict]:
+        return [{"partition": p, "leader": 1, "replicas": [1], "isr": [1], "elr": []} for p in range(n)]
+
+    ops = ["ALTER", "ALTER_CONFIGS", "CREATE", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "READ", "WRITE"]
+    assert described["topics"] == [
+        {"name": n, "internal": False, "operations": ops, "partitions": partitions(k)}
+        for n, k in (("pa", 3), ("pb", 1), ("pc", 2))
+    ]
+    # pages of at most two partitions: pa 0-1 (next: pa 2), pa 2 and pb 0 (next: pc 0), then pc,
+    # which the client asks for alone (a cursor at partition 0 names only the topics left)
+    assert seen == [
+        (("pa", "pb", "pc"), 2, None),
+        (("pa", "pb", "pc"), 2, ("pa", 2)),
+        (("pc",), 2, None),
+    ]

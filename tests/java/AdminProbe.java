@@ -37,6 +37,7 @@ import org.apache.kafka.clients.admin.DeleteConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.AlterConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
@@ -194,6 +195,9 @@ public class AdminProbe {
                 case "describe-topics":
                     describeTopics(out, arg(words, 1));
                     break;
+                case "describe-topics-paged":
+                    describeTopicsPaged(out, arg(words, 1), Integer.parseInt(arg(words, 2)));
+                    break;
                 case "coordinator":
                     coordinator(out, arg(words, 1));
                     break;
@@ -322,6 +326,36 @@ public class AdminProbe {
                 pm.put("leader", p.leader() == null ? null : p.leader().id());
                 pm.put("replicas", ids(p.replicas()));
                 pm.put("isr", ids(p.isr()));
+                parts.add(pm);
+            }
+            t.put("partitions", parts);
+            topics.add(t);
+        }
+        out.put("topics", topics);
+    }
+
+    /** describeTopics with a partition limit per response (DescribeTopicPartitions pages, KIP-966). */
+    private void describeTopicsPaged(Map<String, Object> out, String names, int limit) throws Exception {
+        DescribeTopicsOptions options = new DescribeTopicsOptions()
+                .partitionSizeLimitPerResponse(limit).includeAuthorizedOperations(true);
+        Map<String, TopicDescription> all =
+                admin.describeTopics(Arrays.asList(names.split(",")), options).allTopicNames().get();
+        List<Object> topics = new ArrayList<>();
+        for (TopicDescription d : new TreeMap<>(all).values()) {
+            Map<String, Object> t = new LinkedHashMap<>();
+            t.put("name", d.name());
+            t.put("internal", d.isInternal());
+            t.put("operations", d.authorizedOperations() == null ? null
+                    : d.authorizedOperations().stream().map(Object::toString).sorted()
+                        .collect(java.util.stream.Collectors.toList()));
+            List<Object> parts = new ArrayList<>();
+            for (TopicPartitionInfo p : d.partitions()) {
+                Map<String, Object> pm = new LinkedHashMap<>();
+                pm.put("partition", p.partition());
+                pm.put("leader", p.leader() == null ? null : p.leader().id());
+                pm.put("replicas", ids(p.replicas()));
+                pm.put("isr", ids(p.isr()));
+                pm.put("elr", p.elr() == null ? null : ids(p.elr()));
                 parts.add(pm);
             }
             t.put("partitions", parts);
