@@ -16,6 +16,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker.log.records import Record, build_batch
+from broker.protocol.generated.alter_replica_log_dirs import (
+    AlterReplicaLogDir,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirTopic,
+)
 from broker.protocol.generated.api_versions import ApiVersionsRequest
 from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest
 from broker.protocol.generated.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
@@ -36,6 +41,7 @@ from broker.protocol.generated.delete_topics import DeleteTopicsRequest, DeleteT
 from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from broker.protocol.generated.describe_groups import DescribeGroupsRequest
+from broker.protocol.generated.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
 from broker.protocol.generated.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsRequestCursor,
@@ -673,6 +679,43 @@ def consumer_group_describe_cases(v: int, n: Names) -> Iterator[Case]:
     ]
 
 
+def _remember_log_dir(resp: Any, mem: dict) -> None:
+    mem["log_dir"] = resp.results[0].log_dir
+
+
+def alter_replica_log_dirs_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(p: Peer) -> AlterReplicaLogDirsRequest:
+        return AlterReplicaLogDirsRequest([
+            AlterReplicaLogDir(p.memory["log_dir"], [AlterReplicaLogDirTopic(t, [0, 4]),
+                                                    AlterReplicaLogDirTopic(n.topic("missing"), [0])]),
+            AlterReplicaLogDir("/no/such/dir", [AlterReplicaLogDirTopic(t, [1])]),
+        ])
+
+    yield "its own directory, unknown partitions, another directory", [
+        create(t, 2), Step(35, 4, DescribeLogDirsRequest(None), compare=False, remember=_remember_log_dir),
+        Step(34, v, req),
+    ]
+    yield "topic name too long for a future log", [
+        create("L" * 230), Step(34, v, AlterReplicaLogDirsRequest([
+            AlterReplicaLogDir("/no/such/dir", [AlterReplicaLogDirTopic("L" * 230, [0])])]))
+    ]
+
+
+def describe_log_dirs_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(parts: list[tuple[str, list[int]]]) -> DescribeLogDirsRequest:
+        return DescribeLogDirsRequest([DescribableLogDirTopic(x, ps) for x, ps in parts])
+
+    yield "sizes of two partitions, unknown ones left out", [
+        create(t, 3), produce(t, 0, 3), produce(t, 0, 2), produce(t, 1),
+        Step(35, v, req([(t, [0, 1, 2, 9]), (n.topic("missing"), [0])])),
+    ]
+    yield "nothing asked", [Step(35, v, req([]))]
+
+
 def describe_topic_partitions_cases(v: int, n: Names) -> Iterator[Case]:
     a, b = n.topic("a"), n.topic("b")
 
@@ -714,6 +757,8 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     22: init_producer_id_cases,
     23: offset_for_leader_epoch_cases,
     32: describe_configs_cases,
+    34: alter_replica_log_dirs_cases,
+    35: describe_log_dirs_cases,
     37: create_partitions_cases,
     42: delete_groups_cases,
     44: incremental_alter_configs_cases,

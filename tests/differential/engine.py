@@ -42,7 +42,7 @@ UNORDERED: dict[str, tuple[str, ...]] = {
     "finalized_features": ("name",),
     "configs": ("name",),
     "groups": ("group_id",),
-    "results": ("group_id", "resource_name", "name"),
+    "results": ("group_id", "resource_name", "name", "topic_name"),
     "responses": ("name", "topic", "resource_name"),
     "topics": ("name", "topic"),
     "partitions": ("partition_index", "partition"),
@@ -264,6 +264,10 @@ def normalise(obj: Any, node_id: int, name: str = "", aliases: dict[str, str] | 
         return "<port>"
     if name == "cluster_id" and obj is not None:
         return "<cluster>"
+    if name == "log_dir" and isinstance(obj, str):  # each broker's own directory
+        return "<log dir>"
+    if name in ("total_bytes", "usable_bytes") and isinstance(obj, int) and obj >= 0:
+        return "<volume bytes>"
     if isinstance(obj, UUID):
         return "<zero-uuid>" if obj == ZERO_UUID else "<uuid>"
     if name.endswith("error_message"):

@@ -7,6 +7,8 @@ skip or error.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from broker.cluster import kafka_uuid_str
@@ -184,3 +186,24 @@ def test_describe_topics_in_pages(broker):
         (("pa", "pb", "pc"), 2, ("pa", 2)),
         (("pc",), 2, None),
     ]
+
+
+def test_describe_and_alter_log_dirs(broker):
+    """describeLogDirs: the one log directory with its volume's sizes and every replica's size;
+    alterReplicaLogDirs into it succeeds (nothing moves), elsewhere LogDirNotFoundException."""
+    java = require_java()
+    create(broker, "dr", 2)
+    produce(broker.bootstrap, 5)
+    path = os.path.abspath(broker.broker.logs.data_dir)
+    result, lines = probe(
+        java, broker, "log-dirs", "alter-log-dir dr:0 " + path, "alter-log-dir dr:1 /nowhere"
+    )
+    [d] = lines[0]["dirs"]
+    assert d["path"] == path and d["error"] is None
+    st = os.statvfs(path)
+    assert d["totalBytes"] == st.f_blocks * st.f_frsize and 0 < d["usableBytes"] <= d["totalBytes"]
+    sizes = broker.call(lambda: {p: broker.broker.logs.get("dr", p).size_bytes() for p in (0, 1)})
+    assert sizes[0] > 0 and sizes[1] == 0
+    assert d["replicas"] == {f"dr-{p}": {"size": sizes[p], "offsetLag": 0, "future": False} for p in (0, 1)}
+    assert "error" not in lines[1], result
+    assert lines[2]["error"] == "org.apache.kafka.common.errors.LogDirNotFoundException", result

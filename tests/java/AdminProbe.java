@@ -37,6 +37,9 @@ import org.apache.kafka.clients.admin.DeleteConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.AlterConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.ReplicaInfo;
+import org.apache.kafka.common.TopicPartitionReplica;
 import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
@@ -232,6 +235,12 @@ public class AdminProbe {
                     break;
                 case "delete-records":
                     deleteRecords(out, arg(words, 1), Long.parseLong(arg(words, 2)));
+                    break;
+                case "log-dirs":
+                    logDirs(out);
+                    break;
+                case "alter-log-dir":
+                    alterLogDir(out, arg(words, 1), arg(words, 2));
                     break;
                 case "list-groups":
                     listGroups(out);
@@ -497,6 +506,38 @@ public class AdminProbe {
                 Integer.parseInt(partition.substring(colon + 1)));
         out.put("lowWatermark", admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(offset)))
                 .lowWatermarks().get(tp).get().lowWatermark());
+    }
+
+    /** describeLogDirs on node 1: every directory with its volume sizes and replicas. */
+    private void logDirs(Map<String, Object> out) throws Exception {
+        Map<String, LogDirDescription> dirs = admin.describeLogDirs(List.of(1)).allDescriptions().get().get(1);
+        List<Object> list = new ArrayList<>();
+        for (Map.Entry<String, LogDirDescription> e : new TreeMap<>(dirs).entrySet()) {
+            Map<String, Object> d = new LinkedHashMap<>();
+            d.put("path", e.getKey());
+            d.put("error", e.getValue().error() == null ? null : e.getValue().error().getClass().getName());
+            d.put("totalBytes", e.getValue().totalBytes().isPresent() ? e.getValue().totalBytes().getAsLong() : null);
+            d.put("usableBytes", e.getValue().usableBytes().isPresent() ? e.getValue().usableBytes().getAsLong() : null);
+            Map<String, Object> replicas = new TreeMap<>();
+            for (Map.Entry<TopicPartition, ReplicaInfo> r : e.getValue().replicaInfos().entrySet()) {
+                Map<String, Object> info = new LinkedHashMap<>();
+                info.put("size", r.getValue().size());
+                info.put("offsetLag", r.getValue().offsetLag());
+                info.put("future", r.getValue().isFuture());
+                replicas.put(r.getKey().toString(), info);
+            }
+            d.put("replicas", replicas);
+            list.add(d);
+        }
+        out.put("dirs", list);
+    }
+
+    /** alterReplicaLogDirs for one replica on node 1 (topic:partition, destination path). */
+    private void alterLogDir(Map<String, Object> out, String partition, String path) throws Exception {
+        int colon = partition.lastIndexOf(':');
+        TopicPartitionReplica r = new TopicPartitionReplica(partition.substring(0, colon),
+                Integer.parseInt(partition.substring(colon + 1)), 1);
+        admin.alterReplicaLogDirs(Map.of(r, path)).all().get();
     }
 
     // ------------------------------------------------------------------------------------ groups

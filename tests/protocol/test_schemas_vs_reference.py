@@ -67,6 +67,8 @@ EXPECTED_APIS = {
     "ConsumerGroupDescribe": 69,
     "DeleteRecords": 21,
     "DescribeTopicPartitions": 75,
+    "DescribeLogDirs": 35,
+    "AlterReplicaLogDirs": 34,
 }
 
 #: Our validVersions where they deliberately differ from the union of the reference ranges.
