@@ -32,8 +32,12 @@ HANDLERS = [
     "describe_log_dirs",  # 35
     "create_partitions",  # 37
     "delete_groups",  # 42
+    "elect_leaders",  # 43
     "incremental_alter_configs",  # 44
+    "alter_partition_reassignments",  # 45
+    "list_partition_reassignments",  # 46
     "offset_delete",  # 47
+    "describe_quorum",  # 55
     "describe_cluster",  # 60
     "consumer_group_heartbeat",  # 68
     "consumer_group_describe",  # 69

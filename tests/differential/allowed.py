@@ -105,6 +105,15 @@ ALLOWED: list[Allowed] = [
             "no aborted transactions: pykbroker sends null, Kafka an empty list; clients read both as none",
             values=r"None -> \[\]"),
 
+    # ---------------------------------------------------------------------------- DescribeQuorum
+    Allowed("DescribeQuorum", r"topics\[0\]\.partitions\[0\]\.(high_watermark|current_voters\[0\]\.log_end_offset)",
+            "pykbroker has no metadata log (topics live in its topic registry): its quorum's high watermark and "
+            "log end offset are 0; Kafka's count its metadata records"),
+    Allowed("DescribeQuorum", r"topics\[0\]\.partitions\[0\]\.current_voters\[0\]\.replica_directory_id",
+            "Kafka 4.3 formats its single voter with a directory id (kraft.version 1); pykbroker reports a static "
+            "voter (zero directory id, kraft.version 0)"),
+    Allowed("DescribeQuorum", r"nodes\[0\]\.listeners\[0\]\.name",
+            "pykbroker opens no controller listener: the voter's endpoint is the listener the client used"),
 ]
 
 

@@ -16,6 +16,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker.log.records import Record, build_batch
+from broker.protocol.generated.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from broker.protocol.generated.alter_replica_log_dirs import (
     AlterReplicaLogDir,
     AlterReplicaLogDirsRequest,
@@ -42,11 +47,17 @@ from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from broker.protocol.generated.describe_groups import DescribeGroupsRequest
 from broker.protocol.generated.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
+from broker.protocol.generated.describe_quorum import (
+    DescribeQuorumRequest,
+    DescribeQuorumRequestPartitionData,
+    DescribeQuorumRequestTopicData,
+)
 from broker.protocol.generated.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsRequestCursor,
     TopicRequest,
 )
+from broker.protocol.generated.elect_leaders import ElectLeadersRequest, TopicPartitions
 from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.heartbeat import HeartbeatRequest
@@ -60,6 +71,10 @@ from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequ
 from broker.protocol.generated.leave_group import LeaveGroupRequest, MemberIdentity
 from broker.protocol.generated.list_groups import ListGroupsRequest
 from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from broker.protocol.generated.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsTopics,
+)
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
 from broker.protocol.generated.offset_commit import (
     OffsetCommitRequest,
@@ -679,6 +694,66 @@ def consumer_group_describe_cases(v: int, n: Names) -> Iterator[Case]:
     ]
 
 
+def elect_leaders_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(kind: int, parts: list[tuple[str, list[int]]] | None) -> ElectLeadersRequest:
+        tps = None if parts is None else [TopicPartitions(x, ps) for x, ps in parts]
+        return ElectLeadersRequest(kind, tps, 30000)
+
+    yield "preferred: not needed, unknown", [
+        create(t, 2), Step(43, v, req(0, [(t, [0, 1, 5]), (n.topic("missing"), [0])])),
+    ]
+    if v >= 1:
+        yield "unclean", [create(t + "u"), Step(43, v, req(1, [(t + "u", [0])]))]
+
+
+def alter_partition_reassignments_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(parts: list[tuple[int, list[int] | None]], topic: str = t, allow: bool = True) -> Callable:
+        def body(p: Peer) -> AlterPartitionReassignmentsRequest:
+            rs = [ReassignablePartition(i, None if r is None else [p.node_id if x == 1 else x for x in r])
+                  for i, r in parts]
+            return AlterPartitionReassignmentsRequest(30000, allow, [ReassignableTopic(topic, rs)])
+
+        return body
+
+    yield "the current replica, cancel, unknown partition", [
+        create(t, 3), Step(45, v, req([(0, [1]), (1, None), (7, [1])])),
+    ]
+    yield "bad replica lists", [
+        create(t + "b", 3), Step(45, v, req([(0, []), (1, [1, 1]), (2, [1, 4242])], t + "b")),
+    ]
+    yield "unknown topic", [Step(45, v, req([(0, [1])], n.topic("missing")))]
+    if v >= 1:
+        yield "replication factor change not allowed", [
+            create(t + "r"), Step(45, v, req([(0, [1, 1])], t + "r", allow=False)),
+        ]
+
+
+def list_partition_reassignments_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+    yield "all, named, unknown", [
+        create(t, 2),
+        Step(46, v, ListPartitionReassignmentsRequest(30000, None)),
+        Step(46, v, ListPartitionReassignmentsRequest(30000, [
+            ListPartitionReassignmentsTopics(t, [0, 1]), ListPartitionReassignmentsTopics(n.topic("missing"), [0])])),
+    ]
+
+
+def describe_quorum_cases(v: int, n: Names) -> Iterator[Case]:
+    def req(topics: list[tuple[str, list[int]]]) -> DescribeQuorumRequest:
+        return DescribeQuorumRequest([
+            DescribeQuorumRequestTopicData(x, [DescribeQuorumRequestPartitionData(p) for p in ps]) for x, ps in topics
+        ])
+
+    yield "the metadata partition", [Step(55, v, req([("__cluster_metadata", [0])]))]
+    yield "another partition, another topic", [
+        Step(55, v, req([("__cluster_metadata", [1])])), Step(55, v, req([("other", [0])])),
+    ]
+
+
 def _remember_log_dir(resp: Any, mem: dict) -> None:
     mem["log_dir"] = resp.results[0].log_dir
 
@@ -761,8 +836,12 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     35: describe_log_dirs_cases,
     37: create_partitions_cases,
     42: delete_groups_cases,
+    43: elect_leaders_cases,
     44: incremental_alter_configs_cases,
+    45: alter_partition_reassignments_cases,
+    46: list_partition_reassignments_cases,
     47: offset_delete_cases,
+    55: describe_quorum_cases,
     60: describe_cluster_cases,
     68: consumer_group_heartbeat_cases,
     69: consumer_group_describe_cases,

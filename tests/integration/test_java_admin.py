@@ -207,3 +207,37 @@ def test_describe_and_alter_log_dirs(broker):
     assert d["replicas"] == {f"dr-{p}": {"size": sizes[p], "offsetLag": 0, "future": False} for p in (0, 1)}
     assert "error" not in lines[1], result
     assert lines[2]["error"] == "org.apache.kafka.common.errors.LogDirNotFoundException", result
+
+
+def test_quorum_elections_and_reassignments(broker):
+    """describeMetadataQuorum: this node the leader and only voter; electLeaders: not needed for a
+    partition led by its preferred (only) replica, unknown partitions; alterPartitionReassignments to
+    the current replica succeeds, to a missing broker or as a cancellation fails as in Kafka;
+    listPartitionReassignments lists nothing; describeCluster names this node the controller."""
+    java = require_java()
+    create(broker, "re", 2)
+    result, lines = probe(
+        java,
+        broker,
+        "quorum",
+        "elect PREFERRED re:0,re:1,re:9",
+        "elect UNCLEAN re:0",
+        "reassign re:0 1",
+        "reassign re:1 1,2",
+        "reassign re:1 cancel",
+        "list-reassignments",
+        "cluster",
+    )
+    quorum = lines[0]
+    assert (quorum["leaderId"], quorum["leaderEpoch"], quorum["observers"]) == (1, 1, 0), result
+    [voter] = quorum["voters"]
+    assert voter["replicaId"] == 1 and voter["lastFetchTimestamp"] > 0
+    not_needed = "org.apache.kafka.common.errors.ElectionNotNeededException"
+    unknown = "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
+    assert lines[1]["results"] == {"re-0": not_needed, "re-1": not_needed, "re-9": unknown}
+    assert lines[2]["results"] == {"re-0": not_needed}
+    assert "error" not in lines[3], result
+    assert lines[4]["error"] == "org.apache.kafka.common.errors.InvalidReplicaAssignmentException"
+    assert lines[5]["error"] == "org.apache.kafka.common.errors.NoReassignmentInProgressException"
+    assert lines[6]["reassignments"] == 0
+    assert lines[7]["controller"]["id"] == 1

@@ -37,6 +37,10 @@ import org.apache.kafka.clients.admin.DeleteConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.AlterConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.NewPartitionReassignment;
+import org.apache.kafka.clients.admin.PartitionReassignment;
+import org.apache.kafka.clients.admin.QuorumInfo;
+import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.common.TopicPartitionReplica;
@@ -235,6 +239,18 @@ public class AdminProbe {
                     break;
                 case "delete-records":
                     deleteRecords(out, arg(words, 1), Long.parseLong(arg(words, 2)));
+                    break;
+                case "quorum":
+                    quorum(out);
+                    break;
+                case "elect":
+                    elect(out, arg(words, 1), arg(words, 2));
+                    break;
+                case "reassign":
+                    reassign(arg(words, 1), arg(words, 2));
+                    break;
+                case "list-reassignments":
+                    listReassignments(out);
                     break;
                 case "log-dirs":
                     logDirs(out);
@@ -506,6 +522,57 @@ public class AdminProbe {
                 Integer.parseInt(partition.substring(colon + 1)));
         out.put("lowWatermark", admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(offset)))
                 .lowWatermarks().get(tp).get().lowWatermark());
+    }
+
+    private static TopicPartition tp(String s) {
+        int colon = s.lastIndexOf(':');
+        return new TopicPartition(s.substring(0, colon), Integer.parseInt(s.substring(colon + 1)));
+    }
+
+    /** describeMetadataQuorum: leader, epoch, voters and observers. */
+    private void quorum(Map<String, Object> out) throws Exception {
+        QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get();
+        out.put("leaderId", q.leaderId());
+        out.put("leaderEpoch", q.leaderEpoch());
+        out.put("highWatermark", q.highWatermark());
+        List<Object> voters = new ArrayList<>();
+        for (QuorumInfo.ReplicaState r : q.voters()) {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("replicaId", r.replicaId());
+            m.put("logEndOffset", r.logEndOffset());
+            m.put("lastFetchTimestamp", r.lastFetchTimestamp().isPresent() ? r.lastFetchTimestamp().getAsLong() : null);
+            voters.add(m);
+        }
+        out.put("voters", voters);
+        out.put("observers", q.observers().size());
+    }
+
+    /** electLeaders(PREFERRED|UNCLEAN, topic:p,...): per partition the exception class, or null. */
+    private void elect(Map<String, Object> out, String type, String partitions) throws Exception {
+        Set<TopicPartition> tps = new java.util.HashSet<>();
+        for (String p : partitions.split(",")) {
+            tps.add(tp(p));
+        }
+        Map<TopicPartition, Optional<Throwable>> result =
+                admin.electLeaders(ElectionType.valueOf(type), tps).partitions().get();
+        Map<String, Object> byPartition = new TreeMap<>();
+        for (Map.Entry<TopicPartition, Optional<Throwable>> e : result.entrySet()) {
+            byPartition.put(e.getKey().toString(), e.getValue().map(t -> t.getClass().getName()).orElse(null));
+        }
+        out.put("results", byPartition);
+    }
+
+    /** alterPartitionReassignments for one partition: replicas "1,2" or "cancel". */
+    private void reassign(String partition, String replicas) throws Exception {
+        Optional<NewPartitionReassignment> target = replicas.equals("cancel") ? Optional.empty()
+                : Optional.of(new NewPartitionReassignment(Arrays.stream(replicas.split(","))
+                        .map(Integer::valueOf).collect(java.util.stream.Collectors.toList())));
+        admin.alterPartitionReassignments(Map.of(tp(partition), target)).all().get();
+    }
+
+    private void listReassignments(Map<String, Object> out) throws Exception {
+        Map<TopicPartition, PartitionReassignment> all = admin.listPartitionReassignments().reassignments().get();
+        out.put("reassignments", all.size());
     }
 
     /** describeLogDirs on node 1: every directory with its volume sizes and replicas. */

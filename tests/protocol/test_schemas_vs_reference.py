@@ -69,6 +69,10 @@ EXPECTED_APIS = {
     "DescribeTopicPartitions": 75,
     "DescribeLogDirs": 35,
     "AlterReplicaLogDirs": 34,
+    "DescribeQuorum": 55,
+    "ElectLeaders": 43,
+    "AlterPartitionReassignments": 45,
+    "ListPartitionReassignments": 46,
 }
 
 #: Our validVersions where they deliberately differ from the union of the reference ranges.
