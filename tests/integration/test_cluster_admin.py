@@ -1,0 +1,66 @@
+"""One-node cluster administration through the Python clients: kafka-python's describe_metadata_quorum,
+elect_leaders, alter/list_partition_reassignments, and confluent-kafka's elect_leaders (its
+AdminClient has no quorum or reassignment calls). The Java Admin (3.9, 4.x) covers all of them in
+test_java_admin.py."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def kp_admin(broker):
+    from kafka.admin import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
+    yield admin
+    admin.close()
+
+
+def test_kafka_python_quorum_elections_and_reassignments(kp_admin, broker):
+    from kafka import TopicPartition
+    from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError
+
+    broker.call(broker.broker.create_topic, "re", 2)
+    quorum = kp_admin.describe_metadata_quorum()
+    [part] = quorum["topics"][0]["partitions"]
+    assert quorum["topics"][0]["topic_name"] == "__cluster_metadata"
+    assert (part["leader_id"], part["leader_epoch"]) == (1, 1)
+    assert [v["replica_id"] for v in part["current_voters"]] == [1] and part["observers"] == []
+
+    # ELECTION_NOT_NEEDED is what a one-node cluster answers; kafka-python does not raise it
+    response = kp_admin.elect_leaders(0, {"re": [0, 1]})
+    codes = {
+        (r.topic, p.partition_id): p.error_code
+        for r in response.replica_election_results
+        for p in r.partition_result
+    }
+    assert codes == {("re", 0): 84, ("re", 1): 84}
+
+    result = kp_admin.alter_partition_reassignments(
+        {TopicPartition("re", 0): [1], TopicPartition("re", 1): [1, 2]}
+    )
+    assert result == {
+        TopicPartition("re", 0): None,
+        TopicPartition("re", 1): InvalidReplicationAssignmentError,
+    }
+    result = kp_admin.alter_partition_reassignments({TopicPartition("re", 1): None})
+    assert result == {TopicPartition("re", 1): NoReassignmentInProgressError}
+    assert kp_admin.list_partition_reassignments() == {}
+    assert kp_admin.list_partition_reassignments({"re": [0, 1]}) == {}
+
+
+def test_confluent_elect_leaders(broker):
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    broker.call(broker.broker.create_topic, "re", 2)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    fut = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("re", 0), TopicPartition("re", 5)])
+    results = fut.result(10)
+    by_partition = {
+        (tp.topic, tp.partition): (err.name() if err is not None else None) for tp, err in results.items()
+    }
+    assert by_partition == {("re", 0): "ELECTION_NOT_NEEDED", ("re", 5): "UNKNOWN_TOPIC_OR_PART"}
+    unclean = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("re", 1)]).result(10)
+    assert {tp.partition: err.name() for tp, err in unclean.items()} == {1: "ELECTION_NOT_NEEDED"}
