@@ -41,6 +41,7 @@ HANDLERS = [
     "describe_cluster",  # 60
     "consumer_group_heartbeat",  # 68
     "consumer_group_describe",  # 69
+    "list_config_resources",  # 74
     "describe_topic_partitions",  # 75
 ]
 

@@ -69,6 +69,7 @@ from broker.protocol.generated.incremental_alter_configs import (
 from broker.protocol.generated.init_producer_id import InitProducerIdRequest
 from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from broker.protocol.generated.leave_group import LeaveGroupRequest, MemberIdentity
+from broker.protocol.generated.list_config_resources import ListConfigResourcesRequest
 from broker.protocol.generated.list_groups import ListGroupsRequest
 from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.generated.list_partition_reassignments import (
@@ -754,6 +755,20 @@ def describe_quorum_cases(v: int, n: Names) -> Iterator[Case]:
     ]
 
 
+def list_config_resources_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+    if v == 0:
+        yield "client metrics resources", [create(t), Step(74, v, ListConfigResourcesRequest())]
+        return
+    yield "client metrics, broker logger, broker", [Step(74, v, ListConfigResourcesRequest([16, 8, 4]))]
+    yield "unsupported type", [Step(74, v, ListConfigResourcesRequest([2, 99]))]
+    yield "group with a config, empty type list (every type)", [
+        create(t), commit(n.group("c"), t), Step(44, 1, IncrementalAlterConfigsRequest([AlterConfigsResource(32, n.group(), [
+            AlterableConfig("consumer.session.timeout.ms", 0, "50000")])], False), compare=False),
+        Step(74, v, ListConfigResourcesRequest([32])), Step(74, v, ListConfigResourcesRequest([])),
+    ]
+
+
 def _remember_log_dir(resp: Any, mem: dict) -> None:
     mem["log_dir"] = resp.results[0].log_dir
 
@@ -845,6 +860,7 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     60: describe_cluster_cases,
     68: consumer_group_heartbeat_cases,
     69: consumer_group_describe_cases,
+    74: list_config_resources_cases,
     75: describe_topic_partitions_cases,
 }
 

@@ -64,3 +64,15 @@ def test_confluent_elect_leaders(broker):
     assert by_partition == {("re", 0): "ELECTION_NOT_NEEDED", ("re", 5): "UNKNOWN_TOPIC_OR_PART"}
     unclean = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("re", 1)]).result(10)
     assert {tp.partition: err.name() for tp, err in unclean.items()} == {1: "ELECTION_NOT_NEEDED"}
+
+
+def test_kafka_python_lists_config_resources(kp_admin, broker):
+    broker.call(broker.broker.create_topic, "b-topic", 1)
+    broker.call(broker.broker.create_topic, "a-topic", 1)
+    assert kp_admin.list_config_resources(["TOPIC"]) == {"topic": ["a-topic", "b-topic"]}
+    assert kp_admin.list_config_resources(["CLIENT_METRICS"]) == {}  # no metrics subscriptions
+    assert kp_admin.list_config_resources() == {
+        "broker_logger": ["1"],
+        "broker": ["1"],
+        "topic": ["a-topic", "b-topic"],
+    }

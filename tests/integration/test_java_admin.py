@@ -241,3 +241,11 @@ def test_quorum_elections_and_reassignments(broker):
     assert lines[5]["error"] == "org.apache.kafka.common.errors.NoReassignmentInProgressException"
     assert lines[6]["reassignments"] == 0
     assert lines[7]["controller"]["id"] == 1
+
+
+def test_list_client_metrics_resources(broker):
+    """listClientMetricsResources (ListClientMetricsResources v0 from 3.9, ListConfigResources from
+    4.x): a broker without client metrics subscriptions lists none."""
+    java = require_java()
+    [listed] = ok(*probe(java, broker, "client-metrics-resources"))
+    assert listed["names"] == 0

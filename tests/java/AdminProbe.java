@@ -240,6 +240,9 @@ public class AdminProbe {
                 case "delete-records":
                     deleteRecords(out, arg(words, 1), Long.parseLong(arg(words, 2)));
                     break;
+                case "client-metrics-resources":
+                    out.put("names", admin.listClientMetricsResources().all().get().size());
+                    break;
                 case "quorum":
                     quorum(out);
                     break;

@@ -73,6 +73,7 @@ EXPECTED_APIS = {
     "ElectLeaders": 43,
     "AlterPartitionReassignments": 45,
     "ListPartitionReassignments": 46,
+    "ListConfigResources": 74,
 }
 
 #: Our validVersions where they deliberately differ from the union of the reference ranges.

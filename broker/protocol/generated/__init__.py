@@ -59,6 +59,7 @@ APIS: dict[int, ApiInfo] = {
     60: ApiInfo(60, 'DescribeCluster', 'describe_cluster', 0, 2, 0),
     68: ApiInfo(68, 'ConsumerGroupHeartbeat', 'consumer_group_heartbeat', 0, 1, 0),
     69: ApiInfo(69, 'ConsumerGroupDescribe', 'consumer_group_describe', 0, 1, 0),
+    74: ApiInfo(74, 'ListConfigResources', 'list_config_resources', 0, 1, 0),
     75: ApiInfo(75, 'DescribeTopicPartitions', 'describe_topic_partitions', 0, 0, 0),
 }
 
