@@ -38,6 +38,7 @@ HANDLERS = [
     "list_partition_reassignments",  # 46
     "offset_delete",  # 47
     "describe_quorum",  # 55
+    "update_features",  # 57
     "describe_cluster",  # 60
     "consumer_group_heartbeat",  # 68
     "consumer_group_describe",  # 69

@@ -65,8 +65,10 @@ ALLOWED: list[Allowed] = [
     Allowed("ApiVersions", r"api_keys\[22\]\.max_version", "InitProducerId v6 (KIP-939 two-phase commit "
             "fields) is in pykbroker's schemas and served (2PC refused); Kafka 4.3 stops at v5. Open: "
             "advertise v5 like Kafka", values=r"6 -> 5"),
-    Allowed("ApiVersions", r"(supported_features|finalized_features)\[[^\]]+\]|finalized_features_epoch",
-            "KRaft feature levels: pykbroker has no controller quorum and finalizes no features"),
+    Allowed("ApiVersions", r"(supported_features|finalized_features)\[[^\]]+\](\.\w+)?|finalized_features_epoch",
+            "feature levels say what pykbroker serves: transaction.version 0 (no transactions), kraft.version 0 "
+            "(a static single voter), no share groups, streams groups or ELR; metadata.version and "
+            "group.version are Kafka 4.3's. The epoch is pykbroker's own (no metadata log)"),
 
     Allowed("Metadata", r"topics\[[^\]]+\]\.(error_code|topic_id|partitions\[\d+\])", _AUTO_CREATE, case="auto-create"),
     Allowed("Metadata", r"topics\[[^\]]+\]\.(error_code|topic_id|partitions\[\d+\])", _AUTO_CREATE + " (v0-3 always ask for it)",

@@ -100,6 +100,7 @@ from broker.protocol.generated.offset_for_leader_epoch import (
 )
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+from broker.protocol.generated.update_features import FeatureUpdateKey, UpdateFeaturesRequest
 from tests.differential.engine import Peer, Step, trailing, truncate
 
 Case = tuple[str, list[Step]]
@@ -769,6 +770,18 @@ def list_config_resources_cases(v: int, n: Names) -> Iterator[Case]:
     ]
 
 
+def update_features_cases(v: int, n: Names) -> Iterator[Case]:
+    def req(*updates: tuple[str, int, int], validate: bool = False) -> UpdateFeaturesRequest:
+        keys = [FeatureUpdateKey(f, level, kind != 1, kind) for f, level, kind in updates]
+        return UpdateFeaturesRequest(30000, keys, validate)
+
+    yield "the current level (no change)", [Step(57, v, req(("group.version", 1, 1)))]
+    yield "unknown feature", [Step(57, v, req(("no.such.feature", 1, 1)))]
+    yield "above the supported range", [Step(57, v, req(("group.version", 99, 1)))]
+    yield "downgrade without saying so", [Step(57, v, req(("group.version", 0, 1), validate=True))]
+    yield "a feature twice", [Step(57, v, req(("group.version", 1, 1), ("group.version", 1, 1)))]
+
+
 def _remember_log_dir(resp: Any, mem: dict) -> None:
     mem["log_dir"] = resp.results[0].log_dir
 
@@ -857,6 +870,7 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     46: list_partition_reassignments_cases,
     47: offset_delete_cases,
     55: describe_quorum_cases,
+    57: update_features_cases,
     60: describe_cluster_cases,
     68: consumer_group_heartbeat_cases,
     69: consumer_group_describe_cases,

@@ -76,3 +76,11 @@ def test_kafka_python_lists_config_resources(kp_admin, broker):
         "broker": ["1"],
         "topic": ["a-topic", "b-topic"],
     }
+
+
+def test_kafka_python_features(kp_admin):
+    features = kp_admin.describe_features()
+    assert features["group.version"] == {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 1}
+    assert features["metadata.version"]["finalized"] == (30, 30)
+    assert features["transaction.version"] == {"supported": (0, 0)}  # no transactions: not finalized
+    assert kp_admin.update_features({"group.version": 1}) == {"group.version": "OK"}

@@ -249,3 +249,28 @@ def test_list_client_metrics_resources(broker):
     java = require_java()
     [listed] = ok(*probe(java, broker, "client-metrics-resources"))
     assert listed["names"] == 0
+
+
+def test_features(broker):
+    """describeFeatures (ApiVersions v3+): what the broker serves in Kafka 4's feature terms;
+    updateFeatures to the current level succeeds, anything else is InvalidUpdateVersionException."""
+    java = require_java()
+    result, lines = probe(
+        java,
+        broker,
+        "features",
+        "update-feature group.version 1 UPGRADE",
+        "update-feature group.version 0 SAFE_DOWNGRADE",
+        "update-feature no.such.feature 1 UPGRADE",
+    )
+    assert lines[0]["supported"] == {
+        "group.version": [0, 1],
+        "kraft.version": [0, 0],
+        "metadata.version": [7, 30],
+        "transaction.version": [0, 0],
+    }, result
+    assert lines[0]["finalized"] == {"group.version": 1, "metadata.version": 30}
+    assert lines[0]["epoch"] == 1
+    assert "error" not in lines[1], result
+    invalid = "org.apache.kafka.common.errors.InvalidUpdateVersionException"
+    assert lines[2]["error"] == invalid and lines[3]["error"] == invalid, result

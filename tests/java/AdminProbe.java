@@ -37,6 +37,8 @@ import org.apache.kafka.clients.admin.DeleteConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.AlterConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FeatureUpdate;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.clients.admin.QuorumInfo;
@@ -242,6 +244,14 @@ public class AdminProbe {
                     break;
                 case "client-metrics-resources":
                     out.put("names", admin.listClientMetricsResources().all().get().size());
+                    break;
+                case "features":
+                    features(out);
+                    break;
+                case "update-feature":
+                    admin.updateFeatures(Map.of(arg(words, 1), new FeatureUpdate(Short.parseShort(arg(words, 2)),
+                            FeatureUpdate.UpgradeType.valueOf(arg(words, 3)))),
+                            new org.apache.kafka.clients.admin.UpdateFeaturesOptions()).all().get();
                     break;
                 case "quorum":
                     quorum(out);
@@ -530,6 +540,18 @@ public class AdminProbe {
     private static TopicPartition tp(String s) {
         int colon = s.lastIndexOf(':');
         return new TopicPartition(s.substring(0, colon), Integer.parseInt(s.substring(colon + 1)));
+    }
+
+    /** describeFeatures: supported ranges, finalized levels and their epoch. */
+    private void features(Map<String, Object> out) throws Exception {
+        FeatureMetadata f = admin.describeFeatures().featureMetadata().get();
+        Map<String, Object> supported = new TreeMap<>();
+        f.supportedFeatures().forEach((k, v) -> supported.put(k, List.of((int) v.minVersion(), (int) v.maxVersion())));
+        Map<String, Object> finalized = new TreeMap<>();
+        f.finalizedFeatures().forEach((k, v) -> finalized.put(k, (int) v.maxVersionLevel()));
+        out.put("supported", supported);
+        out.put("finalized", finalized);
+        out.put("epoch", f.finalizedFeaturesEpoch().orElse(null));
     }
 
     /** describeMetadataQuorum: leader, epoch, voters and observers. */

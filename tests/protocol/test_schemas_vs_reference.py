@@ -74,6 +74,7 @@ EXPECTED_APIS = {
     "AlterPartitionReassignments": 45,
     "ListPartitionReassignments": 46,
     "ListConfigResources": 74,
+    "UpdateFeatures": 57,
 }
 
 #: Our validVersions where they deliberately differ from the union of the reference ranges.

@@ -56,6 +56,7 @@ APIS: dict[int, ApiInfo] = {
     46: ApiInfo(46, 'ListPartitionReassignments', 'list_partition_reassignments', 0, 0, 0),
     47: ApiInfo(47, 'OffsetDelete', 'offset_delete', 0, 0, None),
     55: ApiInfo(55, 'DescribeQuorum', 'describe_quorum', 0, 2, 0),
+    57: ApiInfo(57, 'UpdateFeatures', 'update_features', 0, 2, 0),
     60: ApiInfo(60, 'DescribeCluster', 'describe_cluster', 0, 2, 0),
     68: ApiInfo(68, 'ConsumerGroupHeartbeat', 'consumer_group_heartbeat', 0, 1, 0),
     69: ApiInfo(69, 'ConsumerGroupDescribe', 'consumer_group_describe', 0, 1, 0),
