@@ -28,6 +28,7 @@ HANDLERS = [
     "init_producer_id",  # 22
     "offset_for_leader_epoch",  # 23
     "describe_configs",  # 32
+    "alter_configs",  # 33
     "alter_replica_log_dirs",  # 34
     "describe_log_dirs",  # 35
     "create_partitions",  # 37

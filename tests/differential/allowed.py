@@ -116,6 +116,10 @@ ALLOWED: list[Allowed] = [
             "voter (zero directory id, kraft.version 0)"),
     Allowed("DescribeQuorum", r"nodes\[0\]\.listeners\[0\]\.name",
             "pykbroker opens no controller listener: the voter's endpoint is the listener the client used"),
+    # ---------------------------------------------------------------------------- AlterConfigs
+    Allowed("AlterConfigs", r"responses\[[^\]]+\]\.error_code", "a BROKER resource: Kafka changes dynamic broker "
+            "configs; pykbroker's settings are static (INVALID_REQUEST, as its IncrementalAlterConfigs)",
+            case="broker and group resources", values=r"42 -> 0"),
 ]
 
 

@@ -16,6 +16,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker.log.records import Record, build_batch
+from broker.protocol.generated.alter_configs import AlterableConfig as LegacyAlterable
+from broker.protocol.generated.alter_configs import AlterConfigsRequest
+from broker.protocol.generated.alter_configs import AlterConfigsResource as LegacyAlterResource
 from broker.protocol.generated.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     ReassignablePartition,
@@ -770,6 +773,36 @@ def list_config_resources_cases(v: int, n: Names) -> Iterator[Case]:
     ]
 
 
+def alter_configs_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(rtype: int, name: str, configs: list[tuple[str, str | None]], validate: bool = False) -> AlterConfigsRequest:
+        return AlterConfigsRequest([LegacyAlterResource(rtype, name, [LegacyAlterable(k, x) for k, x in configs])],
+                                   validate)
+
+    def described(topic: str) -> DescribeConfigsRequest:
+        keys = ["retention.ms", "cleanup.policy", "max.message.bytes"]
+        return DescribeConfigsRequest([DescribeConfigsResource(2, topic, keys)], False, False)
+
+    yield "replace a topic's overrides", [
+        create(t, 1, {"retention.ms": "123456", "max.message.bytes": "2000"}),
+        Step(33, v, req(2, t, [("cleanup.policy", "compact")])), Step(32, 1, described(t)),
+        Step(33, v, req(2, t, [("retention.ms", "1000")], validate=True)), Step(32, 1, described(t)),
+    ]
+    yield "bad value, unknown key, unknown topic", [
+        create(t + "b"), Step(33, v, req(2, t + "b", [("retention.ms", "abc")])),
+        Step(33, v, req(2, t + "b", [("no.such.key", "1")])), Step(33, v, req(2, n.topic("missing"), [])),
+    ]
+    yield "duplicate key, null value", [
+        create(t + "d"), Step(33, v, req(2, t + "d", [("retention.ms", "1"), ("retention.ms", "2")])),
+        Step(33, v, req(2, t + "d", [("retention.ms", None)])),
+    ]
+    yield "broker and group resources", [
+        Step(33, v, req(4, "1", [("log.retention.ms", "1000")], validate=True)),
+        Step(33, v, req(32, n.group(), [("consumer.session.timeout.ms", "50000")], validate=True)),
+    ]
+
+
 def update_features_cases(v: int, n: Names) -> Iterator[Case]:
     def req(*updates: tuple[str, int, int], validate: bool = False) -> UpdateFeaturesRequest:
         keys = [FeatureUpdateKey(f, level, kind != 1, kind) for f, level, kind in updates]
@@ -860,6 +893,7 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     22: init_producer_id_cases,
     23: offset_for_leader_epoch_cases,
     32: describe_configs_cases,
+    33: alter_configs_cases,
     34: alter_replica_log_dirs_cases,
     35: describe_log_dirs_cases,
     37: create_partitions_cases,

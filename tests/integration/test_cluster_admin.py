@@ -84,3 +84,41 @@ def test_kafka_python_features(kp_admin):
     assert features["metadata.version"]["finalized"] == (30, 30)
     assert features["transaction.version"] == {"supported": (0, 0)}  # no transactions: not finalized
     assert kp_admin.update_features({"group.version": 1}) == {"group.version": "OK"}
+
+
+def _topic_overrides(broker, name: str) -> dict[str, str]:
+    return broker.call(lambda: dict(broker.broker.topics.get(name).configs))
+
+
+def test_legacy_alter_configs_replaces_the_overrides(kp_admin, broker):
+    """AlterConfigs (33) through kafka-python (incremental=False) and confluent-kafka's legacy
+    alter_configs: the request replaces a topic's whole override set. The Java Admin dropped
+    alterConfigs in 4.0 (the differential tests compare the API with Kafka 4.3)."""
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import ConfigResource as CkResource
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    broker.call(broker.broker.create_topic, "lc", 1, {"retention.ms": "123456", "max.message.bytes": "2000"})
+    result = kp_admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, "lc", configs={"cleanup.policy": "compact"})],
+        incremental=False,
+        raise_on_unknown=False,
+    )
+    # kafka-python re-sends the other overrides it finds (DescribeConfigs) so that none is lost
+    assert result == {"topic": {"lc": "OK"}}
+    assert _topic_overrides(broker, "lc") == {
+        "cleanup.policy": "compact",
+        "retention.ms": "123456",
+        "max.message.bytes": "2000",
+    }
+
+    ck = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = ck.alter_configs([CkResource("topic", "lc", set_config={"retention.ms": "1000"})])
+    [f] = futures.values()
+    f.result(10)
+    assert _topic_overrides(broker, "lc") == {"retention.ms": "1000"}
+    [bad] = ck.alter_configs([CkResource("topic", "lc", set_config={"retention.ms": "soon"})]).values()
+    with pytest.raises(Exception) as e:
+        bad.result(10)
+    assert "INVALID_CONFIG" in str(e.value)
+    assert _topic_overrides(broker, "lc") == {"retention.ms": "1000"}

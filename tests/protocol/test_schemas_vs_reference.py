@@ -75,6 +75,7 @@ EXPECTED_APIS = {
     "ListPartitionReassignments": 46,
     "ListConfigResources": 74,
     "UpdateFeatures": 57,
+    "AlterConfigs": 33,
 }
 
 #: Our validVersions where they deliberately differ from the union of the reference ranges.

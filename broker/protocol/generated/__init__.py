@@ -46,6 +46,7 @@ APIS: dict[int, ApiInfo] = {
     22: ApiInfo(22, 'InitProducerId', 'init_producer_id', 0, 6, 2),
     23: ApiInfo(23, 'OffsetForLeaderEpoch', 'offset_for_leader_epoch', 0, 4, 4),
     32: ApiInfo(32, 'DescribeConfigs', 'describe_configs', 0, 4, 4),
+    33: ApiInfo(33, 'AlterConfigs', 'alter_configs', 0, 2, 2),
     34: ApiInfo(34, 'AlterReplicaLogDirs', 'alter_replica_log_dirs', 0, 2, 2),
     35: ApiInfo(35, 'DescribeLogDirs', 'describe_log_dirs', 0, 5, 2),
     37: ApiInfo(37, 'CreatePartitions', 'create_partitions', 0, 3, 2),
