@@ -4,7 +4,8 @@ subscriptions only); v1 (KIP-1142) lists the resources of the config resource ty
 This broker has no client metrics subscriptions, so v0 answers an empty list. v1, as Kafka 4.3:
 an empty type list means every supported type; the types are answered from the highest code down:
 GROUP (32) every group with a dynamic config, CLIENT_METRICS (16) nothing, BROKER_LOGGER (8) and
-BROKER (4) this node's id, TOPIC (2) every topic (internal ones too) in name order; any other type
+BROKER (4) this node's id, TOPIC (2) every topic (internal ones too; in name order here, in hash
+order in Kafka); any other type
 is UNSUPPORTED_VERSION for the whole request.
 """
 

@@ -108,9 +108,10 @@ ALLOWED: list[Allowed] = [
             values=r"None -> \[\]"),
 
     # ---------------------------------------------------------------------------- DescribeQuorum
-    Allowed("DescribeQuorum", r"topics\[0\]\.partitions\[0\]\.(high_watermark|current_voters\[0\]\.log_end_offset)",
-            "pykbroker has no metadata log (topics live in its topic registry): its quorum's high watermark and "
-            "log end offset are 0; Kafka's count its metadata records"),
+    Allowed("DescribeQuorum", r"topics\[0\]\.partitions\[0\]\.(high_watermark|leader_epoch|current_voters\[0\]\.log_end_offset)",
+            "pykbroker has no metadata log (topics live in its topic registry) and holds no elections: its "
+            "quorum's high watermark and log end offset are 0 and its leader epoch 1; Kafka's count its metadata "
+            "records and elections (one per restart)"),
     Allowed("DescribeQuorum", r"topics\[0\]\.partitions\[0\]\.current_voters\[0\]\.replica_directory_id",
             "Kafka 4.3 formats its single voter with a directory id (kraft.version 1); pykbroker reports a static "
             "voter (zero directory id, kraft.version 0)"),

@@ -766,10 +766,12 @@ def list_config_resources_cases(v: int, n: Names) -> Iterator[Case]:
         return
     yield "client metrics, broker logger, broker", [Step(74, v, ListConfigResourcesRequest([16, 8, 4]))]
     yield "unsupported type", [Step(74, v, ListConfigResourcesRequest([2, 99]))]
-    yield "group with a config, empty type list (every type)", [
-        create(t), commit(n.group("c"), t), Step(44, 1, IncrementalAlterConfigsRequest([AlterConfigsResource(32, n.group(), [
+    # every topic (an empty type list, or TOPIC) is not compared: the whole run's topics, in Kafka's hash
+    # order (kafka-python's test in tests/integration/test_cluster_admin.py lists them)
+    yield "group with a config", [
+        create(t), Step(44, 1, IncrementalAlterConfigsRequest([AlterConfigsResource(32, n.group(), [
             AlterableConfig("consumer.session.timeout.ms", 0, "50000")])], False), compare=False),
-        Step(74, v, ListConfigResourcesRequest([32])), Step(74, v, ListConfigResourcesRequest([])),
+        Step(74, v, ListConfigResourcesRequest([32, 16])),
     ]
 
 
