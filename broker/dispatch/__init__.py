@@ -24,16 +24,27 @@ HANDLERS = [
     "api_versions",  # 18
     "create_topics",  # 19
     "delete_topics",  # 20
+    "delete_records",  # 21
     "init_producer_id",  # 22
     "offset_for_leader_epoch",  # 23
     "describe_configs",  # 32
+    "alter_configs",  # 33
+    "alter_replica_log_dirs",  # 34
+    "describe_log_dirs",  # 35
     "create_partitions",  # 37
     "delete_groups",  # 42
+    "elect_leaders",  # 43
     "incremental_alter_configs",  # 44
+    "alter_partition_reassignments",  # 45
+    "list_partition_reassignments",  # 46
     "offset_delete",  # 47
+    "describe_quorum",  # 55
+    "update_features",  # 57
     "describe_cluster",  # 60
     "consumer_group_heartbeat",  # 68
     "consumer_group_describe",  # 69
+    "list_config_resources",  # 74
+    "describe_topic_partitions",  # 75
 ]
 
 
