@@ -76,7 +76,7 @@ def _partitions(racks: bool) -> part_v.ConsumerGroupPartitionMetadataValue:
 
 def _group_metadata(v: int) -> gm_v.GroupMetadataValue:
     """Non-default values in every field of version ``v`` (the others at their defaults)."""
-    rebalance = (300_001, 300_002) if v >= 1 else (0, 0)
+    rebalance = (300_001, 300_002) if v >= 1 else (-1, -1)
     return gm_v.GroupMetadataValue(
         protocol_type="consumer",
         generation=17,
