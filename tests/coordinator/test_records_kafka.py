@@ -2,7 +2,9 @@
 non-default value in every field, is read by the Kafka broker's own generated record classes
 (kafka-group-coordinator 4.x, tests/java-broker/CoordinatorRecordsProbe.java), which must consume
 every byte, see the values we wrote (through Kafka's JSON converters), and serialise them back to the
-same bytes -- which our decoders then read back to the same values.
+same bytes -- which our decoders then read back to the same values. The consumer's embedded
+protocol (ConsumerProtocolSubscription/Assignment, all versions) is checked the same way against
+kafka-clients' classes.
 
 The legacy layouts (what earlier pykbroker versions wrote, broker/coordinator/layout.py) are not
 Kafka's: the last test shows the probe tells them apart, so this test would have caught them.
@@ -30,6 +32,8 @@ from broker.coordinator.generated import consumer_group_target_assignment_member
 from broker.coordinator.generated import consumer_group_target_assignment_member_value as tmem_v
 from broker.coordinator.generated import consumer_group_target_assignment_metadata_key as tmeta_k
 from broker.coordinator.generated import consumer_group_target_assignment_metadata_value as tmeta_v
+from broker.coordinator.generated import consumer_protocol_assignment as cpa
+from broker.coordinator.generated import consumer_protocol_subscription as cps
 from broker.coordinator.generated import group_metadata_key as gm_k
 from broker.coordinator.generated import group_metadata_value as gm_v
 from broker.coordinator.generated import legacy_consumer_group_member_metadata_value as legacy_mem_v
@@ -207,11 +211,11 @@ def assert_fields_match(kafka: Any, ours: Any, path: str) -> None:
         assert kafka == ours, f"{path}: Kafka read {kafka!r}, we wrote {ours!r}"
 
 
-def probe(tmp_path: Path, rows: list[tuple[bytes, bytes | None]]) -> list[dict]:
+def probe(tmp_path: Path, rows: list[tuple[Any, bytes | None]], mode: tuple[str, ...] = ()) -> list[dict]:
     java = require_java("broker")
     src = tmp_path / "records.tsv"
-    src.write_text("".join(f"{k.hex()}\t{'-' if v is None else v.hex()}\n" for k, v in rows))
-    res = java.run("CoordinatorRecordsProbe", [str(src)])
+    src.write_text("".join(f"{k if isinstance(k, str) else k.hex()}\t{'-' if v is None else v.hex()}\n" for k, v in rows))
+    res = java.run("CoordinatorRecordsProbe", [*mode, str(src)])
     assert res.returncode == 0, res.stderr
     out = json_lines(res.stdout)
     assert len(out) == len(rows), res.stdout + res.stderr
@@ -270,3 +274,39 @@ def test_kafka_rejects_or_misreads_the_legacy_layouts(tmp_path):
         assert "error" in got or got["value"] != kafka_json(value)
         # and ours, told the record is legacy, reads the intended value
         assert decode_record(rows[0][0] if rtype == 5 else rows[1][0], b"\x00\x00" + raw, legacy=True).value == value
+
+
+def _subscription(v: int) -> cps.ConsumerProtocolSubscription:
+    """Non-default values in every field of version ``v`` (the others at their defaults)."""
+    return cps.ConsumerProtocolSubscription(
+        topics=["orders", "payments"],
+        user_data=ASG,
+        owned_partitions=[cps.TopicPartition("orders", [0, 3]), cps.TopicPartition("payments", [1])] if v >= 1 else [],
+        generation_id=23 if v >= 2 else -1,
+        rack_id="rack-b" if v >= 3 else None,
+    )
+
+
+EMBEDDED = [
+    *[("ConsumerProtocolSubscription", cps, _subscription(v), v) for v in range(4)],
+    ("ConsumerProtocolSubscription", cps, cps.ConsumerProtocolSubscription(topics=["t"], user_data=None), 3),
+    *[
+        ("ConsumerProtocolAssignment", cpa,
+         cpa.ConsumerProtocolAssignment([cpa.TopicPartition("orders", [2, 1]), cpa.TopicPartition("x", [])], SUB), v)
+        for v in range(4)
+    ],  # fmt: skip
+    ("ConsumerProtocolAssignment", cpa, cpa.ConsumerProtocolAssignment([], None), 0),
+]
+
+
+def test_the_consumer_embedded_protocol_is_kafkas(tmp_path):
+    """The subscription and assignment bytes the coordinator reads and builds for classic members
+    (and keeps in GroupMetadata records) are kafka-clients' ConsumerProtocol messages, every version."""
+    rows = [(name, version.to_bytes(2, "big") + mod.ENCODERS[version](value)) for name, mod, value, version in EMBEDDED]
+    for (name, mod, value, version), (_n, raw), got in zip(EMBEDDED, rows, probe(tmp_path, rows, ("embedded",)), strict=True):
+        assert "error" not in got, f"{name} v{version}: Kafka cannot read our bytes: {got['error']}"
+        assert got["version"] == version
+        assert_fields_match(got["value"], kafka_json(value), f"{name} v{version}")
+        assert bytes.fromhex(got["value_hex"]) == raw, f"{name} v{version}"
+        back, end = mod.DECODERS[version](raw, 2)
+        assert back == value and end == len(raw)
