@@ -44,6 +44,8 @@ from broker.coordinator.records import CoordinatorRecord, decode_record
 from broker.protocol.primitives import Message
 from tests.support.java import json_lines, require_java
 
+from .test_compaction_replay import random_history
+
 pytestmark = pytest.mark.java
 
 T1 = uuid.UUID("8f1c3a52-41a5-4b7e-9d0e-1f2a3b4c5d6e")
@@ -310,3 +312,15 @@ def test_the_consumer_embedded_protocol_is_kafkas(tmp_path):
         assert bytes.fromhex(got["value_hex"]) == raw, f"{name} v{version}"
         back, end = mod.DECODERS[version](raw, 2)
         assert back == value and end == len(raw)
+
+
+def test_kafka_reads_every_record_the_coordinator_writes(tmp_path):
+    """The records real operations write (random histories of classic and KIP-848 groups, commits,
+    deletions, expiry: test_compaction_replay.py) are all read by Kafka's classes to the same bytes."""
+    rows = [(e.key, e.value) for seed in range(3) for e in random_history(seed).log]
+    types = {int.from_bytes(k[:2], "big") for k, _v in rows}
+    assert types == set(RECORD_TYPES), types
+    for (k, v), got in zip(rows, probe(tmp_path, rows), strict=True):
+        assert "error" not in got, f"{k.hex()} {v and v.hex()}: {got['error']}"
+        assert bytes.fromhex(got["key_hex"]) == k
+        assert (v is None and got["value"] is None) or bytes.fromhex(got["value_hex"]) == v
