@@ -145,10 +145,11 @@ class CoordinatorRuntime:
             plog.keep_unflushed = True
         self._plog = plog
 
-    def load(self) -> int:
+    def load(self, kafka_layout_from: int = 0) -> int:
         """Replay the whole coordinator log (start-up); returns the number of records replayed. The
-        members' timers are the router's to restore afterwards (groups.py)."""
-        return load(self.plog, self.coordinator)
+        members' timers are the router's to restore afterwards (groups.py). Records below
+        ``kafka_layout_from`` have an earlier pykbroker's layout (layout.py)."""
+        return load(self.plog, self.coordinator, kafka_layout_from=kafka_layout_from)
 
     def run(self, op: Callable[[int], Result]) -> Any:
         """Run ``op`` now; returns its response, or an awaitable of it when records must be flushed."""
