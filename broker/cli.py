@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from broker.cli_admin import register as register_admin_commands
 from broker.config import Config, ConfigError, parse_pairs, parse_properties
 from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption
@@ -177,6 +178,9 @@ main.add_command(
         help="Analyse a data directory with Spark (needs the [spark] extra): lag, audit, timeline, export.",
     )
 )
+
+
+register_admin_commands(main)
 
 
 if __name__ == "__main__":
