@@ -55,7 +55,7 @@ def produce(
 
     header_list = [(k, v.encode()) for k, v in parse_pairs(headers).items()]
     records: list[tuple[bytes | None, bytes]] = []
-    stdin = click.get_binary_stream("stdin")
+    stdin = sys.stdin.buffer
     sep = key_separator.encode() if key_separator is not None else None
     for n, raw in enumerate(stdin, 1):
         line = raw.rstrip(b"\r\n") if raw.endswith(b"\n") else raw

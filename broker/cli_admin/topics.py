@@ -12,6 +12,7 @@ from broker.cli_admin.common import (
     admin_client,
     connection_options,
     emit_json,
+    one_line,
     parse_pairs,
     table,
 )
@@ -217,7 +218,6 @@ def alter_config(
     dry_run: bool,
 ) -> None:
     """Change a topic's configuration (IncrementalAlterConfigs)."""
-    from kafka import errors as Errors
     from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
 
     if not sets and not deletes:
@@ -234,12 +234,9 @@ def alter_config(
         )
     finally:
         admin.close()
-    outcome = result.get("topic", {}).get(name)
-    if outcome is not None and outcome is not Errors.NoError and not isinstance(outcome, Errors.NoError):
-        if isinstance(outcome, type) and issubclass(outcome, Errors.KafkaError):
-            raise CommandError(f"{outcome.message}: topic {name!r}")
-        if isinstance(outcome, Exception):
-            raise CommandError(f"{type(outcome).__name__}: {outcome}")
+    outcome = result.get("topic", {}).get(name, "OK")
+    if outcome != "OK":
+        raise CommandError(f"{one_line(outcome)} (topic {name!r})")
     summary = {"name": name, "set": parse_pairs(sets), "deleted": list(deletes), "validate_only": dry_run}
     if as_json:
         emit_json(summary)
