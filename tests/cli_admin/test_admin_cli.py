@@ -28,7 +28,10 @@ def js(result):
 
 
 def test_topics_create_list_describe_alter_delete(cli):
-    assert "Created topic orders." in cli("topics", "create", "orders", "-p", "3", "-c", "retention.ms=60000").stdout
+    assert (
+        "Created topic orders."
+        in cli("topics", "create", "orders", "-p", "3", "-c", "retention.ms=60000").stdout
+    )
     again = cli("topics", "create", "orders", code=EXIT_KAFKA_ERROR)
     assert again.stderr.startswith("error: TOPIC_ALREADY_EXISTS") and again.stderr.count("\n") == 1
     cli("topics", "create", "orders", "--if-not-exists")
@@ -66,10 +69,19 @@ def test_produce_and_consume_formats(cli):
     assert out == {"topic": "t", "count": 2, "last_offsets": {"0": 4}}
     cli("produce", "t", "-K", ":", input="no separator\n", code=EXIT_KAFKA_ERROR)
 
-    assert cli("consume", "t", "--from-beginning", "-n", "5").stdout.splitlines() == ["a", "b", "c", "v1", "v2"]
+    assert cli("consume", "t", "--from-beginning", "-n", "5").stdout.splitlines() == [
+        "a",
+        "b",
+        "c",
+        "v1",
+        "v2",
+    ]
     kv = cli("consume", "t", "-p", "0", "--from-beginning", "-n", "5", "--format", "kv").stdout.splitlines()
     assert kv[3:] == ["k1\tv1", "k2\tv2"]
-    recs = [orjson.loads(x) for x in cli("consume", "t", "--from-beginning", "-n", "5", "--json").stdout.splitlines()]
+    recs = [
+        orjson.loads(x)
+        for x in cli("consume", "t", "--from-beginning", "-n", "5", "--json").stdout.splitlines()
+    ]
     assert [r["offset"] for r in recs] == [0, 1, 2, 3, 4]
     assert recs[3]["key"] == "k1" and recs[3]["headers"] == [["h", "1"]]
     cli("consume", "nope", "--from-beginning", "-n", "1", code=EXIT_KAFKA_ERROR)
@@ -98,7 +110,9 @@ def test_groups_lag_reset_delete(cli):
     cli("groups", "reset-offsets", "g", "--topic", "t", "--shift-by", "2", "--execute")
     assert js(cli("groups", "lag", "g", "--json"))["total_lag"] == 6
     cli("groups", "reset-offsets", "g", "--topic", "t:0", "--to-latest", "--execute")
-    cli("groups", "reset-offsets", "g", "--topic", "t:1", "--to-offset", "1000", "--execute")  # clamped to the end
+    cli(
+        "groups", "reset-offsets", "g", "--topic", "t:1", "--to-offset", "1000", "--execute"
+    )  # clamped to the end
     assert js(cli("groups", "lag", "g", "--json"))["total_lag"] == 0
     cli("groups", "reset-offsets", "g", "--topic", "t", "--to-datetime", "2000-01-01T00:00:00Z", "--execute")
     assert js(cli("groups", "lag", "g", "--json"))["total_lag"] == 10
@@ -118,7 +132,9 @@ def test_cluster_describe(cli, broker):
 
 def test_unreachable_bootstrap_is_exit_3(unused_tcp_port):
     result = CliRunner().invoke(
-        main, ["topics", "list", "-b", f"127.0.0.1:{unused_tcp_port}", "--timeout", "1"], catch_exceptions=False
+        main,
+        ["topics", "list", "-b", f"127.0.0.1:{unused_tcp_port}", "--timeout", "1"],
+        catch_exceptions=False,
     )
     assert result.exit_code == EXIT_UNREACHABLE
     assert result.stderr.startswith("error: cannot reach") and result.stderr.count("\n") == 1
