@@ -30,6 +30,9 @@ from broker.protocol.framing import REQUEST_PREFIX, peek_client_id, response_fra
 from broker.protocol.primitives import DecodeError
 
 log = logging.getLogger(__name__)
+#: one DEBUG line per request (``--log-level debug``); checked once per request through
+#: :attr:`RequestPipeline.log_requests`, fixed when the pipeline is built
+requests_log = logging.getLogger("broker.requests")
 
 API_VERSIONS = 18
 _DECODE_ERRORS = (DecodeError, StructError, IndexError, UnicodeDecodeError, ValueError, OverflowError)
@@ -78,11 +81,12 @@ class RequestPipeline:
     """decode -> handler -> encode for every connection of a broker (it keeps no per-connection
     state: the connection passes its :class:`ClientInfo`)."""
 
-    __slots__ = ("registry", "services")
+    __slots__ = ("registry", "services", "log_requests")
 
     def __init__(self, registry: Registry, services: Services):
         self.registry = registry
         self.services = services
+        self.log_requests = requests_log.isEnabledFor(logging.DEBUG)
 
     def handle(self, frame: bytes, client: ClientInfo) -> Outcome:
         """The outcome of one request frame (see the module docstring)."""
@@ -118,6 +122,8 @@ class RequestPipeline:
             response = _error_response(api, version, request, e, client)
             if response is None:
                 return Close(f"{api.name} v{version} failed: {e}")
+        if self.log_requests:
+            _log_request(api, version, correlation_id, client, response)
         if type(response) is bytes:  # already encoded by the handler
             return response_frame(correlation_id, flexible_response_header, response)
         if type(response) is Deferred:
@@ -139,6 +145,23 @@ class RequestPipeline:
         elif result is None and pending.deferred:
             return Close(f"{api.name} v{version} failed")
         return encode(api, version, pending.correlation_id, result)
+
+
+def _log_request(api: Api, version: int, correlation_id: int, client: ClientInfo, response: Any) -> None:
+    error = getattr(response, "error_code", 0)
+    try:
+        error_name = ErrorCode(error).name
+    except ValueError:
+        error_name = str(error)
+    requests_log.debug(
+        "%s v%d correlation %d from %s%s%s",
+        api.name,
+        version,
+        correlation_id,
+        client.describe(),
+        f": error {error_name}" if error else "",
+        " (pending)" if type(response) is Deferred or hasattr(response, "__await__") else "",
+    )
 
 
 def encode(api: Api, version: int, correlation_id: int, response: Any) -> bytes | Close | None:
