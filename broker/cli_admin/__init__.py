@@ -1,4 +1,5 @@
-"""The admin command line: ``pykbroker topics|groups|produce|consume|cluster`` (issue 17).
+"""The admin command line: ``pykbroker topics|groups|produce|consume|cluster`` (issue 17), and the
+offline ``pykbroker dump`` (broker/dump).
 
 The commands speak the Kafka protocol to ``--bootstrap-server`` through kafka-python (a pure-Python
 client, imported only when one of these commands runs), so they work against Apache Kafka as well
@@ -22,8 +23,9 @@ from broker.cli_admin.cluster import cluster
 from broker.cli_admin.data import consume, produce
 from broker.cli_admin.groups import groups
 from broker.cli_admin.topics import topics
+from broker.dump.cli import dump
 
-COMMANDS: tuple[click.Command, ...] = (topics, groups, produce, consume, cluster)
+COMMANDS: tuple[click.Command, ...] = (topics, groups, produce, consume, cluster, dump)
 
 
 def register(main: click.Group) -> None:
