@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import confluent_kafka
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -91,6 +92,18 @@ def written(tmp_path_factory) -> Path:
             got += sum(len(v) for v in consumer.poll(timeout_ms=500).values())
         consumer.commit()
         consumer.close()
+        # a KIP-848 group: the coordinator's ConsumerGroup* records (types 3-8)
+        modern = confluent_kafka.Consumer(
+            {"bootstrap.servers": b.bootstrap, "group.id": "g848", "group.protocol": "consumer",
+             "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        )  # fmt: skip
+        modern.subscribe(["t-gzip"])
+        got = 0
+        while got < 5:
+            msg = modern.poll(0.5)
+            got += msg is not None and msg.error() is None
+        modern.commit(asynchronous=False)
+        modern.close()
     return data
 
 
@@ -112,10 +125,12 @@ def test_dump_reads_what_the_broker_decodes(written):
         for b in s["batches"]
         for r in b["records"]
     ]
-    commits = [c for c in coordinator if c["type"] == "OffsetCommit"]
+    commits = [c for c in coordinator if c["type"] == "OffsetCommit" and c["key"]["group"] == "g"]
     assert commits[-1]["key"] == {"group": "g", "topic": "t-None", "partition": 0}
     assert commits[-1]["value"]["offset"] == 5
     assert any(c["type"] == "GroupMetadata" and c["value"] and c["value"]["members"] for c in coordinator)
+    member = next(c for c in coordinator if c["type"] == "ConsumerGroupMemberMetadata")
+    assert member["key"]["group"] == "g848" and member["key"]["member_id"]
     assert parts["t-None-0"]["segments"][0]["index"]["entries"][0] == {"offset": 0, "position": 0}
     assert "recovery-point-offset-checkpoint" in d["files"] and "topics.json" in d["files"]
 
