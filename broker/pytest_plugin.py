@@ -4,8 +4,8 @@
 Fixtures:
 
 * ``kafka_broker`` (session): one in-process broker on 127.0.0.1:<free port>, data in the session's
-  temporary directory. Its settings: test-friendly defaults (``group.initial.rebalance.delay.ms=0``)
-  plus the ``kafka_broker_config`` ini option (``key=value`` lines).
+  temporary directory. Its settings: the measured test-friendly :data:`TEST_DEFAULTS` plus the
+  ``kafka_broker_config`` ini option (``key=value`` lines).
 * ``kafka`` (per test): a :class:`KafkaTestNamespace` on the session broker. **Isolation**: every test
   gets its own name prefix (``t<n>-<test name>-``); :meth:`~KafkaTestNamespace.topic` and
   :meth:`~KafkaTestNamespace.group` give names under it, and at the end of the test the topics and
@@ -33,8 +33,16 @@ import pytest
 if TYPE_CHECKING:  # the broker is imported when a fixture first starts one, not when pytest loads us
     from broker.testing import BrokerThread
 
-#: what the session broker starts with unless the ini option says otherwise
-TEST_DEFAULTS: dict[str, str] = {"group.initial.rebalance.delay.ms": "0"}
+#: what every broker of the plugin starts with unless the ini option or a marker says otherwise,
+#: chosen by bench/group_stabilise_bench.py (README: "Test-friendly defaults"): a 50 ms initial
+#: rebalance delay gathers members that subscribe together into one classic generation (0 makes
+#: every late joiner wait for the next heartbeat, ~3 s; Kafka's 3000 costs 3-6 s), and a 500 ms
+#: KIP-848 heartbeat interval hands out new assignments within ~0.5 s instead of 5 s.
+TEST_DEFAULTS: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "50",
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.min.heartbeat.interval.ms": "500",
+}
 
 MARKER = "kafka_config"
 _counter = itertools.count(1)

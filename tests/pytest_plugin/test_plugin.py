@@ -73,7 +73,7 @@ def test_ini_settings_reach_the_session_broker(pytester):
     pytester.makeini("[pytest]\nkafka_broker_config =\n    num.partitions=3\n")
     pytester.makepyfile(
         test_ini='def test_it(kafka_broker):\n    assert kafka_broker.config["num.partitions"] == 3\n'
-        '    assert kafka_broker.config["group.initial.rebalance.delay.ms"] == 0\n'
+        '    assert kafka_broker.config["group.initial.rebalance.delay.ms"] == 50\n'
     )
     pytester.runpytest_subprocess(*PLUGIN_ARGS, "-p", "no:cacheprovider", "-q").assert_outcomes(passed=1)
 
