@@ -166,7 +166,10 @@ class KafkaTestNamespace:
 
     def wait_for_stable_group(self, group: str, members: int | None = None, timeout: float = 30.0) -> dict:
         """Wait until the group (its full name) is Stable (with ``members`` members, when given);
-        returns its description. Raises TimeoutError naming the last state seen."""
+        returns its description (DescribeGroups for a classic group, ConsumerGroupDescribe for a
+        KIP-848 one: its ``members`` are then the protocol's Member objects). Raises TimeoutError naming the last state seen."""
+        from broker.cli_admin.wire import WireError, describe_consumer_group
+
         deadline = time.monotonic() + timeout
         desc: dict = {}
         while True:
@@ -175,6 +178,13 @@ class KafkaTestNamespace:
             except Exception as e:  # the group is not known yet
                 desc = {"group_state": f"unknown ({type(e).__name__})", "members": []}
             state = desc.get("group_state") or desc.get("state")
+            if desc.get("error") or state == "Dead":  # a KIP-848 group: ConsumerGroupDescribe
+                try:
+                    g = describe_consumer_group(self.bootstrap, group)
+                    desc = {"group_state": g.group_state, "group_epoch": g.group_epoch, "members": g.members}
+                    state = g.group_state
+                except WireError:
+                    pass
             if state == "Stable" and (members is None or len(desc.get("members", [])) == members):
                 return desc
             if time.monotonic() >= deadline:

@@ -69,23 +69,55 @@ def _assigned(member: dict[str, Any]) -> list[tuple[str, int]]:
     return out
 
 
-def _describe(admin: Any, group: str) -> dict[str, Any]:
+def _consumer_group(bootstrap: str, group: str, timeout: float) -> dict[str, Any] | None:
+    """A KIP-848 group as DescribeGroups would show it (None: not one, or the broker has no such API)."""
+    from broker.cli_admin.wire import WireError, describe_consumer_group
+
+    try:
+        g = describe_consumer_group(bootstrap, group, timeout)
+    except (WireError, OSError, KeyError, ValueError):
+        return None
+    return {
+        "group_state": g.group_state,
+        "protocol_type": "consumer",
+        "protocol": g.assignor_name,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "assigned": [
+                    (tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions
+                ],
+            }
+            for m in g.members
+        ],
+    }
+
+
+def _describe(admin: Any, group: str, bootstrap: str = "", timeout: float = 10.0) -> dict[str, Any]:
     """State, members and per-partition committed offsets, log-end offsets and lag of a group."""
     from kafka import errors as Errors
     from kafka.admin import OffsetSpec
     from kafka.structs import TopicPartition
 
     desc = admin.describe_groups([group])[group]
-    if desc.get("error"):
-        raise CommandError(str(desc["error"]))
     state = desc.get("group_state") or desc.get("state")
-    if state == "Dead":
-        raise CommandError(f"{Errors.GroupIdNotFoundError.message}: group {group!r} does not exist")
+    if desc.get("error") or state == "Dead":
+        # not a classic group: a KIP-848 consumer group answers ConsumerGroupDescribe
+        modern = _consumer_group(bootstrap, group, timeout)
+        if modern is None:
+            if desc.get("error"):
+                raise CommandError(str(desc["error"]))
+            raise CommandError(f"{Errors.GroupIdNotFoundError.message}: group {group!r} does not exist")
+        desc = modern
+        state = desc["group_state"]
     committed = admin.list_group_offsets(group)[group]
     owner: dict[tuple[str, int], dict[str, Any]] = {}
     members = []
     for m in desc.get("members", []):
-        assigned = _assigned(m)
+        assigned = m["assigned"] if "assigned" in m else _assigned(m)
         info = {
             "member_id": m.get("member_id"),
             "group_instance_id": m.get("group_instance_id"),
@@ -149,7 +181,7 @@ def describe(bootstrap: str, timeout: float, as_json: bool, group: str, show_mem
     """A group's state, members and partitions (committed offset, log end, lag, owner)."""
     admin = admin_client(bootstrap, timeout)
     try:
-        d = _describe(admin, group)
+        d = _describe(admin, group, bootstrap, timeout)
     finally:
         admin.close()
     if as_json:
@@ -177,7 +209,7 @@ def lag(bootstrap: str, timeout: float, as_json: bool, group: str) -> None:
     """Per-partition lag of a group and its total."""
     admin = admin_client(bootstrap, timeout)
     try:
-        d = _describe(admin, group)
+        d = _describe(admin, group, bootstrap, timeout)
     finally:
         admin.close()
     if as_json:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import confluent_kafka
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -121,6 +122,32 @@ def test_groups_lag_reset_delete(cli):
     cli("groups", "delete", "g")
     gone = cli("groups", "describe", "g", code=EXIT_KAFKA_ERROR)
     assert gone.stderr.startswith("error: ") and gone.stderr.count("\n") == 1
+
+
+def test_kip848_group_described_through_consumer_group_describe(cli, broker):
+    cli("topics", "create", "m", "-p", "2")
+    cli("produce", "m", input="a\nb\nc\n")
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "modern", "group.protocol": "consumer",
+         "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )  # fmt: skip
+    consumer.subscribe(["m"])
+    try:
+        got = 0
+        while got < 3:
+            msg = consumer.poll(0.2)
+            got += msg is not None and msg.error() is None
+        consumer.commit(asynchronous=False)
+        d = js(cli("groups", "describe", "modern", "--json"))
+        assert d["state"] == "Stable" and len(d["members"]) == 1
+        assert sorted(p["partition"] for p in d["members"][0]["partitions"]) == [0, 1]
+        assert d["total_lag"] == 0 and {p["member_id"] for p in d["partitions"]} == {
+            d["members"][0]["member_id"]
+        }
+        (g,) = js(cli("groups", "list", "--json"))
+        assert g["type"] == "consumer"
+    finally:
+        consumer.close()
 
 
 def test_cluster_describe(cli, broker):

@@ -17,6 +17,8 @@ PLUGIN_ARGS = (
 )
 
 USER_TESTS = """
+import threading
+
 import pytest
 from kafka import KafkaConsumer
 
@@ -45,6 +47,30 @@ def test_namespace_produce_consume_group(kafka):
     assert records == [b"a", b"b"]
 
 
+def test_wait_for_a_kip848_group(kafka):
+    import confluent_kafka
+
+    topic = kafka.create_topic("modern", partitions=2)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": kafka.group(),
+                                         "group.protocol": "consumer"})
+    consumer.subscribe([topic])
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            consumer.poll(0.05)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        desc = kafka.wait_for_stable_group(kafka.group(), members=1)
+        assert desc["group_state"] == "Stable"
+    finally:
+        done.set()
+        poller.join()
+        consumer.close()
+
+
 def test_other_tests_topics_are_gone(kafka):
     # the previous test's topic was deleted at its end; this test sees only its own names
     assert [t for t in kafka.admin.list_topics() if "orders" in t] == []
@@ -66,7 +92,7 @@ def test_factory_starts_more_brokers(kafka_broker_factory):
 def test_fixtures_marker_and_helpers(pytester):
     pytester.makepyfile(test_user=USER_TESTS)
     result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-p", "no:cacheprovider", "--strict-markers", "-q")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
 
 
 def test_ini_settings_reach_the_session_broker(pytester):
