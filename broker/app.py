@@ -15,11 +15,11 @@ import asyncio
 import logging
 import shutil
 import socket
+from typing import TYPE_CHECKING
 
 from broker.cluster import ClusterMeta, TopicRegistry
 from broker.config import Config
 from broker.control import Control
-from broker.control.http import ControlServer
 from broker.coordinator import GroupCoordinator
 from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
@@ -29,6 +29,9 @@ from broker.log.segment import SYSTEM_OPS, FileOps
 from broker.server import Listener
 from broker.server.pipeline import RequestPipeline
 from broker.topic_admin import TopicAdmin
+
+if TYPE_CHECKING:
+    from broker.control.http import ControlServer
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +85,7 @@ class Broker:
         self.pipeline = RequestPipeline(self.registry, self.services)
         #: the test control plane (fault rules, live state); served over HTTP when control.port is set
         self.control = Control(self.services, self.pipeline, self.listener.connections)
-        self.control_server: ControlServer | None = None
+        self.control_server: ControlServer | None = None  # the control API's HTTP server
         self.control_port: int | None = None
         self._stopped = asyncio.Event()
 
@@ -117,6 +120,9 @@ class Broker:
 
     async def start(self) -> None:
         if self.config["control.port"] >= 0:  # first: a control port in use fails with nothing started
+            # aiohttp (a fifth of the start-up imports) only when the control API is asked for
+            from broker.control.http import ControlServer  # noqa: PLC0415
+
             self.control_server = ControlServer(
                 self.control, self.config["control.host"], self.config["control.port"]
             )
