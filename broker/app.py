@@ -16,6 +16,7 @@ import logging
 import shutil
 import socket
 
+from broker.clock import BrokerClock
 from broker.cluster import ClusterMeta, Topic, TopicRegistry
 from broker.config import Config
 from broker.coordinator import GroupCoordinator
@@ -76,17 +77,20 @@ class Broker:
 
     def _load(self, config: Config, recover: bool, file_ops: FileOps) -> None:
         data_dir = config.data_dir
+        #: every broker-side deadline runs on it (broker/clock.py; config ``clock``)
+        self.clock = BrokerClock(config["clock"])
         self.cluster = ClusterMeta(data_dir, self.node_id)
         self.cluster_id = self.cluster.cluster_id
         self.topics = TopicRegistry(data_dir)
         for leftover in data_dir.glob("*-delete"):
             shutil.rmtree(leftover, ignore_errors=True)  # a topic deletion interrupted by a crash
-        self.logs = LogManager(data_dir, config, file_ops, recover=recover)
+        self.logs = LogManager(data_dir, config, file_ops, recover=recover, time_ms=self.clock.now_ms)
+        self.clock.on_advance.append(self.logs.apply_retention)
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
         self.logs.recover = False  # only what was on disk at start-up
         self.admin = TopicAdmin(config, self.topics, self.logs)
-        self.groups = GroupCoordinator(config, self.admin)
+        self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
 
     @property

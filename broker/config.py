@@ -226,6 +226,14 @@ _SETTINGS = [
         "Online conversion between classic and consumer groups: bidirectional, upgrade, downgrade, disabled.",
         choices=("bidirectional", "upgrade", "downgrade", "disabled"),
     ),
+    Setting(
+        "clock",
+        str,
+        "system",
+        "Clock of broker-side deadlines (sessions, rebalances, retention): system, or manual "
+        "(moves only when advanced through the control API; see README).",
+        choices=("system", "manual"),
+    ),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
 

@@ -71,6 +71,11 @@ class LoopTimers:
         self.deadlines: dict[str, tuple[int, Callable[[int], Result]]] = {}
         self.handles: dict[str, tuple[int, asyncio.TimerHandle]] = {}  # key -> (armed for, handle)
         self.loop: asyncio.AbstractEventLoop | None = None
+        #: a manual broker clock (broker/clock.py) fires the timers itself, in ``advance``
+        self.manual = bool(getattr(clock, "manual", False))
+        attach = getattr(clock, "attach", None)
+        if attach is not None:
+            attach(self)
 
     def schedule(self, key: str, deadline_ms: int, op: Callable[[int], Result]) -> None:
         self.deadlines[key] = (deadline_ms, op)
@@ -92,6 +97,10 @@ class LoopTimers:
     def _arm(self, key: str, deadline_ms: int) -> None:
         if self.loop is None:
             self.loop = asyncio.get_event_loop()
+        if self.manual:  # the clock's advance() fires it, unless it is due already
+            if deadline_ms <= self.clock.now_ms():
+                self.handles[key] = (deadline_ms, self.loop.call_soon(self._fire, key))
+            return
         delay = max(0.0, (deadline_ms - self.clock.now_ms()) / 1000)
         self.handles[key] = (deadline_ms, self.loop.call_later(delay, self._fire, key))
 
@@ -102,13 +111,38 @@ class LoopTimers:
             return
         deadline, op = entry
         if deadline > self.clock.now_ms():
-            self._arm(key, deadline)  # pushed later since it was armed
+            if not self.manual:
+                self._arm(key, deadline)  # pushed later since it was armed
             return
         del self.deadlines[key]
         self.run_detached(op)
 
     def scheduled(self, key: str) -> bool:
         return key in self.deadlines
+
+    # the broker clock's DeadlineSource (broker/clock.py): a manual clock fires timers itself
+
+    def next_due(self) -> tuple[int, str] | None:
+        if not self.deadlines:
+            return None
+        return min((d, k) for k, (d, _op) in self.deadlines.items())
+
+    def fire(self, key: str) -> None:
+        entry = self.deadlines.pop(key, None)
+        if entry is not None:
+            self.run_detached(entry[1])
+
+    def pending(self) -> list[tuple[int, str]]:
+        return sorted((d, k) for k, (d, _op) in self.deadlines.items())
+
+    def on_mode(self, manual: bool) -> None:
+        self.manual = manual
+        for _deadline, h in self.handles.values():
+            h.cancel()
+        self.handles.clear()
+        if not manual:
+            for key, (deadline, _op) in self.deadlines.items():
+                self._arm(key, deadline)
 
     def cancel(self, key: str) -> None:
         self.deadlines.pop(key, None)

@@ -93,10 +93,13 @@ class LogManager:
         file_ops: FileOps = SYSTEM_OPS,
         recover: bool = False,
         clock: Callable[[], float] | None = None,
+        time_ms: Callable[[], int] | None = None,
     ):
         self.file_ops = file_ops
         #: monotonic seconds for the group-commit window (default: the event loop's clock)
         self._clock = clock
+        #: the broker clock's ms (broker/clock.py): retention, segment rolls, LogAppendTime
+        self.now_ms: Callable[[], int] = time_ms or now_ms
         self.data_dir = data_dir
         #: ``serve --recover``: partitions opened at start-up truncate at corruption instead of refusing
         self.recover = recover
@@ -323,8 +326,11 @@ class LogManager:
             except Exception:
                 log.exception("periodic %s failed", getattr(fn, "__name__", fn))
 
-    def apply_retention(self) -> None:
-        now = now_ms()
+    def apply_retention(self, now: int | None = None) -> None:
+        """Apply retention at ``now`` (default: the broker clock's now; a manual clock's advance
+        passes the time it moved to)."""
+        if now is None:
+            now = self.now_ms()
         for plog in list(self.logs.values()):
             plog.apply_retention(now)
 

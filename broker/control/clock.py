@@ -1,0 +1,101 @@
+"""Control API for the broker clock (broker/clock.py): read it, switch its mode, advance it.
+
+Endpoints (served by the control listener; each returns JSON):
+
+- ``GET /clock``: ``{"mode", "now_ms", "wall_ms", "pending": [{"deadline_ms", "key"}...]}``;
+- ``PUT /clock`` ``{"mode": "manual"|"system"}``: switch (a manual clock starts at wall time);
+- ``POST /clock/advance`` ``{"ms": 46000}`` (or ``{"duration": "46s"}``): move a manual clock,
+  firing every deadline that falls due in deadline order; answers the clock and the fired timers.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aiohttp import web
+
+from broker.clock import MODES, BrokerClock
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1}
+
+
+class BadRequest(ValueError):
+    """A control request to refuse with 400 and this message."""
+
+
+def clock_of(control: Any) -> BrokerClock:
+    """The broker clock behind a control object (``.broker.clock``, or ``.clock``)."""
+    broker = getattr(control, "broker", None)
+    clock = getattr(broker, "clock", None) if broker is not None else None
+    return clock if clock is not None else control.clock
+
+
+def parse_duration(value: Any) -> int:
+    """Milliseconds from an int (ms) or a string such as ``"250ms"``, ``"46s"``, ``"2m"``, ``"1h"``."""
+    if isinstance(value, bool):
+        raise BadRequest(f"bad duration {value!r}: give milliseconds or a number with ms, s, m, h or d")
+    if isinstance(value, int):
+        if value < 0:
+            raise BadRequest(f"bad duration {value}: must not be negative")
+        return value
+    if isinstance(value, str) and (m := _DURATION.match(value)):
+        return int(m.group(1)) * _UNIT_MS[m.group(2)]
+    raise BadRequest(f"bad duration {value!r}: give milliseconds or a number with ms, s, m, h or d")
+
+
+def set_mode(clock: BrokerClock, body: Any) -> dict:
+    mode = body.get("mode") if isinstance(body, dict) else None
+    if mode not in MODES:
+        raise BadRequest(f"unknown clock mode {mode!r}; valid: {', '.join(MODES)}")
+    clock.set_mode(mode)
+    return clock.describe()
+
+
+def advance(clock: BrokerClock, body: Any) -> dict:
+    if not isinstance(body, dict) or ("ms" not in body and "duration" not in body):
+        raise BadRequest('give {"ms": N} or {"duration": "46s"}')
+    ms = parse_duration(body["ms"] if "ms" in body else body["duration"])
+    if not clock.manual:
+        raise BadRequest('the clock is not manual; PUT /clock {"mode": "manual"} first (valid: manual)')
+    fired = clock.advance(ms)
+    out = clock.describe()
+    out["fired"] = [{"key": k, "deadline_ms": d} for k, d in fired]
+    return out
+
+
+async def _json_body(request: web.Request) -> Any:
+    try:
+        return await request.json()
+    except ValueError as e:
+        raise BadRequest(f"the body is not JSON: {e}") from None
+
+
+def _bad(e: BadRequest) -> web.Response:
+    return web.json_response({"error": str(e)}, status=400)
+
+
+def routes(control: Any) -> list[web.RouteDef]:
+    """The clock's HTTP endpoints (see the module docstring)."""
+
+    async def get_clock(request: web.Request) -> web.Response:
+        return web.json_response(clock_of(control).describe())
+
+    async def put_clock(request: web.Request) -> web.Response:
+        try:
+            return web.json_response(set_mode(clock_of(control), await _json_body(request)))
+        except BadRequest as e:
+            return _bad(e)
+
+    async def post_advance(request: web.Request) -> web.Response:
+        try:
+            return web.json_response(advance(clock_of(control), await _json_body(request)))
+        except BadRequest as e:
+            return _bad(e)
+
+    return [
+        web.get("/clock", get_clock),
+        web.put("/clock", put_clock),
+        web.post("/clock/advance", post_advance),
+    ]
