@@ -165,6 +165,9 @@ class CoordinatorRuntime:
         self.logs = logs  # LogManager: flush policy
         self.plog = plog  # PartitionLog of the coordinator partition
         self.clock = clock or SystemClock()
+        #: called as ``observer(op, now_ms)`` after every operation has changed the state (the
+        #: control plane's invariant checker and rebalance report); empty unless they are enabled
+        self.observers: list[Callable[[Callable[[int], Result], int], None]] = []
 
     @property
     def plog(self) -> Any:
@@ -190,6 +193,8 @@ class CoordinatorRuntime:
         result = op(now)
         if not result.records:
             complete(result.completions)
+            if self.observers:
+                self._observe(op, now)
             return result.response
         try:
             data = bytearray(to_batch(result.records, now))
@@ -201,11 +206,20 @@ class CoordinatorRuntime:
             fail(result.completions, error)
             raise error from e
         apply(result, base, self.coordinator.replay, now)
+        if self.observers:
+            self._observe(op, now)
         fut = self.logs.appended(self.plog)
         if fut is None:
             complete(result.completions)
             return result.response
         return self._after_flush(fut, result)
+
+    def _observe(self, op: Callable[[int], Result], now: int) -> None:
+        for observer in list(self.observers):
+            try:
+                observer(op, now)
+            except Exception:
+                log.exception("coordinator observer %r failed", observer)
 
     async def _after_flush(self, fut: asyncio.Future, result: Result) -> Any:
         try:
