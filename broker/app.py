@@ -19,6 +19,8 @@ import socket
 from broker.clock import BrokerClock
 from broker.cluster import ClusterMeta, Topic, TopicRegistry
 from broker.config import Config
+from broker.control.trace import start_from_config as start_trace
+from broker.control.trace import stop as stop_trace
 from broker.coordinator import GroupCoordinator
 from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
@@ -127,6 +129,7 @@ class Broker:
     async def start(self) -> None:
         self.logs.start()
         self.port = await self.listener.start(RequestPipeline(self.registry, self.services))
+        start_trace(self, self.config)  # trace.file
         for b in self.listener.bound:
             ep = b.endpoint
             host = ep.advertised_host
@@ -167,6 +170,7 @@ class Broker:
                 "shutting down with requests of %d connection(s) unanswered after %.1f s", left, grace
             )
         await self.listener.stop()
+        stop_trace(self)
         self.groups.close()
         await self.logs.close()
         self.lock.release()

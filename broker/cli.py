@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from broker.config import Config, ConfigError, parse_pairs, parse_properties
+from broker.control.trace import trace_command
 from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption
 from broker.server.listener import ListenError
@@ -178,6 +179,7 @@ main.add_command(
     )
 )
 
+main.add_command(trace_command)  # pykbroker trace FILE: read a trace journal
 
 if __name__ == "__main__":
     main()

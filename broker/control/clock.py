@@ -11,6 +11,7 @@ Endpoints (served by the control listener; each returns JSON):
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -25,11 +26,35 @@ class BadRequest(ValueError):
     """A control request to refuse with 400 and this message."""
 
 
+@dataclass(frozen=True)
+class Target:
+    """What the control routes of this package use of a broker, found from a control object that
+    holds the ``Broker`` (``.broker``) or its handler services and request pipeline (``.services``,
+    ``.pipeline``)."""
+
+    groups: Any  # GroupCoordinator
+    logs: Any  # LogManager
+    clock: Any  # BrokerClock (the coordinator's clock)
+    pipeline: Any  # RequestPipeline, None before the broker started
+
+    @classmethod
+    def of(cls, control: Any) -> Target:
+        broker = getattr(control, "broker", None)
+        if broker is None and hasattr(control, "listener"):
+            broker = control  # the Broker itself
+        holder = broker if broker is not None else getattr(control, "services", control)
+        groups = holder.groups
+        pipeline = getattr(control, "pipeline", None) or getattr(broker, "pipeline", None)
+        if pipeline is None and broker is not None:
+            pipeline = getattr(broker.listener, "_pipeline", None)
+        clock = getattr(broker, "clock", None) or groups.runtime.clock
+        return cls(groups, holder.logs, clock, pipeline)
+
+
 def clock_of(control: Any) -> BrokerClock:
-    """The broker clock behind a control object (``.broker.clock``, or ``.clock``)."""
-    broker = getattr(control, "broker", None)
-    clock = getattr(broker, "clock", None) if broker is not None else None
-    return clock if clock is not None else control.clock
+    """The broker clock behind a control object (``.clock``, or the broker's)."""
+    clock = getattr(control, "clock", None)
+    return clock if isinstance(clock, BrokerClock) else Target.of(control).clock
 
 
 def parse_duration(value: Any) -> int:

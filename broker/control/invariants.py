@@ -21,12 +21,12 @@ details; :meth:`InvariantChecker.violations` reads them, ``GET /invariants`` ser
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
+from broker.control.clock import Target
 from broker.coordinator.classic.group import GroupState
 from broker.coordinator.embedded import EmbeddedProtocolError, decode_assignment
 
@@ -45,8 +45,8 @@ def op_name(op: Any) -> str:
 class InvariantChecker:
     """Attach to a broker with :meth:`enable`; read :meth:`violations`."""
 
-    def __init__(self, broker: Any):
-        self.broker = broker
+    def __init__(self, target: Target):
+        self.target = target
         self.enabled = False
         self._violations: list[dict] = []
         self.dropped = 0
@@ -60,13 +60,13 @@ class InvariantChecker:
     def enable(self) -> None:
         if not self.enabled:
             self.enabled = True
-            self.broker.groups.runtime.observers.append(self.after_operation)
+            self.target.groups.runtime.observers.append(self.after_operation)
             self.check_logs("enable")
 
     def disable(self) -> None:
         if self.enabled:
             self.enabled = False
-            observers = self.broker.groups.runtime.observers
+            observers = self.target.groups.runtime.observers
             if self.after_operation in observers:
                 observers.remove(self.after_operation)
 
@@ -100,7 +100,7 @@ class InvariantChecker:
     def after_operation(self, op: Callable[[int], Any], now: int) -> None:
         self.checks += 1
         name = op_name(op)
-        st = self.broker.groups.state
+        st = self.target.groups.state
         for gid in [g for g in self._classic_gen if g not in st.groups]:
             self._classic_gen.pop(gid, None)
             self._classic_checked.pop(gid, None)
@@ -110,7 +110,7 @@ class InvariantChecker:
             self._check_classic(gid, group, name, now)
         for gid, group in st.consumer_groups.items():
             self._check_consumer(gid, group, name, now)
-        plog = self.broker.groups.runtime.plog
+        plog = self.target.groups.runtime.plog
         if plog is not None:
             self._check_log("__consumer_offsets", 0, plog, name, now)
 
@@ -196,19 +196,21 @@ class InvariantChecker:
 
     def check_logs(self, op: str = "check_logs") -> None:
         """Check every partition's high watermark against its log end now."""
-        now = self.broker.clock.now_ms() if hasattr(self.broker, "clock") else 0
-        for (topic, partition), plog in list(self.broker.logs.logs.items()):
+        now = self.target.clock.now_ms()
+        for (topic, partition), plog in list(self.target.logs.logs.items()):
             self._check_log(topic, partition, plog, op, now)
 
 
-_CHECKERS: weakref.WeakKeyDictionary[Any, InvariantChecker] = weakref.WeakKeyDictionary()
 
 
-def checker(broker: Any) -> InvariantChecker:
-    """The broker's invariant checker (created disabled on first use)."""
-    c = _CHECKERS.get(broker)
+def checker(control: Any) -> InvariantChecker:
+    """The invariant checker of a broker (the ``Broker``, or a control object: see ``Target``),
+    created disabled on first use."""
+    target = Target.of(control)
+    c = getattr(target.groups, "control_invariants", None)  # one per broker, kept with its coordinator
     if c is None:
-        c = _CHECKERS[broker] = InvariantChecker(broker)
+        c = InvariantChecker(target)
+        target.groups.control_invariants = c
     return c
 
 
@@ -217,7 +219,7 @@ def routes(control: Any) -> list[web.RouteDef]:
     ``{"enabled": true|false}``, ``DELETE /invariants/violations`` (forget them)."""
 
     def get() -> InvariantChecker:
-        return checker(control.broker)
+        return checker(control)
 
     async def read(request: web.Request) -> web.Response:
         c = get()

@@ -13,12 +13,12 @@ partitions that changed owner or lost it, ``assigned`` partitions that had no ow
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aiohttp import web
 
+from broker.control.clock import Target
 from broker.coordinator.classic.group import GroupState
 from broker.coordinator.embedded import EmbeddedProtocolError, decode_assignment
 
@@ -61,20 +61,20 @@ class GroupReport:
 
 
 class RebalanceReport:
-    def __init__(self, broker: Any):
-        self.broker = broker
+    def __init__(self, target: Target):
+        self.target = target
         self.enabled = False
         self.groups: dict[str, GroupReport] = {}
 
     def enable(self) -> None:
         if not self.enabled:
             self.enabled = True
-            self.broker.groups.runtime.observers.append(self.after_operation)
+            self.target.groups.runtime.observers.append(self.after_operation)
 
     def disable(self) -> None:
         if self.enabled:
             self.enabled = False
-            observers = self.broker.groups.runtime.observers
+            observers = self.target.groups.runtime.observers
             if self.after_operation in observers:
                 observers.remove(self.after_operation)
 
@@ -85,7 +85,7 @@ class RebalanceReport:
     # ------------------------------------------------------------------ watching
 
     def after_operation(self, op: Any, now: int) -> None:
-        st = self.broker.groups.state
+        st = self.target.groups.state
         name = op_name(op)
         for gid, g in st.groups.items():
             settled = g.state in (GroupState.STABLE, GroupState.EMPTY, GroupState.DEAD)
@@ -145,14 +145,15 @@ def _owners(kind: str, g: Any) -> dict[str, str]:
     return out
 
 
-_REPORTS: weakref.WeakKeyDictionary[Any, RebalanceReport] = weakref.WeakKeyDictionary()
 
 
-def reporter(broker: Any) -> RebalanceReport:
+def reporter(control: Any) -> RebalanceReport:
     """The broker's rebalance report (created disabled on first use)."""
-    r = _REPORTS.get(broker)
+    target = Target.of(control)
+    r = getattr(target.groups, "control_rebalance_report", None)  # one per broker, kept with its coordinator
     if r is None:
-        r = _REPORTS[broker] = RebalanceReport(broker)
+        r = RebalanceReport(target)
+        target.groups.control_rebalance_report = r
     return r
 
 
@@ -161,7 +162,7 @@ def routes(control: Any) -> list[web.RouteDef]:
     ``{"enabled": true|false}``."""
 
     async def read(request: web.Request) -> web.Response:
-        return web.json_response(reporter(control.broker).report(request.query.get("group")))
+        return web.json_response(reporter(control).report(request.query.get("group")))
 
     async def switch(request: web.Request) -> web.Response:
         try:
@@ -171,7 +172,7 @@ def routes(control: Any) -> list[web.RouteDef]:
         enabled = body.get("enabled") if isinstance(body, dict) else None
         if not isinstance(enabled, bool):
             return web.json_response({"error": 'give {"enabled": true} or {"enabled": false}'}, status=400)
-        r = reporter(control.broker)
+        r = reporter(control)
         r.enable() if enabled else r.disable()
         return web.json_response(r.report())
 

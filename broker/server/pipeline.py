@@ -78,14 +78,23 @@ class RequestPipeline:
     """decode -> handler -> encode for every connection of a broker (it keeps no per-connection
     state: the connection passes its :class:`ClientInfo`)."""
 
-    __slots__ = ("registry", "services")
+    __slots__ = ("registry", "services", "tracer")
 
     def __init__(self, registry: Registry, services: Services):
         self.registry = registry
         self.services = services
+        #: the trace journal while tracing is on, else None (broker.control.trace sets it)
+        self.tracer: Any = None
 
     def handle(self, frame: bytes, client: ClientInfo) -> Outcome:
-        """The outcome of one request frame (see the module docstring)."""
+        """The outcome of one request frame (see the module docstring), recorded in the trace
+        journal when tracing is on."""
+        if self.tracer is not None:
+            return self.tracer.handle(self, frame, client)
+        return self.handle_untraced(frame, client)
+
+    def handle_untraced(self, frame: bytes, client: ClientInfo) -> Outcome:
+        """:meth:`handle` without the trace journal."""
         try:
             api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
         except StructError:
@@ -129,6 +138,12 @@ class RequestPipeline:
     def complete(self, pending: Pending, result: Any = None, exc: BaseException | None = None) -> Outcome:
         """The outcome of a finished :class:`Pending`: its result, or the exception it raised
         (a handler's KafkaError becomes that error code; a deferred response may not be empty)."""
+        if self.tracer is not None:
+            return self.tracer.complete(self, pending, result, exc)
+        return self.complete_untraced(pending, result, exc)
+
+    def complete_untraced(self, pending: Pending, result: Any = None, exc: BaseException | None = None) -> Outcome:
+        """:meth:`complete` without the trace journal."""
         api, version = pending.api, pending.version
         if isinstance(exc, CloseConnection):
             return Close(str(exc))
