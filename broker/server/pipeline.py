@@ -83,18 +83,17 @@ class RequestPipeline:
     def __init__(self, registry: Registry, services: Services):
         self.registry = registry
         self.services = services
-        #: the trace journal while tracing is on, else None (broker.control.trace sets it)
+        #: the trace journal while tracing is on, else None (see set_tracer)
         self.tracer: Any = None
 
-    def handle(self, frame: bytes, client: ClientInfo) -> Outcome:
-        """The outcome of one request frame (see the module docstring), recorded in the trace
-        journal when tracing is on."""
-        if self.tracer is not None:
-            return self.tracer.handle(self, frame, client)
-        return self.handle_untraced(frame, client)
+    def set_tracer(self, tracer: Any) -> None:
+        """Record every request in ``tracer`` (broker.control.trace), or stop (None). The pipeline
+        becomes a :class:`TracedPipeline` meanwhile, so an untraced one pays nothing for it."""
+        self.tracer = tracer
+        self.__class__ = RequestPipeline if tracer is None else TracedPipeline
 
-    def handle_untraced(self, frame: bytes, client: ClientInfo) -> Outcome:
-        """:meth:`handle` without the trace journal."""
+    def handle(self, frame: bytes, client: ClientInfo) -> Outcome:
+        """The outcome of one request frame (see the module docstring)."""
         try:
             api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
         except StructError:
@@ -138,12 +137,6 @@ class RequestPipeline:
     def complete(self, pending: Pending, result: Any = None, exc: BaseException | None = None) -> Outcome:
         """The outcome of a finished :class:`Pending`: its result, or the exception it raised
         (a handler's KafkaError becomes that error code; a deferred response may not be empty)."""
-        if self.tracer is not None:
-            return self.tracer.complete(self, pending, result, exc)
-        return self.complete_untraced(pending, result, exc)
-
-    def complete_untraced(self, pending: Pending, result: Any = None, exc: BaseException | None = None) -> Outcome:
-        """:meth:`complete` without the trace journal."""
         api, version = pending.api, pending.version
         if isinstance(exc, CloseConnection):
             return Close(str(exc))
@@ -154,6 +147,20 @@ class RequestPipeline:
         elif result is None and pending.deferred:
             return Close(f"{api.name} v{version} failed")
         return encode(api, version, pending.correlation_id, result)
+
+
+class TracedPipeline(RequestPipeline):
+    """A pipeline while its ``tracer`` is set (:meth:`RequestPipeline.set_tracer`): the tracer
+    runs the untraced :meth:`RequestPipeline.handle` / :meth:`RequestPipeline.complete` and records
+    the request and its outcome."""
+
+    __slots__ = ()
+
+    def handle(self, frame: bytes, client: ClientInfo) -> Outcome:
+        return self.tracer.handle(self, frame, client)
+
+    def complete(self, pending: Pending, result: Any = None, exc: BaseException | None = None) -> Outcome:
+        return self.tracer.complete(self, pending, result, exc)
 
 
 def encode(api: Api, version: int, correlation_id: int, response: Any) -> bytes | Close | None:

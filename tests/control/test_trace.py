@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import orjson
@@ -63,7 +64,10 @@ def test_trace_of_a_kafka_python_group(broker_factory, pool, tmp_path: Path):
     b = pool.python("b", client_id="kp-b", **common)
     view = wait_settled(bt, GROUP, TOPIC, [a, b], partitions=PARTITIONS)
     ids = {a.state["memberId"], b.state["memberId"]}
-    a.wait_event("state")  # a heartbeat or two after settling
+    deadline = time.monotonic() + 30
+    while {e["request"]["member_id"] for e in _lines(journal) if e["api"] == "Heartbeat"} != ids:
+        assert time.monotonic() < deadline, "no heartbeat from both members"
+        time.sleep(0.05)
     b.close()
     wait_settled(bt, GROUP, TOPIC, [a], partitions=PARTITIONS)
     lines = _lines(journal)
