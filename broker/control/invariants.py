@@ -201,8 +201,6 @@ class InvariantChecker:
             self._check_log(topic, partition, plog, op, now)
 
 
-
-
 def checker(control: Any) -> InvariantChecker:
     """The invariant checker of a broker (the ``Broker``, or a control object: see ``Target``),
     created disabled on first use."""

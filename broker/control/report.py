@@ -145,8 +145,6 @@ def _owners(kind: str, g: Any) -> dict[str, str]:
     return out
 
 
-
-
 def reporter(control: Any) -> RebalanceReport:
     """The broker's rebalance report (created disabled on first use)."""
     target = Target.of(control)
