@@ -2,7 +2,7 @@
 
 - unit: a manual clock fires the coordinator's timers in deadline order, each at its deadline,
   including timers armed by a timer that fired within the same advance; switching modes;
-  retention runs on the advanced time;
+  time-based segment rolls, log retention and committed offsets' expiry follow the virtual clock;
 - the HTTP routes (a tiny local aiohttp app): read, switch, advance, and 400s that name the
   valid choices;
 - acceptance with real clients (issue 13, 3): a frozen (SIGSTOPped) kafka-python member with
@@ -20,6 +20,8 @@ import time
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from broker.clock import BrokerClock
 from broker.control import clock as control_clock
@@ -118,6 +120,50 @@ def test_retention_runs_on_the_advanced_time(broker_factory):
     bt.call(bt.broker.clock.advance, 86_400_000)
     assert seen == [now + 86_400_000]
     assert bt.call(bt.broker.logs.now_ms) == now + 86_400_000
+
+
+def test_segment_roll_and_retention_follow_the_virtual_clock(broker_factory):
+    bt = broker_factory({"clock": "manual"})
+    configs = {"segment.ms": "60000", "retention.ms": "120000", "segment.jitter.ms": "0"}
+    bt.call(bt.broker.create_topic, "aged", 1, configs)
+    producer = KafkaProducer(bootstrap_servers=bt.bootstrap, linger_ms=0)
+
+    def send(value: bytes) -> None:
+        producer.send("aged", value, partition=0).get(10)
+
+    def segments() -> list[int]:
+        return bt.call(lambda: [s.base_offset for s in bt.broker.logs.get("aged", 0).segments])
+
+    send(b"first")
+    send(b"second")
+    assert segments() == [0]  # no virtual time has passed: no roll
+    bt.call(bt.broker.clock.advance, 61_000)
+    send(b"third")  # the active segment is older than segment.ms on the broker clock
+    assert segments() == [0, 2]
+    bt.call(bt.broker.clock.advance, 100_000)  # 161 s after the first records: past retention.ms
+    assert segments() == [2]
+    assert bt.call(lambda: bt.broker.logs.get("aged", 0).log_start_offset) == 2
+    producer.close(timeout=5)
+
+
+def test_committed_offsets_expire_on_the_virtual_clock(broker_factory):
+    bt = broker_factory({"clock": "manual", "offsets.retention.minutes": "60"})
+    bt.call(bt.broker.create_topic, TOPIC, 1)
+    tp = TopicPartition(TOPIC, 0)
+    consumer = KafkaConsumer(bootstrap_servers=bt.bootstrap, group_id="idle", enable_auto_commit=False)
+    consumer.assign([tp])
+    consumer.commit({tp: OffsetAndMetadata(5, "", -1)})
+    consumer.close()
+
+    def committed() -> bool:
+        return bt.call(lambda: "idle" in bt.broker.groups.state.offsets)
+
+    assert committed()
+    bt.call(bt.broker.clock.advance, 3_000_000)  # 50 min
+    assert committed()
+    fired = bt.call(bt.broker.clock.advance, 1_200_000)  # 70 min: past retention, and a check ran
+    assert not committed()
+    assert all(key == "offsets:expire" for key, _deadline in fired)
 
 
 # ---------------------------------------------------------------------------------- HTTP routes
