@@ -107,8 +107,14 @@ def broker_factory(tmp_path: Path):
         return bt
 
     yield start
+    violations = []
     for bt in started:
-        bt.stop()
+        try:
+            bt.stop()
+        except AssertionError as e:  # InvariantViolation: stop the others first
+            violations.append(e)
+    if violations:
+        raise violations[0]
 
 
 @pytest.fixture(scope="session")
