@@ -3,7 +3,7 @@
 One :class:`BrokerClock` per broker drives every broker-side deadline: the group coordinator's
 timers (classic session, join, sync and rebalance timeouts, the initial rebalance delay, KIP-848
 session and revocation timeouts, offset expiry) and the logs' time (retention, time-based segment
-rolls, LogAppendTime). Waits that clients time themselves (Fetch max wait, produce and request
+rolls, LogAppendTime, the cleaner's compaction lags and tombstone retention). Waits that clients time themselves (Fetch max wait, produce and request
 timeouts) never read it: they stay on the event loop's real time.
 
 ``clock=manual`` (or :meth:`BrokerClock.set_mode` at runtime) freezes it: :meth:`now_ms` stands

@@ -118,6 +118,7 @@ class LogManager:
         self._tasks: list[asyncio.Task] = []
         self.recovery_points = self._read_checkpoint()
         self.cleaner = LogCleaner(broker_config)
+        self.cleaner.now_ms = self.now_ms
         #: log.flush=never: partitions with flush.messages / flush.ms and unflushed appends since when
         self._unflushed_since: dict[PartitionLog, float] = {}
         self._next_pid, self._pid_block_end = self._load_pid_block()
