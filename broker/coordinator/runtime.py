@@ -95,11 +95,12 @@ class LoopTimers:
         return True
 
     def _arm(self, key: str, deadline_ms: int) -> None:
+        if self.manual and deadline_ms > self.clock.now_ms():
+            return  # the clock's advance() fires it
         if self.loop is None:
             self.loop = asyncio.get_event_loop()
-        if self.manual:  # the clock's advance() fires it, unless it is due already
-            if deadline_ms <= self.clock.now_ms():
-                self.handles[key] = (deadline_ms, self.loop.call_soon(self._fire, key))
+        if self.manual:  # due already: fire it as soon as the loop is free
+            self.handles[key] = (deadline_ms, self.loop.call_soon(self._fire, key))
             return
         delay = max(0.0, (deadline_ms - self.clock.now_ms()) / 1000)
         self.handles[key] = (deadline_ms, self.loop.call_later(delay, self._fire, key))
