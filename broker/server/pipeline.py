@@ -86,12 +86,6 @@ class RequestPipeline:
         #: the trace journal while tracing is on, else None (see set_tracer)
         self.tracer: Any = None
 
-    def set_tracer(self, tracer: Any) -> None:
-        """Record every request in ``tracer`` (broker.control.trace), or stop (None). The pipeline
-        becomes a :class:`TracedPipeline` meanwhile, so an untraced one pays nothing for it."""
-        self.tracer = tracer
-        self.__class__ = RequestPipeline if tracer is None else TracedPipeline
-
     def handle(self, frame: bytes, client: ClientInfo) -> Outcome:
         """The outcome of one request frame (see the module docstring)."""
         try:
@@ -147,6 +141,12 @@ class RequestPipeline:
         elif result is None and pending.deferred:
             return Close(f"{api.name} v{version} failed")
         return encode(api, version, pending.correlation_id, result)
+
+    def set_tracer(self, tracer: Any) -> None:
+        """Record every request in ``tracer`` (broker.control.trace), or stop (None). The pipeline
+        becomes a :class:`TracedPipeline` meanwhile, so an untraced one pays nothing for it."""
+        self.tracer = tracer
+        self.__class__ = RequestPipeline if tracer is None else TracedPipeline
 
 
 class TracedPipeline(RequestPipeline):
