@@ -122,6 +122,7 @@ def test_retention_runs_on_the_advanced_time(broker_factory):
     assert bt.call(bt.broker.logs.now_ms) == now + 86_400_000
 
 
+@pytest.mark.integration
 def test_segment_roll_and_retention_follow_the_virtual_clock(broker_factory):
     bt = broker_factory({"clock": "manual"})
     configs = {"segment.ms": "60000", "retention.ms": "120000", "segment.jitter.ms": "0"}
@@ -146,6 +147,7 @@ def test_segment_roll_and_retention_follow_the_virtual_clock(broker_factory):
     producer.close(timeout=5)
 
 
+@pytest.mark.integration
 def test_committed_offsets_expire_on_the_virtual_clock(broker_factory):
     bt = broker_factory({"clock": "manual", "offsets.retention.minutes": "60"})
     bt.call(bt.broker.create_topic, TOPIC, 1)
@@ -174,6 +176,7 @@ class _Control:
         self.clock = clock
 
 
+@pytest.mark.server
 def test_routes():
     async def main():
         clock = BrokerClock("system")
@@ -239,6 +242,7 @@ def _advance_past_session(bt, survivor_key: str) -> float:
     return start
 
 
+@pytest.mark.integration
 def test_frozen_kafka_python_member_expires_on_advance(broker_factory, pool):
     bt = broker_factory(
         {"clock": "manual", "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"}
@@ -268,6 +272,7 @@ def test_frozen_kafka_python_member_expires_on_advance(broker_factory, pool):
     assert took < 5.0, f"takeover took {took:.1f} s of wall time"
 
 
+@pytest.mark.integration
 def test_frozen_consumer_protocol_member_expires_on_advance(broker_factory, pool):
     bt = broker_factory(
         {

@@ -49,6 +49,7 @@ def _kp(pool, bt, name, **extra):
     return pool.python(name, **config)
 
 
+@pytest.mark.integration
 def test_silent_through_a_classic_group_and_the_report_counts_its_rebalances(broker_factory, pool):
     bt = broker_factory(CLASSIC, invariants=True)
     bt.call(bt.broker.create_topic, TOPIC, PARTITIONS)
@@ -72,6 +73,7 @@ def test_silent_through_a_classic_group_and_the_report_counts_its_rebalances(bro
     assert report["rebalancing_ms"] == sum(h["duration_ms"] for h in history)
 
 
+@pytest.mark.integration
 def test_silent_through_a_consumer_group(broker_factory, pool):
     bt = broker_factory(
         {"group.consumer.session.timeout.ms": "45000", "group.consumer.heartbeat.interval.ms": "300"},
@@ -92,6 +94,7 @@ def test_silent_through_a_consumer_group(broker_factory, pool):
     assert report["partitions_moved"] >= PARTITIONS // 2  # b took a's half when a left
 
 
+@pytest.mark.integration
 def test_catches_a_broken_assignor(broker_factory, pool):
     bt = broker_factory(CLASSIC, invariants=False)
     bt.call(bt.broker.create_topic, TOPIC, PARTITIONS)

@@ -41,6 +41,7 @@ def _lines(path: Path) -> list[dict]:
     return [orjson.loads(x) for x in path.read_bytes().splitlines() if x.strip()]
 
 
+@pytest.mark.integration
 def test_trace_of_a_kafka_python_group(broker_factory, pool, tmp_path: Path):
     journal = tmp_path / "trace.jsonl"
     bt = broker_factory(
@@ -111,6 +112,7 @@ def test_trace_of_a_kafka_python_group(broker_factory, pool, tmp_path: Path):
     assert heads and all(" kp-b " in x and " SyncGroup " in x for x in heads)
 
 
+@pytest.mark.integration
 def test_records_are_summarised_and_apis_filtered(broker_factory, tmp_path: Path):
     journal = tmp_path / "t.jsonl"
     bt = broker_factory({"trace.file": str(journal), "trace.apis": "Produce"})
