@@ -42,7 +42,7 @@ from broker.log.batch import InvalidBatch, iter_batches
 from broker.protocol.errors import ErrorCode
 from broker.protocol.framing import REQUEST_PREFIX
 from broker.protocol.primitives import Message
-from broker.server.pipeline import RequestPipeline
+from broker.server.pipeline import Close, Pending, RequestPipeline
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class TraceJournal:
         try:
             entry = self._begin(pipeline, frame, client, wall)
             if entry is not None:
-                if type(out).__name__ == "Pending":
+                if type(out) is Pending:
                     entry["_start"] = start
                     self._open[(id(client), entry["correlation_id"])] = entry
                     while len(self._open) > MAX_OPEN:
@@ -175,15 +175,17 @@ class TraceJournal:
 
     def _finish(self, entry: dict, pipeline: Any, out: Any, latency: float) -> None:
         entry["latency_ms"] = round(latency, 3)
-        kind = type(out).__name__
         if out is None:
             entry["outcome"], entry["response"] = "no-response", None
-        elif kind == "Close":
+        elif type(out) is Close:
             entry["outcome"], entry["response"], entry["reason"] = "close", None, out.reason
         else:
             entry["outcome"] = "response"
             api = pipeline.registry.get(entry["api_key"])
-            entry["response"] = to_json(_decode_response(api, entry["version"], out))
+            if api is not None and entry["version"] in api.plans:
+                entry["response"] = to_json(_decode_response(api, entry["version"], out))
+            else:  # e.g. ApiVersions at a version we do not serve: answered in v0
+                entry["response"] = {"bytes": len(out)}
         entry["errors"] = list(_errors(entry["response"], ""))
         self._write(orjson.dumps(entry, default=_default) + b"\n")
 

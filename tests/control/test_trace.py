@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from pathlib import Path
 
@@ -21,9 +22,15 @@ from aiohttp.test_utils import TestClient, TestServer
 from click.testing import CliRunner
 from kafka import KafkaProducer
 
+from broker.app import Broker
 from broker.cli import main
+from broker.config import Config
 from broker.control import trace
+from broker.dispatch.registry import ClientInfo
+from broker.protocol.generated.api_versions import ApiVersionsRequest
+from broker.server.pipeline import Close, RequestPipeline
 from tests.support.groups import MemberPool, wait_settled
+from tests.support.wire import request_bytes
 
 TOPIC = "orders"
 GROUP = "g"
@@ -181,3 +188,30 @@ def test_routes(broker_factory, tmp_path: Path):
             assert (await r.json())["was"]["file"] == str(tmp_path / "x")
 
     asyncio.run_coroutine_threadsafe(main_(), bt.loop).result(10)
+
+
+@pytest.mark.server
+def test_odd_frames_are_recorded_without_failing(tmp_path: Path):
+    broker = Broker(Config({"port": 0, "host": "127.0.0.1", "log.dirs": str(tmp_path / "data")}))
+    try:
+        pipeline = RequestPipeline(broker.registry, broker.services)
+        journal = trace.TraceJournal(tmp_path / "t.jsonl", registry=broker.registry)
+        pipeline.set_tracer(journal)
+        client = ClientInfo(peer="test")
+        v3 = request_bytes(18, 3, ApiVersionsRequest(), 1, "odd")[4:]
+        too_new = v3[:2] + struct.pack(">h", 99) + v3[4:]
+        assert type(pipeline.handle(too_new, client)) is bytes  # answered in v0 (KIP-511)
+        unknown = struct.pack(">hhi", 999, 0, 2) + struct.pack(">h", 3) + b"odd"
+        assert type(pipeline.handle(unknown, client)) is Close
+        pipeline.set_tracer(None)
+        journal.close()
+        assert type(pipeline) is RequestPipeline
+    finally:
+        broker.close()
+    lines = _lines(tmp_path / "t.jsonl")
+    assert [(e["api_key"], e["outcome"]) for e in lines] == [(18, "response"), (999, "close")]
+    assert (
+        lines[0]["response"] == {"bytes": lines[0]["response"]["bytes"]}
+        and "unknown API" in lines[1]["reason"]
+    )
+    assert journal.failures == 0
