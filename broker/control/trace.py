@@ -231,10 +231,13 @@ class TraceJournal:
 
 def to_json(value: Any, name: str = "") -> Any:
     """A decoded message as JSON-able values: records summarised, consumer protocol bytes decoded."""
+    t = type(value)
+    if t is int or t is str or value is None or t is bool:
+        return value
+    if t is list:
+        return [to_json(v, name) for v in value]
     if isinstance(value, Message):
         return {f: to_json(getattr(value, f), f) for f in value._fields}
-    if isinstance(value, list):
-        return [to_json(v, name) for v in value]
     if isinstance(value, (bytes, bytearray, memoryview)):
         return _bytes(bytes(value), name)
     if isinstance(value, uuid.UUID):
@@ -290,16 +293,18 @@ def _decode_response(api: Any, version: int, frame: bytes) -> Any:
 
 
 def _errors(value: Any, path: str) -> Iterator[dict]:
-    if isinstance(value, dict):
+    if type(value) is dict:
         for k, v in value.items():
-            p = f"{path}.{k}" if path else k
-            if k.endswith("error_code") and isinstance(v, int) and v != 0:
-                yield {"path": p, "code": v, "name": _ERRORS.get(v, str(v))}
-            elif isinstance(v, (dict, list)):
-                yield from _errors(v, p)
-    elif isinstance(value, list):
+            t = type(v)
+            if t is int:
+                if v and k.endswith("error_code"):
+                    yield {"path": f"{path}.{k}" if path else k, "code": v, "name": _ERRORS.get(v, str(v))}
+            elif t is list or t is dict:
+                yield from _errors(v, f"{path}.{k}" if path else k)
+    elif type(value) is list:
         for i, v in enumerate(value):
-            yield from _errors(v, f"{path}[{i}]")
+            if type(v) is dict or type(v) is list:
+                yield from _errors(v, f"{path}[{i}]")
 
 
 def _groups_of(api_key: int, request: Any) -> list[str]:
