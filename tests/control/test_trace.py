@@ -191,7 +191,8 @@ def test_routes(broker_factory, tmp_path: Path):
 
 
 @pytest.mark.server
-def test_odd_frames_are_recorded_without_failing(tmp_path: Path):
+async def test_odd_frames_are_recorded_without_failing(tmp_path: Path):
+    # built inside the test's event loop, as tests/server/test_pipeline.py does
     broker = Broker(Config({"port": 0, "host": "127.0.0.1", "log.dirs": str(tmp_path / "data")}))
     try:
         pipeline = RequestPipeline(broker.registry, broker.services)
