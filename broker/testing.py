@@ -93,6 +93,8 @@ class BrokerThread:
 
     def stop(self, timeout: float = 10.0) -> None:
         if self._thread.is_alive() and self._stop is not None:
+            if self.invariants and self.broker is not None:
+                self.call(self.checker.check_logs, "stop")  # every high watermark, a last time
             self.loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout)
         if self.invariants and self.broker is not None:

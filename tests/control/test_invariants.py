@@ -20,6 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from broker.control import invariants as inv
 from broker.control import report as rep
+from broker.testing import InvariantViolation, running_broker
 from tests.support.groups import MemberPool, wait_consumer_settled, wait_settled
 
 TOPIC = "orders"
@@ -167,3 +168,16 @@ def test_routes(broker_factory):
     # the routes touch the broker's state: run them on its loop
     asyncio.run_coroutine_threadsafe(main(), bt.loop).result(10)
     bt.call(bt.checker.disable)
+
+
+@pytest.mark.server
+def test_running_broker_fails_on_a_violation(tmp_path):
+    with pytest.raises(InvariantViolation, match="(?s)1 invariant violation.*high-watermark"):
+        with running_broker(tmp_path / "data", invariants=True) as bt:
+            bt.call(bt.broker.create_topic, TOPIC, 1)
+
+            def plant() -> None:
+                plog = bt.broker.logs.get(TOPIC, 0)
+                plog.high_watermark = plog.log_end_offset + 5  # seen by the last check at stop
+
+            bt.call(plant)
