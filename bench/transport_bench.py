@@ -2,6 +2,7 @@
 
     python bench/transport_bench.py [--seconds 5] [--warmup 1] [--rounds 3] [--connections 100]
                                     [--inflight 5] [--no-pin] [--echo-args=...] [--broker-root DIR]
+                                    [--broker-args=...]
 
 Starts our broker (``python -m broker serve``, temp data dir) and bench/echo_server.py as
 subprocesses on free ports. For each server in turn, a separate load-generator process (a
@@ -347,13 +348,19 @@ def main() -> int:
         default=ROOT,
         help="checkout whose broker to run (python -m broker from there) [default: this one]",
     )
+    ap.add_argument(
+        "--broker-args",
+        default="",
+        help="extra arguments for the broker's serve command, e.g. --broker-args='--control-port 0'",
+    )
     args = ap.parse_args()
 
     tmp = tempfile.TemporaryDirectory(prefix="transport-bench-")
     tmpdir = Path(tmp.name)
     bport, eport = free_port(), free_port()
     broker = start(
-        [sys.executable, "-m", "broker", "serve", "--port", str(bport), "--data-dir", str(tmpdir / "data")],
+        [sys.executable, "-m", "broker", "serve", "--port", str(bport), "--data-dir", str(tmpdir / "data")]
+        + shlex.split(args.broker_args),
         tmpdir / "broker.log",
         cwd=args.broker_root,
     )

@@ -17,8 +17,10 @@ import shutil
 import socket
 
 from broker.clock import BrokerClock
-from broker.cluster import ClusterMeta, Topic, TopicRegistry
+from broker.cluster import ClusterMeta, TopicRegistry
 from broker.config import Config
+from broker.control import Control
+from broker.control.http import ControlServer
 from broker.control.trace import start_from_config as start_trace
 from broker.control.trace import stop as stop_trace
 from broker.coordinator import GroupCoordinator
@@ -38,17 +40,22 @@ SHUTDOWN_GRACE = 5.0
 
 
 class Broker:
-    def __init__(self, config: Config, recover: bool = False, file_ops: FileOps = SYSTEM_OPS):
+    def __init__(
+        self, config: Config, recover: bool = False, file_ops: FileOps = SYSTEM_OPS, listen: bool = True
+    ):
         """Open the listeners, lock the data directory, then load it (topics, logs, groups). The
         listeners come first so that a broker that cannot listen creates nothing on disk; they accept
         connections only from :meth:`start`. Raises ListenError, DataDirLocked or LogCorruption
         (and releases what it took). ``recover`` (``serve --recover``): a log damaged where start-up
         would refuse is truncated at the first bad batch instead, and what was dropped is logged.
-        ``file_ops``: the system calls the logs write and sync through (tests inject disk faults)."""
+        ``file_ops``: the system calls the logs write and sync through (tests inject disk faults).
+        ``listen=False``: no socket at all (requests go through ``RequestPipeline(registry, services)``
+        by hand: in-process handler tests); :meth:`start` binds then."""
         self.config = config
         self.node_id: int = config["node.id"]
         self.listener = Listener(config, config.endpoints())
-        self.listener.bind()
+        if listen:
+            self.listener.bind()
         self.port: int = self.listener.port
         self.lock = DataDirLock(config.data_dir)
         try:
@@ -75,6 +82,11 @@ class Broker:
             registry=self.registry,
             advertised_address=self.advertised_address,
         )
+        self.pipeline = RequestPipeline(self.registry, self.services)
+        #: the test control plane (fault rules, live state); served over HTTP when control.port is set
+        self.control = Control(self.services, self.pipeline, self.listener.connections)
+        self.control_server: ControlServer | None = None
+        self.control_port: int | None = None
         self._stopped = asyncio.Event()
 
     def _load(self, config: Config, recover: bool, file_ops: FileOps) -> None:
@@ -92,6 +104,11 @@ class Broker:
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
         self.logs.recover = False  # only what was on disk at start-up
         self.admin = TopicAdmin(config, self.topics, self.logs)
+        # topic administration for callers holding the broker (tests, benches, the control plane)
+        self.create_topic = self.admin.create_topic
+        self.delete_topic = self.admin.delete_topic
+        self.create_partitions = self.admin.create_partitions
+        self.alter_topic_configs = self.admin.alter_topic_configs
         self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
 
@@ -104,31 +121,14 @@ class Broker:
         """The (host, port) clients connected to ``listener`` are told to use."""
         return self.advertised.get(listener) or next(iter(self.advertised.values()))
 
-    # ------------------------------------------------------------------ topic administration
-    # (broker.topic_admin; kept here for callers holding the broker: tests, benches)
-
-    def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        configs: dict[str, str] | None = None,
-        internal: bool = False,
-        validate_only: bool = False,
-    ) -> Topic:
-        return self.admin.create_topic(name, partitions, configs, internal, validate_only)
-
-    def delete_topic(self, name: str) -> Topic:
-        return self.admin.delete_topic(name)
-
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
-        return self.admin.create_partitions(name, count, validate_only)
-
-    def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> Topic:
-        return self.admin.alter_topic_configs(name, configs, validate_only)
-
     async def start(self) -> None:
+        if self.config["control.port"] >= 0:  # first: a control port in use fails with nothing started
+            self.control_server = ControlServer(
+                self.control, self.config["control.host"], self.config["control.port"]
+            )
+            self.control_port = await self.control_server.start()
         self.logs.start()
-        self.port = await self.listener.start(RequestPipeline(self.registry, self.services))
+        self.port = await self.listener.start(self.pipeline)
         start_trace(self, self.config)  # trace.file
         for b in self.listener.bound:
             ep = b.endpoint
@@ -170,6 +170,8 @@ class Broker:
                 "shutting down with requests of %d connection(s) unanswered after %.1f s", left, grace
             )
         await self.listener.stop()
+        if self.control_server is not None:
+            await self.control_server.stop()
         stop_trace(self)
         self.groups.close()
         await self.logs.close()

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from broker.config import Config, ConfigError, parse_pairs, parse_properties
+from broker.control.cli import ctl
 from broker.control.trace import trace_command
 from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption
@@ -53,6 +54,14 @@ def main() -> None:
     help="Truncate a damaged partition log at its first bad batch (dropping everything after it, "
     "reported in the log) instead of refusing to start.",
 )
+@click.option(
+    "--control-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve the control API (fault rules, live state; HTTP/JSON) on this port [default: off].",
+)
+@click.option("--control-host", default=None, help="Address of the control API [default: 127.0.0.1].")
+@click.option("--control-token", default=None, help="Bearer token the control API requires.")
 def serve(
     host: str | None,
     port: int | None,
@@ -62,6 +71,9 @@ def serve(
     pairs: tuple[str, ...],
     config_file: str | None,
     recover: bool,
+    control_port: int | None,
+    control_host: str | None,
+    control_token: str | None,
 ) -> None:
     """Run the broker until SIGTERM or Ctrl-C (graceful: in-flight requests are answered and the
     logs fsynced; a second signal exits at once)."""
@@ -79,7 +91,14 @@ def serve(
             click.echo("note: --host/--port replace the listeners of the configuration", err=True)
         if advertised_host is not None and values.pop("advertised.listeners", None):
             click.echo("note: --advertised-host replaces advertised.listeners of the configuration", err=True)
-        for key, val in (("host", host), ("port", port), ("advertised.host", advertised_host)):
+        for key, val in (
+            ("host", host),
+            ("port", port),
+            ("advertised.host", advertised_host),
+            ("control.port", control_port),
+            ("control.host", control_host),
+            ("control.token", control_token),
+        ):
             if val is not None:
                 values[key] = str(val)
         if data_dir is not None:
@@ -180,6 +199,9 @@ main.add_command(
 )
 
 main.add_command(trace_command)  # pykbroker trace FILE: read a trace journal
+
+main.add_command(ctl)
+
 
 if __name__ == "__main__":
     main()

@@ -22,6 +22,7 @@ from typing import Any
 
 from broker.app import Broker
 from broker.config import Config
+from broker.control import Control
 from broker.control.invariants import InvariantChecker, checker
 from broker.log.segment import SYSTEM_OPS, FileOps
 from broker.server import new_event_loop
@@ -119,6 +120,20 @@ class BrokerThread:
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
 
     @property
+    def control(self) -> _ThreadControl:
+        """The broker's control operations (broker.control.Control), called on its loop:
+        ``b.control.add_rule(api="Produce", error="NOT_LEADER_OR_FOLLOWER", times=3)``."""
+        assert self.broker is not None
+        return _ThreadControl(self, self.broker.control)
+
+    @property
+    def control_url(self) -> str | None:
+        """The control API's URL when ``control.port`` was configured."""
+        assert self.broker is not None
+        port = self.broker.control_port
+        return None if port is None else f"http://127.0.0.1:{port}"
+
+    @property
     def port(self) -> int:
         assert self.broker is not None
         return self.broker.port
@@ -130,6 +145,20 @@ class BrokerThread:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+
+class _ThreadControl:
+    """Forwards each call of a Control method to the broker's loop (thread-safe)."""
+
+    def __init__(self, thread: BrokerThread, control: Control):
+        self._thread = thread
+        self._control = control
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(self._control, name)
+        if not callable(fn):
+            return fn
+        return lambda *args, **kwargs: self._thread.call(lambda: fn(*args, **kwargs))
 
 
 @contextmanager

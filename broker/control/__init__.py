@@ -1,0 +1,101 @@
+"""The test control plane: fault rules and live state, for client tests in any language.
+
+:class:`Control` holds the in-process operations (one per broker, ``broker.control``); the HTTP/JSON
+API (http.py, ``--control-port``), the Python client (client.py, :class:`ControlClient`) and the CLI
+(cli.py, ``pykbroker ctl``) expose the same operations. Every method runs on the broker's event
+loop (``running_broker(...).control`` forwards calls there from the test's thread).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from . import state
+from .client import ControlClient
+from .faults import BadRule, FaultInjector, parse_rule
+
+if TYPE_CHECKING:
+    from broker.dispatch.services import Services
+    from broker.server.pipeline import RequestPipeline
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BadRule", "Control", "ControlClient", "NotFound"]
+
+
+class NotFound(KeyError):
+    """The named rule, group or connection does not exist (HTTP 404)."""
+
+    def __init__(self, what: str):
+        super().__init__(what)
+        self.message = what
+
+
+class Control:
+    """The control operations of one broker."""
+
+    def __init__(self, services: Services, pipeline: RequestPipeline, connections: Iterable[Any]):
+        """``pipeline``: the broker's request pipeline (its ``faults`` is set while rules exist);
+        ``connections``: the live set of client connections."""
+        self.services = services
+        self.pipeline = pipeline
+        self.connections_set = connections
+        self.faults = FaultInjector(services.registry, services)
+        self.faults.on_change = self._faults_changed
+
+    def _faults_changed(self, any_rule: bool) -> None:
+        self.pipeline.faults = self.faults if any_rule else None
+
+    # ------------------------------------------------------------------ fault rules
+
+    def add_rule(self, spec: Mapping[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+        """Add a fault rule (see broker.control.faults; a dict, keyword fields, or both) and return
+        it with its id. Raises :class:`BadRule` (nothing added) when it is wrong."""
+        merged = dict(spec or {})
+        merged.update(fields)
+        return self.faults.add(merged).to_json(self.services.registry)
+
+    def add_rules(self, specs: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Add several rules at once: all of them, or none when one is wrong."""
+        for spec in specs:
+            parse_rule(spec, self.services.registry)
+        return [self.add_rule(spec) for spec in specs]
+
+    def rules(self) -> list[dict[str, Any]]:
+        """The active rules, in evaluation order, with how often each fired."""
+        return [r.to_json(self.services.registry) for r in self.faults.rules]
+
+    def remove_rule(self, rule_id: int) -> dict[str, Any]:
+        try:
+            return self.faults.remove(int(rule_id)).to_json(self.services.registry)
+        except (KeyError, ValueError):
+            raise NotFound(f"no fault rule {rule_id}") from None
+
+    def clear_rules(self) -> int:
+        """Remove every rule; returns how many there were."""
+        return self.faults.clear()
+
+    # ------------------------------------------------------------------ live state
+
+    def groups(self) -> list[dict[str, Any]]:
+        return state.groups(self.services)
+
+    def group(self, group_id: str) -> dict[str, Any]:
+        g = state.group(self.services, group_id)
+        if g is None:
+            raise NotFound(f"no group {group_id!r}")
+        return g
+
+    def offsets(self, group_id: str) -> dict[str, Any]:
+        o = state.offsets(self.services, group_id)
+        if o is None:
+            raise NotFound(f"no committed offsets for group {group_id!r}")
+        return o
+
+    def topics(self) -> list[dict[str, Any]]:
+        return state.topics(self.services)
+
+    def connections(self) -> list[dict[str, Any]]:
+        return state.connections(list(self.connections_set))

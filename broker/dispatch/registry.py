@@ -47,6 +47,8 @@ class ClientInfo:
     client_id: str | None = None
     software_name: str | None = None
     software_version: str | None = None
+    #: this connection's number in the broker (the control API lists and matches on it)
+    connection_id: int = 0
 
     def describe(self) -> str:
         sw = f" {self.software_name}/{self.software_version}" if self.software_name else ""

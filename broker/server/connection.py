@@ -27,6 +27,7 @@ responses and waits for the awaitables handlers return.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections import deque
@@ -50,6 +51,9 @@ MAX_OUT_BATCH = 256 << 10
 #: Most deferred responses (e.g. produces waiting for fsync) a connection may have outstanding.
 MAX_DEFERRED = 64
 
+#: connection ids, unique in the process
+_connection_ids = itertools.count(1)
+
 
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, pipeline: RequestPipeline, listener: Listener, listener_name: str = "PLAINTEXT"):
@@ -59,7 +63,8 @@ class KafkaConnection(asyncio.Protocol):
         self.listener = listener
         self.reader = FrameReader(listener.max_request_bytes)
         self.transport: asyncio.Transport | None = None
-        self.client = ClientInfo(peer="?", listener=listener_name)
+        self.client = ClientInfo(peer="?", listener=listener_name, connection_id=next(_connection_ids))
+        self.opened = time.time()
         self.queue: deque[bytes] = deque()
         self.busy = False
         self.closed = False

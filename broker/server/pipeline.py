@@ -78,13 +78,15 @@ class RequestPipeline:
     """decode -> handler -> encode for every connection of a broker (it keeps no per-connection
     state: the connection passes its :class:`ClientInfo`)."""
 
-    __slots__ = ("registry", "services", "tracer")
+    __slots__ = ("registry", "services", "tracer", "faults")
 
     def __init__(self, registry: Registry, services: Services):
         self.registry = registry
         self.services = services
         #: the trace journal while tracing is on, else None (see set_tracer)
         self.tracer: Any = None
+        #: the fault injector while fault rules are set, else None (broker.control sets it)
+        self.faults: Any = None
 
     def handle(self, frame: bytes, client: ClientInfo) -> Outcome:
         """The outcome of one request frame (see the module docstring)."""
@@ -111,6 +113,9 @@ class RequestPipeline:
         except DECODE_ERRORS as e:
             return _close_undecoded(frame, client, f"cannot decode {api.name} v{version}: {e}")
         client.client_id = header.client_id
+        if self.faults is not None:  # fault rules are set (broker.control.faults)
+            return self.faults.intercept(self, api, version, request, correlation_id, client)
+        # call() and outcome() below, inlined: this is the hot path
         ctx = RequestContext(self.services, client, api_key, version, correlation_id, header.client_id)
         try:
             response = api.handler(ctx, request)
@@ -124,6 +129,35 @@ class RequestPipeline:
             return response_frame(correlation_id, flexible_response_header, response)
         if type(response) is Deferred:
             return Pending(response.awaitable, True, api, version, request, correlation_id, client)
+        if response is not None and hasattr(response, "__await__"):
+            return Pending(response, False, api, version, request, correlation_id, client)
+        return encode(api, version, correlation_id, response)
+
+    def call(self, api: Api, version: int, request: Any, correlation_id: int, client: ClientInfo) -> Any:
+        """The handler's answer to a decoded request (a failure becomes its error response), or
+        :class:`Close` (for the fault injector; :meth:`handle` has this inline)."""
+        ctx = RequestContext(self.services, client, api.key, version, correlation_id, client.client_id)
+        try:
+            return api.handler(ctx, request)
+        except CloseConnection as e:
+            return Close(str(e))
+        except Exception as e:
+            response = _error_response(api, version, request, e, client)
+            if response is None:
+                return Close(f"{api.name} v{version} failed: {e}")
+            return response
+
+    def outcome(
+        self, api: Api, version: int, request: Any, correlation_id: int, client: ClientInfo, response: Any
+    ) -> Outcome:
+        """What to do with a handler's answer (see the module docstring; :meth:`handle` has this
+        inline)."""
+        if type(response) is bytes:  # already encoded by the handler
+            return response_frame(correlation_id, api.plans[version][3], response)
+        if type(response) is Deferred:
+            return Pending(response.awaitable, True, api, version, request, correlation_id, client)
+        if type(response) is Close:
+            return response
         if response is not None and hasattr(response, "__await__"):
             return Pending(response, False, api, version, request, correlation_id, client)
         return encode(api, version, correlation_id, response)

@@ -1,6 +1,7 @@
-"""CreateTopics, DeleteTopics and CreatePartitions at every version, over real TCP, with the broker's
-state checked afterwards. The config APIs (DescribeConfigs, IncrementalAlterConfigs) are in
-test_config_apis.py."""
+"""CreateTopics, DeleteTopics and CreatePartitions at every version, through the broker's request
+pipeline in-process (tests/dispatch/conftest.py: frames encoded and decoded as on the wire, no
+socket), with the broker's state checked afterwards. The config APIs (DescribeConfigs,
+IncrementalAlterConfigs) are in tests/server/test_admin_config_apis.py."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from broker.protocol.generated.delete_topics import DeleteTopicsRequest, DeleteT
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.protocol.primitives import ZERO_UUID
-from tests.support.wire import WireClient
+from tests.support.inprocess import InProcessClient
 
 PRODUCE, METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 0, 3, 19, 20, 37
 ZERO = ZERO_UUID
@@ -43,7 +44,7 @@ def topic(name, partitions=1, rf=1, configs=None, assignments=None) -> Creatable
 
 
 def create(b, version, *topics, validate_only=False):
-    with WireClient(b.port) as c:
+    with b.client() as c:
         return c.call(CREATE_TOPICS, version, CreateTopicsRequest(list(topics), 10000, validate_only)).topics
 
 
@@ -59,7 +60,7 @@ def produce(b, name, partition, values=(b"v",), version=9):
             )
         ],
     )
-    with WireClient(b.port) as c:
+    with b.client() as c:
         return c.call(PRODUCE, version, req).responses[0].partition_responses[0]
 
 
@@ -79,14 +80,14 @@ def on_disk(b):
 
 
 @pytest.mark.parametrize("version", range(8))
-def test_create_topics_every_version(broker, version):
-    (r,) = create(broker, version, topic("orders", 3, configs={"retention.ms": "1000"}))
+def test_create_topics_every_version(node, version):
+    (r,) = create(node, version, topic("orders", 3, configs={"retention.ms": "1000"}))
     assert (r.name, r.error_code) == ("orders", 0)
-    partitions, configs, topic_id = registry(broker)["orders"]
+    partitions, configs, topic_id = registry(node)["orders"]
     assert (partitions, configs) == (3, {"retention.ms": "1000"})
-    assert on_disk(broker)["orders"] == (3, {"retention.ms": "1000"})
-    assert [broker.broker.logs.get("orders", p) is not None for p in range(4)] == [True, True, True, False]
-    assert broker.broker.logs.get("orders", 0).config.retention_ms == 1000
+    assert on_disk(node)["orders"] == (3, {"retention.ms": "1000"})
+    assert [node.broker.logs.get("orders", p) is not None for p in range(4)] == [True, True, True, False]
+    assert node.broker.logs.get("orders", 0).config.retention_ms == 1000
     if version >= 1:
         assert r.error_message is None
     if version >= 5:
@@ -99,8 +100,8 @@ def test_create_topics_every_version(broker, version):
 
 
 @pytest.mark.parametrize("version", [0, 4, 7])
-def test_create_topics_minus_one_uses_broker_defaults(broker_factory, version):
-    b = broker_factory({"num.partitions": "4"})
+def test_create_topics_minus_one_uses_broker_defaults(node_factory, version):
+    b = node_factory({"num.partitions": "4"})
     (r,) = create(b, version, topic("dflt", -1, -1))
     assert r.error_code == 0
     assert registry(b)["dflt"][0] == 4
@@ -108,10 +109,10 @@ def test_create_topics_minus_one_uses_broker_defaults(broker_factory, version):
         assert (r.num_partitions, r.replication_factor) == (4, 1)
 
 
-def test_create_topics_explicit_assignment(broker):
-    (r,) = create(broker, 7, topic("placed", -1, -1, assignments=[(1, [1]), (0, [1]), (2, [1])]))
+def test_create_topics_explicit_assignment(node):
+    (r,) = create(node, 7, topic("placed", -1, -1, assignments=[(1, [1]), (0, [1]), (2, [1])]))
     assert (r.error_code, r.num_partitions, r.replication_factor) == (0, 3, 1)
-    assert registry(broker)["placed"][0] == 3
+    assert registry(node)["placed"][0] == 3
 
 
 BAD_TOPICS = [
@@ -149,51 +150,51 @@ BAD_TOPICS = [
 
 @pytest.mark.parametrize(("spec", "code", "message"), BAD_TOPICS, ids=[c.name for _s, c, _m in BAD_TOPICS])
 @pytest.mark.parametrize("version", [0, 1, 5, 7])
-def test_create_topics_errors(broker, version, spec, code, message):
-    (r,) = create(broker, version, spec)
+def test_create_topics_errors(node, version, spec, code, message):
+    (r,) = create(node, version, spec)
     assert r.error_code == code
     if version >= 1:
         assert message in r.error_message
     if version >= 5:
         assert (r.num_partitions, r.replication_factor, r.configs) == (-1, -1, [])
-    assert registry(broker) == {}
-    assert not list(broker.broker.config.data_dir.glob(f"{spec.name}-*"))
+    assert registry(node) == {}
+    assert not list(node.broker.config.data_dir.glob(f"{spec.name}-*"))
 
 
-def test_create_topics_existing_and_colliding(broker):
-    create(broker, 7, topic("a.b"))
-    exists, collides = create(broker, 7, topic("a.b", 2), topic("a_b"))
+def test_create_topics_existing_and_colliding(node):
+    create(node, 7, topic("a.b"))
+    exists, collides = create(node, 7, topic("a.b", 2), topic("a_b"))
     assert (exists.error_code, exists.error_message) == (
         ErrorCode.TOPIC_ALREADY_EXISTS,
         "topic 'a.b' already exists",
     )
     assert collides.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION and "collides" in collides.error_message
-    assert list(registry(broker)) == ["a.b"] and registry(broker)["a.b"][0] == 1
+    assert list(registry(node)) == ["a.b"] and registry(node)["a.b"][0] == 1
 
 
-def test_create_topics_duplicate_names_create_nothing_for_them(broker):
-    results = create(broker, 7, topic("dup"), topic("ok"), topic("dup", 2))
+def test_create_topics_duplicate_names_create_nothing_for_them(node):
+    results = create(node, 7, topic("dup"), topic("ok"), topic("dup", 2))
     assert [(r.name, r.error_code, r.error_message) for r in results] == [
         ("dup", ErrorCode.INVALID_REQUEST, "Duplicate topic name."),
         ("ok", 0, None),
     ]
-    assert list(registry(broker)) == ["ok"]
+    assert list(registry(node)) == ["ok"]
 
 
 @pytest.mark.parametrize("version", range(1, 8))
-def test_create_topics_validate_only_creates_nothing(broker, version):
-    create(broker, version, topic("exists"))
+def test_create_topics_validate_only_creates_nothing(node, version):
+    create(node, version, topic("exists"))
     ok, dup = create(
-        broker, version, topic("dry", 2, configs={"retention.ms": "5"}), topic("exists"), validate_only=True
+        node, version, topic("dry", 2, configs={"retention.ms": "5"}), topic("exists"), validate_only=True
     )
     assert (ok.error_code, dup.error_code) == (0, ErrorCode.TOPIC_ALREADY_EXISTS)
     assert ok.topic_id == ZERO
     if version >= 5:
         assert ok.num_partitions == 2
         assert {c.name: c.value for c in ok.configs}["retention.ms"] == "5"
-    assert list(registry(broker)) == ["exists"] and "dry" not in on_disk(broker)
-    assert not list(broker.broker.config.data_dir.glob("dry-*"))
-    assert broker.broker.logs.get("dry", 0) is None
+    assert list(registry(node)) == ["exists"] and "dry" not in on_disk(node)
+    assert not list(node.broker.config.data_dir.glob("dry-*"))
+    assert node.broker.logs.get("dry", 0) is None
 
 
 # ------------------------------------------------------------------------------------ DeleteTopics
@@ -207,52 +208,52 @@ def delete(b, version, names=(), ids=(), entries=None):
         req = DeleteTopicsRequest(topics=topics, timeout_ms=5000)
     else:
         req = DeleteTopicsRequest(topic_names=list(names), timeout_ms=5000)
-    with WireClient(b.port) as c:
+    with b.client() as c:
         return c.call(DELETE_TOPICS, version, req).responses
 
 
 @pytest.mark.parametrize("version", range(7))
-def test_delete_topics_every_version(broker, version):
-    create(broker, 7, topic("gone", 2), topic("kept"))
-    assert produce(broker, "gone", 1).error_code == 0
-    old_id = registry(broker)["gone"][2]
-    (r,) = delete(broker, version, names=["gone"])
+def test_delete_topics_every_version(node, version):
+    create(node, 7, topic("gone", 2), topic("kept"))
+    assert produce(node, "gone", 1).error_code == 0
+    old_id = registry(node)["gone"][2]
+    (r,) = delete(node, version, names=["gone"])
     assert (r.name, r.error_code) == ("gone", 0)
     if version >= 5:
         assert r.error_message is None
     if version >= 6:
         assert r.topic_id == old_id
-    assert list(registry(broker)) == ["kept"] and list(on_disk(broker)) == ["kept"]
-    assert broker.broker.logs.get("gone", 0) is None and broker.broker.logs.get("gone", 1) is None
-    assert not list(broker.broker.config.data_dir.glob("gone-*"))
+    assert list(registry(node)) == ["kept"] and list(on_disk(node)) == ["kept"]
+    assert node.broker.logs.get("gone", 0) is None and node.broker.logs.get("gone", 1) is None
+    assert not list(node.broker.config.data_dir.glob("gone-*"))
     # recreate under the same name: a new id, empty logs
-    (again,) = create(broker, 7, topic("gone", 1))
+    (again,) = create(node, 7, topic("gone", 1))
     assert again.error_code == 0 and again.topic_id not in (old_id, ZERO)
-    assert broker.broker.logs.get("gone", 0).log_end_offset == 0
-    assert produce(broker, "gone", 0).base_offset == 0
+    assert node.broker.logs.get("gone", 0).log_end_offset == 0
+    assert produce(node, "gone", 0).base_offset == 0
 
 
 @pytest.mark.parametrize("version", range(7))
-def test_delete_unknown_topic(broker, version):
-    (r,) = delete(broker, version, names=["nope"])
+def test_delete_unknown_topic(node, version):
+    (r,) = delete(node, version, names=["nope"])
     assert (r.name, r.error_code) == ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if version >= 5:
         assert r.error_message == "This server does not host this topic-partition."
 
 
-def test_delete_topics_by_id(broker):
-    create(broker, 7, topic("by-id"))
-    tid = registry(broker)["by-id"][2]
+def test_delete_topics_by_id(node):
+    create(node, 7, topic("by-id"))
+    tid = registry(node)["by-id"][2]
     unknown = uuid.uuid4()
-    found, missing = delete(broker, 6, ids=[tid, unknown])
+    found, missing = delete(node, 6, ids=[tid, unknown])
     assert (found.name, found.topic_id, found.error_code) == ("by-id", tid, 0)
     assert (missing.name, missing.topic_id, missing.error_code) == (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID)
-    assert registry(broker) == {}
+    assert registry(node) == {}
 
 
-def test_delete_topics_v6_invalid_entries(broker):
-    create(broker, 7, topic("a"), topic("b"), topic("c"))
-    ids = {n: v[2] for n, v in registry(broker).items()}
+def test_delete_topics_v6_invalid_entries(node):
+    create(node, 7, topic("a"), topic("b"), topic("c"))
+    ids = {n: v[2] for n, v in registry(node).items()}
     entries = [
         DeleteTopicState(None, ZERO),
         DeleteTopicState("a", ids["a"]),
@@ -263,7 +264,7 @@ def test_delete_topics_v6_invalid_entries(broker):
         DeleteTopicState(None, ids["a"]),
         DeleteTopicState("a", ZERO),
     ]
-    got = [(r.name, r.topic_id, r.error_code, r.error_message) for r in delete(broker, 6, entries=entries)]
+    got = [(r.name, r.topic_id, r.error_code, r.error_message) for r in delete(node, 6, entries=entries)]
     bad = ErrorCode.INVALID_REQUEST
     assert got == [
         (None, ZERO, bad, "Neither topic name nor id were specified."),
@@ -272,25 +273,24 @@ def test_delete_topics_v6_invalid_entries(broker):
         (None, ids["c"], bad, "Duplicate topic id."),
         ("a", ids["a"], bad, "The provided topic name maps to an ID that was already supplied."),
     ]
-    assert sorted(registry(broker)) == ["a", "b", "c"]
+    assert sorted(registry(node)) == ["a", "b", "c"]
 
 
-def test_deleting_a_topic_drops_its_committed_offsets(broker):
+def test_deleting_a_topic_drops_its_committed_offsets(node):
     from broker.protocol.generated.offset_commit import (
         OffsetCommitRequest,
         OffsetCommitRequestPartition,
         OffsetCommitRequestTopic,
     )
     from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
-    from tests.support.wire import WireClient
 
-    create(broker, 7, topic("hooked", 2), topic("kept"))
+    create(node, 7, topic("hooked", 2), topic("kept"))
 
-    def committed(c: WireClient, name: str) -> list[int]:
+    def committed(c: InProcessClient, name: str) -> list[int]:
         resp = c.call(9, 7, OffsetFetchRequest(group_id="g", topics=[OffsetFetchRequestTopic(name, [0])]))
         return [p.committed_offset for p in resp.topics[0].partitions]
 
-    with WireClient(broker.port) as c:
+    with node.client() as c:
         parts = [OffsetCommitRequestPartition(0, 42, committed_metadata="")]
         commit = OffsetCommitRequest(
             group_id="g",
@@ -303,35 +303,35 @@ def test_deleting_a_topic_drops_its_committed_offsets(broker):
         )
         assert all(p.error_code == 0 for t in c.call(8, 8, commit).topics for p in t.partitions)
         assert committed(c, "hooked") == [42] and committed(c, "kept") == [42]
-        delete(broker, 6, names=["hooked"])
+        delete(node, 6, names=["hooked"])
         assert committed(c, "hooked") == [-1], "offsets of a deleted topic are dropped, as in Kafka"
         assert committed(c, "kept") == [42]
-        create(broker, 7, topic("hooked", 2))
+        create(node, 7, topic("hooked", 2))
         assert committed(c, "hooked") == [-1], "a recreated topic does not inherit old offsets"
 
 
-def test_internal_topics(broker):
-    prohibited, offsets = create(broker, 7, topic("__cluster_metadata"), topic("__consumer_offsets", 2))
+def test_internal_topics(node):
+    prohibited, offsets = create(node, 7, topic("__cluster_metadata"), topic("__consumer_offsets", 2))
     assert (prohibited.error_code, prohibited.error_message) == (
         ErrorCode.INVALID_REQUEST,
         "Creation of internal topic __cluster_metadata is prohibited.",
     )
-    assert offsets.error_code == 0 and broker.broker.topics.get("__consumer_offsets").internal
-    (r,) = delete(broker, 6, names=["__consumer_offsets"])
+    assert offsets.error_code == 0 and node.broker.topics.get("__consumer_offsets").internal
+    (r,) = delete(node, 6, names=["__consumer_offsets"])
     assert (r.error_code, r.error_message) == (
         ErrorCode.INVALID_REQUEST,
         "__consumer_offsets is an internal topic and cannot be deleted",
     )
-    assert list(registry(broker)) == ["__consumer_offsets"]
+    assert list(registry(node)) == ["__consumer_offsets"]
 
 
-def test_deletion_survives_restart(broker_factory, tmp_path):
+def test_deletion_survives_restart(node_factory, tmp_path):
     data = tmp_path / "d"
-    first = broker_factory(data_dir=data)
+    first = node_factory(data_dir=data)
     create(first, 7, topic("x"), topic("y", 2))
     delete(first, 6, names=["x"])
     first.stop()
-    second = broker_factory(data_dir=data)
+    second = node_factory(data_dir=data)
     assert {n: v[0] for n, v in registry(second).items()} == {"y": 2}
     assert not list(data.glob("x-*"))
 
@@ -350,37 +350,37 @@ def grow(b, version, *topics, validate_only=False):
         timeout_ms=5000,
         validate_only=validate_only,
     )
-    with WireClient(b.port) as c:
+    with b.client() as c:
         return c.call(CREATE_PARTITIONS, version, req).results
 
 
 @pytest.mark.parametrize("version", range(4))
-def test_create_partitions_every_version(broker, version):
-    create(broker, 7, topic("grow", 1, configs={"max.message.bytes": "5000"}))
-    (r,) = grow(broker, version, ("grow", 3, None))
+def test_create_partitions_every_version(node, version):
+    create(node, 7, topic("grow", 1, configs={"max.message.bytes": "5000"}))
+    (r,) = grow(node, version, ("grow", 3, None))
     assert (r.name, r.error_code, r.error_message) == ("grow", 0, None)
-    assert registry(broker)["grow"][0] == 3 and on_disk(broker)["grow"][0] == 3
-    assert broker.broker.logs.get("grow", 2).config.max_message_bytes == 5000
-    with WireClient(broker.port) as c:
+    assert registry(node)["grow"][0] == 3 and on_disk(node)["grow"][0] == 3
+    assert node.broker.logs.get("grow", 2).config.max_message_bytes == 5000
+    with node.client() as c:
         md = c.call(METADATA, 12, MetadataRequest(topics=[MetadataRequestTopic(name="grow")]))
     assert [p.partition_index for p in md.topics[0].partitions] == [0, 1, 2]
     for p in (1, 2):
-        resp = produce(broker, "grow", p, [b"a", b"b"])
+        resp = produce(node, "grow", p, [b"a", b"b"])
         assert (resp.error_code, resp.base_offset) == (0, 0)
-    assert produce(broker, "grow", 3).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert produce(node, "grow", 3).error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
-def test_create_partitions_with_assignments(broker):
-    create(broker, 7, topic("placed"))
-    (r,) = grow(broker, 3, ("placed", 3, [[1], [1]]))
-    assert r.error_code == 0 and registry(broker)["placed"][0] == 3
+def test_create_partitions_with_assignments(node):
+    create(node, 7, topic("placed"))
+    (r,) = grow(node, 3, ("placed", 3, [[1], [1]]))
+    assert r.error_code == 0 and registry(node)["placed"][0] == 3
 
 
 @pytest.mark.parametrize("version", [0, 3])
-def test_create_partitions_errors(broker, version):
-    create(broker, 7, topic("t", 2), topic("u"))
+def test_create_partitions_errors(node, version):
+    create(node, 7, topic("t", 2), topic("u"))
     results = grow(
-        broker,
+        node,
         version,
         ("nope", 2, None),
         ("t", 2, None),
@@ -395,12 +395,12 @@ def test_create_partitions_errors(broker, version):
         ("u", ErrorCode.INVALID_REQUEST),
     }
     messages = [
-        grow(broker, version, ("t", 2, None))[0],
-        grow(broker, version, ("t", 1, None))[0],
-        grow(broker, version, ("u", 3, [[1]]))[0],
-        grow(broker, version, ("u", 2, [[2]]))[0],
-        grow(broker, version, ("u", 2, [[1, 1]]))[0],
-        grow(broker, version, ("u", 10002, None))[0],
+        grow(node, version, ("t", 2, None))[0],
+        grow(node, version, ("t", 1, None))[0],
+        grow(node, version, ("u", 3, [[1]]))[0],
+        grow(node, version, ("u", 2, [[2]]))[0],
+        grow(node, version, ("u", 2, [[1, 1]]))[0],
+        grow(node, version, ("u", 10002, None))[0],
     ]
     assert [(r.error_code, r.error_message) for r in messages] == [
         (ErrorCode.INVALID_PARTITIONS, "Topic already has 2 partition(s)."),
@@ -426,25 +426,25 @@ def test_create_partitions_errors(broker, version):
             "Unable to perform excessively large batch operation (10001 partitions; at most 10000 per request).",
         ),
     ]
-    assert {n: v[0] for n, v in registry(broker).items()} == {"t": 2, "u": 1}
+    assert {n: v[0] for n, v in registry(node).items()} == {"t": 2, "u": 1}
 
 
-def test_create_partitions_validate_only(broker):
-    create(broker, 7, topic("dry"))
-    ok, bad = grow(broker, 3, ("dry", 4, None), ("nope", 2, None), validate_only=True)
+def test_create_partitions_validate_only(node):
+    create(node, 7, topic("dry"))
+    ok, bad = grow(node, 3, ("dry", 4, None), ("nope", 2, None), validate_only=True)
     assert (ok.error_code, bad.error_code) == (0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    assert registry(broker)["dry"][0] == 1 and broker.broker.logs.get("dry", 1) is None
-    assert not list(broker.broker.config.data_dir.glob("dry-1"))
+    assert registry(node)["dry"][0] == 1 and node.broker.logs.get("dry", 1) is None
+    assert not list(node.broker.config.data_dir.glob("dry-1"))
 
 
-def test_partition_count_survives_restart(broker_factory, tmp_path):
+def test_partition_count_survives_restart(node_factory, tmp_path):
     data = tmp_path / "p"
-    first = broker_factory(data_dir=data)
+    first = node_factory(data_dir=data)
     create(first, 7, topic("t"))
     grow(first, 3, ("t", 5, None))
     assert produce(first, "t", 4).error_code == 0
     first.stop()
-    second = broker_factory(data_dir=data)
+    second = node_factory(data_dir=data)
     assert registry(second)["t"][0] == 5
     assert second.broker.logs.get("t", 4).log_end_offset == 1
     assert produce(second, "t", 4).base_offset == 1

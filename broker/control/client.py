@@ -1,0 +1,90 @@
+"""A Python client of the control API (standard library only, blocking)::
+
+    ctl = ControlClient("http://127.0.0.1:9644", token=None)
+    rule = ctl.add_rule(api="Produce", error="NOT_LEADER_OR_FOLLOWER", times=3)
+    ctl.rules(); ctl.remove_rule(rule["id"]); ctl.clear_rules()
+    ctl.groups(); ctl.group("g"); ctl.offsets("g"); ctl.topics(); ctl.connections()
+
+The method names and arguments are those of the in-process :class:`broker.control.Control`.
+A 4xx answer raises :class:`ControlError` carrying the status and the JSON error (with ``valid``
+choices for a 400).
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+
+class ControlError(Exception):
+    def __init__(self, status: int, body: Any):
+        self.status = status
+        self.body = body
+        msg = body.get("error") if isinstance(body, dict) else body
+        valid = body.get("valid") if isinstance(body, dict) else None
+        super().__init__(f"{status}: {msg}" + (f" (valid: {', '.join(map(str, valid))})" if valid else ""))
+
+
+class ControlClient:
+    def __init__(self, url: str, token: str | None = None, timeout: float = 30.0):
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                payload = json.loads(raw)
+            except ValueError:
+                payload = raw.decode(errors="replace")
+            raise ControlError(e.code, payload) from None
+
+    # ------------------------------------------------------------------ fault rules
+
+    def add_rule(self, spec: Mapping[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+        merged = dict(spec or {})
+        merged.update(fields)
+        return self.request("POST", "/faults", merged)
+
+    def add_rules(self, specs: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        return self.request("POST", "/faults", list(specs))["rules"]
+
+    def rules(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/faults")["rules"]
+
+    def remove_rule(self, rule_id: int) -> dict[str, Any]:
+        return self.request("DELETE", f"/faults/{int(rule_id)}")
+
+    def clear_rules(self) -> int:
+        return self.request("DELETE", "/faults")["removed"]
+
+    # ------------------------------------------------------------------ live state
+
+    def groups(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/groups")["groups"]
+
+    def group(self, group_id: str) -> dict[str, Any]:
+        return self.request("GET", f"/groups/{quote(group_id, safe='')}")
+
+    def offsets(self, group_id: str) -> dict[str, Any]:
+        return self.request("GET", f"/groups/{quote(group_id, safe='')}/offsets")["offsets"]
+
+    def topics(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/topics")["topics"]
+
+    def connections(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/connections")["connections"]
