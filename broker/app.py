@@ -17,9 +17,12 @@ import shutil
 import socket
 from typing import TYPE_CHECKING
 
+from broker.clock import BrokerClock
 from broker.cluster import ClusterMeta, TopicRegistry
 from broker.config import Config
 from broker.control import Control
+from broker.control.trace import start_from_config as start_trace
+from broker.control.trace import stop as stop_trace
 from broker.coordinator import GroupCoordinator
 from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
@@ -91,12 +94,15 @@ class Broker:
 
     def _load(self, config: Config, recover: bool, file_ops: FileOps) -> None:
         data_dir = config.data_dir
+        #: every broker-side deadline runs on it (broker/clock.py; config ``clock``)
+        self.clock = BrokerClock(config["clock"])
         self.cluster = ClusterMeta(data_dir, self.node_id)
         self.cluster_id = self.cluster.cluster_id
         self.topics = TopicRegistry(data_dir)
         for leftover in data_dir.glob("*-delete"):
             shutil.rmtree(leftover, ignore_errors=True)  # a topic deletion interrupted by a crash
-        self.logs = LogManager(data_dir, config, file_ops, recover=recover)
+        self.logs = LogManager(data_dir, config, file_ops, recover=recover, time_ms=self.clock.now_ms)
+        self.clock.on_advance.append(self.logs.apply_retention)
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
         self.logs.recover = False  # only what was on disk at start-up
@@ -106,7 +112,7 @@ class Broker:
         self.delete_topic = self.admin.delete_topic
         self.create_partitions = self.admin.create_partitions
         self.alter_topic_configs = self.admin.alter_topic_configs
-        self.groups = GroupCoordinator(config, self.admin)
+        self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
 
     @property
@@ -129,6 +135,7 @@ class Broker:
             self.control_port = await self.control_server.start()
         self.logs.start()
         self.port = await self.listener.start(self.pipeline)
+        start_trace(self, self.config)  # trace.file
         for b in self.listener.bound:
             ep = b.endpoint
             host = ep.advertised_host
@@ -171,6 +178,7 @@ class Broker:
         await self.listener.stop()
         if self.control_server is not None:
             await self.control_server.stop()
+        stop_trace(self)
         self.groups.close()
         await self.logs.close()
         self.lock.release()

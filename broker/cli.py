@@ -14,6 +14,7 @@ import click
 from broker.cli_admin import register as register_admin_commands
 from broker.config import Config, ConfigError, parse_pairs, parse_properties
 from broker.control.cli import ctl
+from broker.control.trace import trace_command
 from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption
 from broker.runtime import configure_logging, remove_ready_file, write_ready_file
@@ -218,6 +219,7 @@ main.add_command(
     )
 )
 
+main.add_command(trace_command)  # pykbroker trace FILE: read a trace journal
 
 main.add_command(ctl)
 register_admin_commands(main)

@@ -81,11 +81,13 @@ class RequestPipeline:
     """decode -> handler -> encode for every connection of a broker (it keeps no per-connection
     state: the connection passes its :class:`ClientInfo`)."""
 
-    __slots__ = ("registry", "services", "faults", "log_requests")
+    __slots__ = ("registry", "services", "tracer", "faults", "log_requests")
 
     def __init__(self, registry: Registry, services: Services):
         self.registry = registry
         self.services = services
+        #: the trace journal while tracing is on, else None (see set_tracer)
+        self.tracer: Any = None
         #: the fault injector while fault rules are set, else None (broker.control sets it)
         self.faults: Any = None
         self.log_requests = requests_log.isEnabledFor(logging.DEBUG)
@@ -181,6 +183,26 @@ class RequestPipeline:
         elif result is None and pending.deferred:
             return Close(f"{api.name} v{version} failed")
         return encode(api, version, pending.correlation_id, result)
+
+    def set_tracer(self, tracer: Any) -> None:
+        """Record every request in ``tracer`` (broker.control.trace), or stop (None). The pipeline
+        becomes a :class:`TracedPipeline` meanwhile, so an untraced one pays nothing for it."""
+        self.tracer = tracer
+        self.__class__ = RequestPipeline if tracer is None else TracedPipeline
+
+
+class TracedPipeline(RequestPipeline):
+    """A pipeline while its ``tracer`` is set (:meth:`RequestPipeline.set_tracer`): the tracer
+    runs the untraced :meth:`RequestPipeline.handle` / :meth:`RequestPipeline.complete` and records
+    the request and its outcome."""
+
+    __slots__ = ()
+
+    def handle(self, frame: bytes, client: ClientInfo) -> Outcome:
+        return self.tracer.handle(self, frame, client)
+
+    def complete(self, pending: Pending, result: Any = None, exc: BaseException | None = None) -> Outcome:
+        return self.tracer.complete(self, pending, result, exc)
 
 
 def _log_request(api: Api, version: int, correlation_id: int, client: ClientInfo, response: Any) -> None:
