@@ -17,6 +17,11 @@ Fixtures:
   another broker (each with its own data directory), all stopped at the end of the test.
 
 Under pytest-xdist every worker has its own brokers (port 0, the worker's own temporary directory).
+
+When a test that used ``kafka`` fails, its report gets what the broker saw during the test: the
+requests and responses of the trace journal (every plugin broker records one in its data directory,
+``trace.jsonl``, capped at 16 MB) as each group's conversation, and any invariant violation (the
+checker runs on every plugin broker). The ini option ``kafka_broker_trace = false`` turns both off.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import pytest
 
 if TYPE_CHECKING:  # the broker is imported when a fixture first starts one, not when pytest loads us
@@ -45,6 +51,10 @@ TEST_DEFAULTS: dict[str, str] = {
 }
 
 MARKER = "kafka_config"
+#: the trace journal's size cap on plugin brokers (one backup file is kept beside it)
+TRACE_MAX_BYTES = 16 * 1024 * 1024
+#: how many of a failed test's requests its report shows (the last ones)
+REPORT_REQUESTS = 200
 _counter = itertools.count(1)
 
 
@@ -54,6 +64,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
         help="key=value broker settings (Kafka property names) for the pykbroker kafka_broker fixture",
+    )
+
+    parser.addini(
+        "kafka_broker_trace",
+        type="bool",
+        default=True,
+        help="record a trace journal and check invariants on pykbroker brokers, shown when a test fails",
     )
 
 
@@ -72,6 +89,9 @@ def _ini_settings(config: pytest.Config) -> dict[str, str]:
         if not sep:
             raise pytest.UsageError(f"kafka_broker_config: expected key=value, got {line!r}")
         out[key.strip()] = value.strip()
+    if config.getini("kafka_broker_trace"):
+        out.setdefault("trace.max.bytes", str(TRACE_MAX_BYTES))
+        out["_trace"] = "on"  # the factory names the journal in each broker's data directory
     return out
 
 
@@ -88,7 +108,12 @@ class BrokerFactory:
 
         values = {**self.defaults, **(config or {})}
         data_dir = self.base / f"broker{len(self.started)}"
+        traced = values.pop("_trace", None) is not None
+        if traced:
+            values.setdefault("trace.file", str(data_dir / "trace.jsonl"))
         bt = BrokerThread(data_dir, values).start()
+        if traced:
+            bt.control.check_invariants(True)
         self.started.append(bt)
         return bt
 
@@ -251,6 +276,7 @@ def kafka(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KafkaTestN
     else:
         broker = request.getfixturevalue("kafka_broker")
     ns = KafkaTestNamespace(broker, _prefix(request.node.nodeid))
+    request.node.stash[_SEEN] = _Seen(broker)
     try:
         yield ns
     finally:
@@ -265,3 +291,57 @@ def kafka(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KafkaTestN
         finally:
             if private is not None:
                 private.stop_all()
+
+
+class _Seen:
+    """What a broker saw from a point on: the trace journal's lines written since, and the invariant
+    violations recorded since."""
+
+    def __init__(self, broker: BrokerThread):
+        self.broker = broker
+        self.journal = (
+            Path(broker.broker.config["trace.file"]) if broker.broker.config["trace.file"] else None
+        )
+        self.offset = self.journal.stat().st_size if self.journal and self.journal.exists() else 0
+        self.violations = len(broker.control.violations()) if self.journal else 0
+
+    def sections(self) -> list[tuple[str, str]]:
+        from broker.control.trace import render  # noqa: PLC0415 (the plugin loads no broker code until used)
+
+        if self.journal is None:
+            return []
+        out = []
+        lines = []
+        if self.journal.exists():
+            with open(self.journal, "rb") as f:
+                f.seek(self.offset)
+                lines = [orjson.loads(line) for line in f.read().splitlines() if line.strip()]
+        if lines:
+            shown = lines[-REPORT_REQUESTS:]
+            head = f"{len(lines)} request(s) during the test" + (
+                f", the last {len(shown)} shown" if len(shown) < len(lines) else ""
+            )
+            out.append(
+                ("pykbroker: what the broker saw", f"{head} (journal {self.journal})\n{render(shown)}")
+            )
+        violations = self.broker.control.violations()[self.violations :]
+        if violations:
+            text = "\n".join(orjson.dumps(v).decode() for v in violations)
+            out.append(("pykbroker: invariant violations", text))
+        return out
+
+
+_SEEN = pytest.StashKey[_Seen]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    seen = item.stash.get(_SEEN, None)
+    if seen is None or report.when != "call" or not report.failed:
+        return
+    try:
+        report.sections.extend(seen.sections())
+    except Exception as e:  # never hide the test's own failure behind ours
+        report.sections.append(("pykbroker: what the broker saw", f"(could not be read: {e})"))

@@ -8,6 +8,7 @@ from importlib.metadata import entry_points
 import pytest
 
 pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.server  # the user tests start brokers on sockets (in-process or not)
 
 #: -p loads the plugin where the entry point is not installed yet (an editable install of an older tree)
 PLUGIN_ARGS = (
@@ -118,3 +119,21 @@ def test_each_worker_has_its_broker(kafka, i):
     )
     result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-p", "no:cacheprovider", "-n", "2", "-q")
     result.assert_outcomes(passed=4)
+
+
+FAILING_TEST = """
+def test_fails_after_talking_to_kafka(kafka):
+    topic = kafka.create_topic("orders")
+    kafka.produce(topic, ["a", "b"])
+    assert False, "the application under test got it wrong"
+"""
+
+
+def test_a_failed_test_reports_what_the_broker_saw(pytester):
+    pytester.makepyfile(test_failing=FAILING_TEST)
+    result = pytester.runpytest(*PLUGIN_ARGS, "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "pykbroker: what the broker saw" in out, out
+    assert "request(s) during the test" in out and "Produce" in out and "CreateTopics" in out, out
+    assert "pykbroker: invariant violations" not in out  # the checker ran and found nothing
