@@ -22,13 +22,9 @@ def rebalance_routes(control: Any) -> list[web.RouteDef]:
         return web.json_response(reporter(control).report(request.query.get("group")))
 
     async def switch(request: web.Request) -> web.Response:
-        try:
-            body = await request.json()
-        except ValueError as e:
-            return web.json_response({"error": f"the body is not JSON: {e}"}, status=400)
-        enabled = body.get("enabled") if isinstance(body, dict) else None
-        if not isinstance(enabled, bool):
-            return web.json_response({"error": 'give {"enabled": true} or {"enabled": false}'}, status=400)
+        enabled = await _enabled(request)
+        if isinstance(enabled, web.Response):
+            return enabled
         r = reporter(control)
         r.enable() if enabled else r.disable()
         return web.json_response(r.report())
@@ -50,13 +46,9 @@ def invariant_routes(control: Any) -> list[web.RouteDef]:
         return web.json_response(c.describe())
 
     async def switch(request: web.Request) -> web.Response:
-        try:
-            body = await request.json()
-        except ValueError as e:
-            return web.json_response({"error": f"the body is not JSON: {e}"}, status=400)
-        enabled = body.get("enabled") if isinstance(body, dict) else None
-        if not isinstance(enabled, bool):
-            return web.json_response({"error": 'give {"enabled": true} or {"enabled": false}'}, status=400)
+        enabled = await _enabled(request)
+        if isinstance(enabled, web.Response):
+            return enabled
         c = get()
         c.enable() if enabled else c.disable()
         return web.json_response(c.describe())
@@ -148,3 +140,15 @@ def clock_routes(control: Any) -> list[web.RouteDef]:
         web.put("/clock", put_clock),
         web.post("/clock/advance", post_advance),
     ]
+
+
+async def _enabled(request: web.Request) -> bool | web.Response:
+    """The ``{"enabled": true|false}`` body of a switch, or the 400 answer to a bad one."""
+    try:
+        body = await request.json()
+    except ValueError as e:
+        return web.json_response({"error": f"the body is not JSON: {e}"}, status=400)
+    enabled = body.get("enabled") if isinstance(body, dict) else None
+    if not isinstance(enabled, bool):
+        return web.json_response({"error": 'give {"enabled": true} or {"enabled": false}'}, status=400)
+    return enabled
