@@ -68,7 +68,7 @@ class Broker:
             self.lock.release()
             self.listener.close()
             raise
-        self.registry = build_registry()
+        self.registry = build_registry(config["kafka.version"] or None)
         self.rack: str | None = config["broker.rack"] or None
         #: listener name -> (host, port) given to clients connected to it
         self.advertised: dict[str, tuple[str, int]] = {}

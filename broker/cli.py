@@ -17,6 +17,7 @@ from broker.control.cli import ctl
 from broker.control.trace import trace_command
 from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption
+from broker.personas import PERSONAS
 from broker.runtime import configure_logging, remove_ready_file, write_ready_file
 from broker.server.listener import ListenError
 
@@ -77,6 +78,12 @@ def main() -> None:
 )
 @click.option("--control-host", default=None, help="Address of the control API [default: 127.0.0.1].")
 @click.option("--control-token", default=None, help="Bearer token the control API requires.")
+@click.option(
+    "--kafka-version",
+    type=click.Choice(sorted(PERSONAS)),
+    default=None,
+    help="Act as this Kafka release's broker: advertise and serve only its APIs and versions.",
+)
 def serve(
     host: str | None,
     port: int | None,
@@ -91,6 +98,7 @@ def serve(
     control_port: int | None,
     control_host: str | None,
     control_token: str | None,
+    kafka_version: str | None,
 ) -> None:
     """Run the broker until SIGTERM or Ctrl-C (graceful: in-flight requests are answered and the
     logs fsynced; a second signal exits at once)."""
@@ -113,6 +121,7 @@ def serve(
             ("control.port", control_port),
             ("control.host", control_host),
             ("control.token", control_token),
+            ("kafka.version", kafka_version),
         ):
             if val is not None:
                 values[key] = str(val)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.log.config import TOPIC_SETTINGS  # the topic settings name their broker synonyms
+from broker.personas import PERSONAS  # the Kafka releases kafka.version can name
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +244,14 @@ _SETTINGS = [
         "Clock of broker-side deadlines (sessions, rebalances, retention): system, or manual "
         "(moves only when advanced through the control API; see README).",
         choices=("system", "manual"),
+    ),
+    Setting(
+        "kafka.version",
+        str,
+        "",
+        "Act as this Apache Kafka release's broker: advertise and serve only the APIs and versions it "
+        "does (broker/personas.py); empty: everything this broker implements.",
+        choices=("", *PERSONAS),
     ),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
