@@ -11,10 +11,9 @@ from pathlib import Path
 
 import click
 
+from broker.cli_admin import LazyCommand
 from broker.cli_admin import register as register_admin_commands
 from broker.config import Config, ConfigError, parse_pairs, parse_properties
-from broker.control.cli import ctl
-from broker.control.trace import trace_command
 from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption
 from broker.personas import PERSONAS
@@ -228,9 +227,17 @@ main.add_command(
     )
 )
 
-main.add_command(trace_command)  # pykbroker trace FILE: read a trace journal
-
-main.add_command(ctl)
+# imported only when run (pykbroker serve does not pay for the control package)
+main.add_command(
+    LazyCommand(
+        "ctl",
+        "broker.control.cli:ctl",
+        "A running broker's control API: fault rules, clock, trace journal, invariants, live state.",
+    )
+)
+main.add_command(
+    LazyCommand("trace", "broker.control.trace:trace_command", "Print a trace journal, group by group.")
+)
 register_admin_commands(main)
 
 

@@ -50,7 +50,7 @@ def _run(fn: Any, *args: Any, **kwargs: Any) -> None:
 @click.option("--token", envvar="PYKBROKER_CONTROL_TOKEN", default=None, help="Its bearer token.")
 @click.pass_context
 def ctl(ctx: click.Context, url: str, token: str | None) -> None:
-    """Control a running broker: fault rules and live state."""
+    """Control a running broker: fault rules, clock, trace journal, invariants, live state."""
     ctx.obj = ControlClient(url, token)
 
 
