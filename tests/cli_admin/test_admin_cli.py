@@ -157,6 +157,7 @@ def test_cluster_describe(cli, broker):
     assert cli("cluster", "describe").stdout.startswith(f"Cluster: {d['cluster_id']}")
 
 
+@pytest.mark.server  # connects (and is refused) on a loopback port
 def test_unreachable_bootstrap_is_exit_3(unused_tcp_port):
     result = CliRunner().invoke(
         main,
