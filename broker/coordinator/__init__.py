@@ -34,6 +34,7 @@ from broker.protocol.generated.heartbeat import HeartbeatResponse
 from . import admin, groups, offsets
 from .consumer import describe as cg_describe
 from .group_configs import GroupConfigStore
+from .journal import RebalanceJournal
 from .layout import ensure_kafka_layout_from
 from .result import Result
 from .runtime import CoordinatorRuntime, LoopTimers, SystemClock
@@ -96,12 +97,15 @@ class GroupCoordinator:
         admin.on_deleted.append(self.on_topic_deleted)
         clock = clock or SystemClock()
         self.timers = LoopTimers(clock, lambda op: self.runtime.run_detached(op))
+        #: when each classic rebalance began (journal.py; read by the Spark timeline job)
+        self.journal = RebalanceJournal(config.data_dir)
         self.state = groups.new_state(
             GroupConfig.from_config(config),
             self.timers,
             ConsumerGroupConfig.from_config(config),
             topics=self.topics,
             group_configs=self.configs,
+            journal=self.journal,
         )
         self._log = _LazyLog(admin)
         self._heartbeat_ok: dict[int, bytes] = {}
@@ -132,6 +136,7 @@ class GroupCoordinator:
 
     def close(self) -> None:
         self.timers.cancel_all()
+        self.journal.close()
 
     # ------------------------------------------------------------------ operations
 

@@ -60,6 +60,7 @@ def new_state(
     assign: Assign | None = None,
     group_configs: GroupConfigLookup | None = None,
     new_id: Callable[[], str] = random_id,
+    journal: Callable[[str, int, int], None] | None = None,
 ) -> CoordinatorState:
     """The coordinator state with its services; consumer groups downgrade through migration.py."""
     return CoordinatorState(
@@ -71,6 +72,7 @@ def new_state(
         group_configs=group_configs,
         new_id=new_id,
         downgrade=migration.maybe_downgrade,
+        journal=journal,
     )
 
 

@@ -165,6 +165,7 @@ class CoordinatorState:
         group_configs: GroupConfigLookup | None = None,
         new_id: Callable[[], str] = random_id,
         downgrade: Downgrade | None = None,
+        journal: Callable[[str, int, int], None] | None = None,
     ):
         self.config = config
         self.consumer_config = consumer_config or ConsumerGroupConfig()
@@ -183,6 +184,10 @@ class CoordinatorState:
         #: the one back edge from consumer groups to migration (groups.py passes migration's);
         #: None: consumer groups are never converted back
         self.downgrade = downgrade
+        #: told (group id, the generation being formed, now) when a classic group starts a rebalance:
+        #: the join phase's start, which Kafka's GroupMetadata record does not carry (a diagnostic
+        #: side channel like the log, written by the facade; never read back by the coordinator)
+        self.journal = journal
 
     def consumer_session_timeout_ms(self, group_id: str) -> int:
         if self.group_configs is not None:

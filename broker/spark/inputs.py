@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
+import orjson
 from pyspark.sql import DataFrame, SparkSession
+
+from broker.coordinator.journal import FILE as JOURNAL
 
 from . import coordinator_log, logdir
 
@@ -95,6 +99,26 @@ def coordinator_view(spark: SparkSession, src: Source, view: str) -> DataFrame:
     )
     rows = list(coordinator_log.with_datetimes(offsets if view == "offsets" else groups, view))
     return spark.createDataFrame(rows, schema)
+
+
+def rebalance_starts(spark: SparkSession, src: Source) -> DataFrame:
+    """(group, generation, join_started) of classic rebalances, from the broker's rebalance journal
+    (broker/coordinator/journal.py) in a data directory; empty over the wire (Kafka keeps no such
+    record) or when the directory has none."""
+    rows: dict[tuple[str, int], int] = {}
+    if src.data_dir is not None:
+        for path in (Path(src.data_dir) / f"{JOURNAL}.1", Path(src.data_dir) / JOURNAL):
+            if not path.is_file():
+                continue
+            for line in path.read_bytes().splitlines():
+                try:
+                    e = orjson.loads(line)
+                    key, started = (str(e["group"]), int(e["generation"])), int(e["join_started_ms"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # a torn last line (the journal is not fsynced)
+                rows[key] = min(started, rows.get(key, started))
+    data = [(g, gen, datetime.fromtimestamp(ms / 1000, UTC)) for (g, gen), ms in rows.items()]
+    return spark.createDataFrame(data, "group string, generation int, join_started timestamp")
 
 
 def log_starts(spark: SparkSession, src: Source) -> DataFrame:

@@ -19,9 +19,10 @@ the records with the columns of Spark's Kafka source and the same views of the c
   not a rebalance). An empty generation 0 (Kafka writes one when a JoinGroup creates the group) is
   left out. The chart shows partition ownership over time, one panel per group (charts.py).
   For KIP-848 groups the time is from the group epoch bump to the last member reaching that epoch;
-  for classic groups it is the sync phase, from the end of the join phase (the state change time
-  the group record carries) to the record of the assignment: the join phase itself is not logged,
-  so this is a lower bound.
+  for classic groups it is from the first JoinGroup of the rebalance (the broker's rebalance journal,
+  group-rebalances.jsonl in a data directory) to the record of the assignment; over the wire, where
+  Kafka keeps no such record, from the end of the join phase (the state change time the group
+  record carries): a lower bound.
 * :func:`export` -- incremental export of topics to Parquet: readStream -> writeStream with
   Trigger.AvailableNow and a checkpoint, so each run appends exactly the records added since.
 """
@@ -118,7 +119,8 @@ def audit(spark: SparkSession, source: Input, out: str) -> DataFrame:
 
 def timeline_tables(spark: SparkSession, source: Input) -> tuple[DataFrame, DataFrame]:
     """(per group and generation: time, members, owners; per group: rebalances and time spent)."""
-    ev = inputs.coordinator_view(spark, inputs.as_source(source), "groups")
+    src = inputs.as_source(source)
+    ev = inputs.coordinator_view(spark, src, "groups")
     # Kafka records a classic group created by a JoinGroup that returns MEMBER_ID_REQUIRED as an
     # empty generation 0; nobody was ever a member of it, so it is no rebalance
     kept = (F.col("protocol") == "classic") & F.col("event").isin("join", "stay", "empty", "deleted")
@@ -138,6 +140,14 @@ def timeline_tables(spark: SparkSession, source: Input) -> tuple[DataFrame, Data
             _owners(),
         )
     )  # fmt: skip
+    # the join phase's start, from the broker's rebalance journal (a data directory's): the group
+    # record only carries the end of the join phase
+    starts = inputs.rebalance_starts(spark, src)
+    classic = (
+        classic.join(starts, ["group", "generation"], "left")
+        .withColumn("timestamp", F.least("timestamp", F.coalesce("join_started", "timestamp")))
+        .drop("join_started")
+    )
     consumer_epochs = ev.where((F.col("protocol") == "consumer") & (F.col("event") == "epoch")).select(
         "group", "protocol", "generation", F.col("timestamp"), "members"
     )

@@ -100,6 +100,8 @@ def prepare_rebalance(st: CoordinatorState, group: ClassicGroup, now: int, reaso
     initial = group.is_in(GroupState.EMPTY)
     group.transition(GroupState.PREPARING_REBALANCE, now)
     log.info("group %s: preparing to rebalance generation %d (%s)", group.group_id, group.generation, reason)
+    if st.journal is not None:
+        st.journal(group.group_id, group.generation + 1, now)
     key = join_key(group.group_id)
     if initial:
         delay = st.config.initial_rebalance_delay_ms
