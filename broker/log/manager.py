@@ -134,13 +134,17 @@ class LogManager:
     def partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
 
-    def open_partition(self, topic: str, partition: int, configs: dict[str, str]) -> PartitionLog:
+    def open_partition(
+        self, topic: str, partition: int, configs: dict[str, str], config: LogConfig | None = None
+    ) -> PartitionLog:
+        """Open (or create) one partition's log; ``config``: the topic's resolved ``configs``, when
+        the caller has it (the partitions of a topic share one)."""
         key = (topic, partition)
         plog = PartitionLog(
             self.partition_dir(topic, partition),
             topic,
             partition,
-            self.log_config(configs),
+            config or self.log_config(configs),
             self.recovery_points.get(key, 0),
             recover=self.recover,
             ops=self.file_ops,
@@ -152,8 +156,9 @@ class LogManager:
         return plog
 
     def open_topic(self, topic: str, partitions: int, configs: dict[str, str], first: int = 0) -> None:
+        config = self.log_config(configs)  # resolved once: the same for every partition
         for p in range(first, partitions):
-            self.open_partition(topic, p, configs)
+            self.open_partition(topic, p, configs, config)
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))

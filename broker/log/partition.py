@@ -50,7 +50,11 @@ class PartitionLog:
         self.topic = topic
         self.partition = partition
         self.config = config
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True)
+            new = True  # nothing on disk to load (topic creation: no listing of empty directories)
+        except FileExistsError:
+            new = False
         self.segments: list[Segment] = []
         self._bases: list[int] = []
         self.producers = ProducerState()
@@ -64,17 +68,19 @@ class PartitionLog:
         #: the log start offset set by DeleteRecords (checkpointed by the manager); the first
         #: segment's base when that is higher (retention, or nothing deleted)
         self._start = 0
-        self._load(recovery_point)
+        self._load(recovery_point, new)
         # a checkpointed start past what survived recovery: the log starts at its end
         self._start = min(log_start_offset, self.log_end_offset)
 
     # ------------------------------------------------------------------ loading and recovery
 
-    def _load(self, recovery_point: int) -> None:
-        cleaner.complete_swaps(self.dir)
-        bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
-        for stale in self.dir.glob("*.tmp"):
-            stale.unlink()
+    def _load(self, recovery_point: int, new: bool = False) -> None:
+        bases = []
+        if not new:
+            cleaner.complete_swaps(self.dir)
+            bases = sorted(int(p.stem) for p in self.dir.glob("*.log") if p.stem.isdigit())
+            for stale in self.dir.glob("*.tmp"):
+                stale.unlink()
         if not bases:
             bases = [0]
         for i, base in enumerate(bases):
