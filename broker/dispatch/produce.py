@@ -32,6 +32,7 @@ from broker.protocol.generated.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from broker.quotas import user_of
 
 from .registry import CloseConnection, Deferred, RequestContext
 
@@ -98,11 +99,18 @@ def handle(ctx: RequestContext, req: ProduceRequest):
         responses.append(
             TopicProduceResponse(name=name or "", topic_id=td.topic_id, partition_responses=parts)
         )
+    throttle = 0
+    quota = services.quotas.produce
+    if quota.enabled:  # the request's bytes count against the producer byte rate (acks=0 too)
+        size = sum(len(pd.records or b"") for td in req.topic_data for pd in td.partition_data)
+        throttle = quota.record(user_of(ctx.client), ctx.client_id or "", size)
+        if throttle:
+            ctx.client.mute_ms = throttle
     if acks == 0:
         if any_error:
             raise CloseConnection("a produce request with acks=0 failed")
         return None
-    response = ProduceResponse(responses=responses, throttle_time_ms=0)
+    response = ProduceResponse(responses=responses, throttle_time_ms=throttle)
     if not waits:
         return response
     # the connection may go on appending this client's next requests while this one is flushed
