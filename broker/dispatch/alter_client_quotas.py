@@ -17,8 +17,12 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
-    EntityData,
-    EntryData,
+)
+from broker.protocol.generated.alter_client_quotas import (
+    AlterClientQuotasResponseEntityData as EntityData,
+)
+from broker.protocol.generated.alter_client_quotas import (
+    AlterClientQuotasResponseEntryData as EntryData,
 )
 from broker.quotas import entity_of
 
