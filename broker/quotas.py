@@ -60,13 +60,15 @@ MATCH_EXACT = 0
 MATCH_DEFAULT = 1
 MATCH_SPECIFIED = 2
 
-#: an entity: ((type, name or None), ...) sorted by type
+#: an entity: ((type, name or None), ...) in the order Kafka's answers list the types (the order
+#: of its small hash maps: client-id, user, ip, then any other type by name)
 Entity = tuple[tuple[str, str | None], ...]
+_TYPE_ORDER = {CLIENT_ID: "0", USER: "1", IP: "2"}
 
 
 def entity_of(pairs: Iterable[tuple[str, str | None]]) -> Entity:
     """The entity of request parts, later parts of a type replacing earlier ones (as Kafka maps them)."""
-    return tuple(sorted(dict(pairs).items()))
+    return tuple(sorted(dict(pairs).items(), key=lambda p: _TYPE_ORDER.get(p[0], "3" + p[0])))
 
 
 def entity_text(entity: Entity) -> str:

@@ -156,7 +156,7 @@ def test_invalid_alterations_are_invalid_request_and_change_nothing(node, entity
     c = InProcessClient(node)
     ok = [("client-id", "fine")]
     results = alter(c, 1, (entity, ops), (ok, [("request_percentage", 50.0)]))
-    code, text = results[tuple(sorted(entity))]
+    code, text = results[entity_of(entity)]
     assert code == ErrorCode.INVALID_REQUEST
     if message is not None:
         assert text == message
