@@ -56,6 +56,9 @@ USER_CLIENT_KEYS = {
 IP_KEYS = {"connection_creation_rate": "INT"}
 _TYPE_MAX = {"INT": 2**31 - 1, "LONG": 2**63 - 1}
 
+#: above this many measured clients, those idle for a whole measuring span are forgotten
+MAX_IDLE_RATES = 1000
+
 MATCH_EXACT = 0
 MATCH_DEFAULT = 1
 MATCH_SPECIFIED = 2
@@ -108,6 +111,10 @@ class Rate:
             self._s.append([0.0, now, now])
         return self._s[self._current]
 
+    def idle_since(self, now: float) -> float:
+        """Milliseconds since the last value was recorded."""
+        return now - max((s[2] for s in self._s), default=now)
+
     def _purge(self, now: float) -> None:
         expire = self.samples * self.window_ms
         for s in self._s:
@@ -155,8 +162,9 @@ class ByteRateQuota:
         self.window_ms = window_ms
 
     def refresh(self) -> None:
+        """After the quotas changed: a client's rate carries on under its new quota, as Kafka's
+        sensors do (one whose entity changed may be measured under other tags from now on)."""
         self.enabled = any(self.key in values for values in self._quotas.values())
-        self._rates.clear()  # tags move when entities come and go; rates start again, as sensors do
 
     def _get(self, entity: Entity) -> float | None:
         values = self._quotas.get(entity)
@@ -189,12 +197,20 @@ class ByteRateQuota:
         now = self._clock() * 1000.0
         rate = self._rates.get(tags)
         if rate is None:
+            if len(self._rates) >= MAX_IDLE_RATES:
+                self._forget_idle(now)
             rate = self._rates[tags] = Rate(self.samples, self.window_ms)
         rate.record(value, now)
         observed = rate.measure(now)
         if observed <= quota:
             return 0
         return min(round((observed - quota) / quota * rate.window_size(now)), 2**31 - 1)
+
+    def _forget_idle(self, now: float) -> None:
+        """Drop the rates of clients idle for a whole measuring span (they would measure 0)."""
+        span = self.samples * self.window_ms
+        for tags in [t for t, r in self._rates.items() if r.idle_since(now) >= span]:
+            del self._rates[tags]
 
     def unrecord(self, user: str, client_id: str, value: float) -> None:
         """Take back bytes recorded for a response that was not sent (a throttled fetch)."""

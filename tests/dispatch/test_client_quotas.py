@@ -294,3 +294,22 @@ def test_throttled_produce_and_fetch_carry_throttle_time_and_mute(node):
     assert c.info.mute_ms == throttled.throttle_time_ms
     other = InProcessClient(node, client_id="fast")  # other clients are not limited
     assert other.call(PRODUCE, 9, _produce(1, 50_000)).throttle_time_ms == 0
+
+
+def test_idle_rates_are_forgotten_and_quota_changes_keep_the_rate(monkeypatch):
+    import broker.quotas as q
+
+    monkeypatch.setattr(q, "MAX_IDLE_RATES", 3)
+    now = [0.0]
+    quotas = ClientQuotas(None, clock=lambda: now[0])
+    quotas.alter([(entity_of([("client-id", None)]), [("producer_byte_rate", 1000.0)])], False)
+    p = quotas.produce
+    assert p.record("ANONYMOUS", "a", 20_000) > 0
+    # raising the quota keeps what was measured: 2000 B/s, now within it
+    quotas.alter([(entity_of([("client-id", None)]), [("producer_byte_rate", 5000.0)])], False)
+    assert p.record("ANONYMOUS", "a", 0) == 0
+    p.record("ANONYMOUS", "b", 1)
+    p.record("ANONYMOUS", "c", 1)
+    now[0] = 30.0  # 30 s later every rate is idle: the next new client drops them
+    p.record("ANONYMOUS", "d", 1)
+    assert set(p._rates) == {("", "d")}
