@@ -202,7 +202,7 @@ class ByteRateQuota:
             rate = self._rates[tags] = Rate(self.samples, self.window_ms)
         rate.record(value, now)
         observed = rate.measure(now)
-        if observed <= quota:
+        if observed <= quota or math.isnan(quota):  # a NaN quota throttles for 0 ms in Kafka
             return 0
         return min(round((observed - quota) / quota * rate.window_size(now)), 2**31 - 1)
 
@@ -223,7 +223,7 @@ class ByteRateQuota:
         """The most bytes one response may hold without being throttled for sure (Kafka caps a
         consumer's fetch max_bytes to it), or None with no quota."""
         _tags, quota = self.resolve(user, client_id)
-        if quota is None:
+        if quota is None or math.isnan(quota):
             return None
         return int(min(quota * (self.samples - 1) * self.window_ms / 1000.0, 2**31 - 1))
 

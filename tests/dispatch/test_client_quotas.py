@@ -313,3 +313,20 @@ def test_idle_rates_are_forgotten_and_quota_changes_keep_the_rate(monkeypatch):
     now[0] = 30.0  # 30 s later every rate is idle: the next new client drops them
     p.record("ANONYMOUS", "d", 1)
     assert set(p._rates) == {("", "d")}
+
+
+def test_nan_and_infinite_quotas_never_throttle():
+    now = [0.0]
+    quotas = ClientQuotas(None, clock=lambda: now[0])
+    results = quotas.alter(
+        [
+            (entity_of([("client-id", "n")]), [("producer_byte_rate", float("nan"))]),
+            (entity_of([("client-id", "i")]), [("request_percentage", float("inf"))]),
+            (entity_of([("client-id", "j")]), [("producer_byte_rate", float("inf"))]),
+        ],
+        False,
+    )
+    # as Kafka's checks let them through (NaN) or not (infinity above a LONG)
+    assert [code for _e, code, _m in results] == [ErrorCode.NONE, ErrorCode.NONE, ErrorCode.INVALID_REQUEST]
+    assert quotas.produce.record("ANONYMOUS", "n", 1e9) == 0
+    assert quotas.produce.max_in_window("ANONYMOUS", "n") is None
