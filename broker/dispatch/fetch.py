@@ -28,6 +28,8 @@ from .registry import RequestContext
 
 API_KEY = 1
 VERSIONS = (4, 18)
+#: the first version whose clients wait out throttle_time_ms themselves (KIP-219)
+CLIENT_THROTTLES = 8
 
 
 def handle(ctx: RequestContext, req: FetchRequest):
@@ -64,7 +66,8 @@ def _with_quota(ctx: RequestContext, req: FetchRequest, quota):
 async def _poll_then_throttle(ctx, req, logs, quota, user, client_id) -> FetchResponse:
     response = await _long_poll(ctx, req, logs)
     size = sum(len(p.records or b"") for t in response.responses for p in t.partitions)
-    return _throttled(ctx, quota, user, client_id, response, size)
+    out = _throttled(ctx, quota, user, client_id, response, size)
+    return await out if asyncio.iscoroutine(out) else out
 
 
 def _throttled(ctx: RequestContext, quota, user: str, client_id: str, response: FetchResponse, size: int):
@@ -72,8 +75,18 @@ def _throttled(ctx: RequestContext, quota, user: str, client_id: str, response: 
     if not throttle:
         return response
     quota.unrecord(user, client_id, size)
-    ctx.client.mute_ms = throttle
-    return FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=0, responses=[])
+    empty = FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=0, responses=[])
+    if ctx.api_version >= CLIENT_THROTTLES:
+        ctx.client.mute_ms = throttle
+        return empty
+    # clients before v8 (KIP-219) do not wait out throttle_time_ms: the answer waits instead (the
+    # connection handles nothing else meanwhile)
+    return _after(throttle, empty)
+
+
+async def _after(delay_ms: int, response: FetchResponse) -> FetchResponse:
+    await asyncio.sleep(delay_ms / 1000)
+    return response
 
 
 async def _long_poll(ctx: RequestContext, req: FetchRequest, logs: list) -> FetchResponse:

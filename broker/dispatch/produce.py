@@ -38,6 +38,8 @@ from .registry import CloseConnection, Deferred, RequestContext
 
 API_KEY = 0
 VERSIONS = (3, 13)
+#: the first version whose clients wait out throttle_time_ms themselves (KIP-219)
+CLIENT_THROTTLES = 6
 
 log = logging.getLogger(__name__)
 
@@ -111,13 +113,19 @@ def handle(ctx: RequestContext, req: ProduceRequest):
             raise CloseConnection("a produce request with acks=0 failed")
         return None
     response = ProduceResponse(responses=responses, throttle_time_ms=throttle)
-    if not waits:
+    # clients before v6 (KIP-219) do not wait out throttle_time_ms: their answer waits instead
+    delay_ms = throttle if v < CLIENT_THROTTLES else 0
+    if not waits and not delay_ms:
         return response
     # the connection may go on appending this client's next requests while this one is flushed
-    return Deferred(_after_flush(response, waits))
+    return Deferred(_after_flush(response, waits, delay_ms))
 
 
-async def _after_flush(response: ProduceResponse, waits: list[asyncio.Future]) -> ProduceResponse:
+async def _after_flush(
+    response: ProduceResponse, waits: list[asyncio.Future], delay_ms: int = 0
+) -> ProduceResponse:
+    if delay_ms:
+        await asyncio.sleep(delay_ms / 1000)
     try:
         await asyncio.gather(*set(waits))
     except StorageError as e:

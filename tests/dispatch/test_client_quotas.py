@@ -330,3 +330,48 @@ def test_nan_and_infinite_quotas_never_throttle():
     assert [code for _e, code, _m in results] == [ErrorCode.NONE, ErrorCode.NONE, ErrorCode.INVALID_REQUEST]
     assert quotas.produce.record("ANONYMOUS", "n", 1e9) == 0
     assert quotas.produce.max_in_window("ANONYMOUS", "n") is None
+
+
+def test_before_kip_219_the_throttled_answer_itself_waits(node):
+    """Produce v3-5 and Fetch v4-7 clients do not wait out throttle_time_ms: the throttled answer is
+    held back (a pending outcome) instead of going out at once."""
+    from broker.dispatch.registry import ClientInfo
+    from broker.server.pipeline import Pending
+    from tests.support.wire import request_bytes
+
+    node.call(node.broker.create_topic, "t", 1)
+    c = InProcessClient(node, client_id="old")
+    alter(c, 1, ([("client-id", "old")], [("producer_byte_rate", 1000.0), ("consumer_byte_rate", 1000.0)]))
+    info = ClientInfo(peer="in-process")
+
+    def outcome(api: int, version: int, body):
+        async def handle():
+            return node.pipeline.handle(request_bytes(api, version, body, 7, "old")[4:], info)
+
+        return node.loop.run_until_complete(handle())
+
+    # a 50 kB batch written by another client (no quota)
+    assert InProcessClient(node).call(PRODUCE, 9, _produce(1, 50_000)).throttle_time_ms == 0
+    fetch = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=50 << 20,
+        isolation_level=0,
+        topics=[
+            FetchTopic(
+                topic="t",
+                partitions=[FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)],
+            )
+        ],
+    )
+    held = outcome(FETCH, 7, fetch)
+    assert type(held) is Pending and not held.deferred and info.mute_ms == 0  # parked: nothing else runs
+    held.awaitable.close()
+    assert type(outcome(FETCH, 8, fetch)) is bytes and info.mute_ms > 0  # answered, then muted
+    info.mute_ms = 0
+    first = outcome(PRODUCE, 5, _produce(1, 100))  # within the quota: waits for its flush only
+    assert node.loop.run_until_complete(first.awaitable).throttle_time_ms == 0
+    held = outcome(PRODUCE, 5, _produce(1, 50_000))
+    assert type(held) is Pending and held.deferred and info.mute_ms > 0
+    held.awaitable.close()
