@@ -1,5 +1,5 @@
-"""Client quotas enforced on real clients: a confluent-kafka producer and consumer under a
-client-id byte-rate quota (set through AlterClientQuotas over the wire) slow to about their quota,
+"""Client quotas enforced on real clients: confluent-kafka's and kafka-python's producers and
+consumers under a client-id byte-rate quota (set through AlterClientQuotas over the wire) slow to about their quota,
 are told so (``throttle_time_ms`` > 0, librdkafka's throttle callback), and clients with other ids
 are not slowed. The broker measures over ``quota.window.num=2`` windows of one second (Kafka's
 setting; the default 11 would let the first 10 seconds' worth through at once, too long for a test).
@@ -128,3 +128,35 @@ def test_confluent_consumer_slows_to_its_quota(qb):
     assert throttles and max(throttles) > 0
     fast, fast_throttles = consume_timed(qb.bootstrap, "fast-consumer")
     assert fast < elapsed and not fast_throttles
+
+
+def test_kafka_python_producer_and_consumer_slow_to_their_quotas(qb):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    set_quota(qb, "kp-slow", producer_byte_rate=QUOTA, consumer_byte_rate=QUOTA)
+    p = KafkaProducer(bootstrap_servers=qb.bootstrap, client_id="kp-slow", linger_ms=5, batch_size=16384)
+    start = time.monotonic()
+    for _ in range(TOTAL // len(VALUE)):
+        p.send("q", VALUE, partition=0)
+    p.flush(120)
+    produced = time.monotonic() - start
+    p.close()
+    assert produced >= TOTAL / QUOTA * 0.5, produced
+
+    c = KafkaConsumer(
+        bootstrap_servers=qb.bootstrap,
+        client_id="kp-slow",
+        max_partition_fetch_bytes=16384,
+        enable_auto_commit=False,
+    )
+    c.assign([TopicPartition("q", 0)])
+    c.seek(TopicPartition("q", 0), 0)
+    got = 0
+    start = time.monotonic()
+    deadline = start + 120
+    while got < TOTAL and time.monotonic() < deadline:
+        for records in c.poll(timeout_ms=500).values():
+            got += sum(len(r.value) for r in records)
+    consumed = time.monotonic() - start
+    c.close()
+    assert got >= TOTAL and consumed >= TOTAL / QUOTA * 0.5, (got, consumed)
