@@ -15,11 +15,14 @@ import asyncio
 import logging
 import shutil
 import socket
+from typing import TYPE_CHECKING
 
+from broker.clock import BrokerClock
 from broker.cluster import ClusterMeta, TopicRegistry
 from broker.config import Config
 from broker.control import Control
-from broker.control.http import ControlServer
+from broker.control.trace import start_from_config as start_trace
+from broker.control.trace import stop as stop_trace
 from broker.coordinator import GroupCoordinator
 from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
@@ -30,6 +33,9 @@ from broker.quotas import ClientQuotas
 from broker.server import Listener
 from broker.server.pipeline import RequestPipeline
 from broker.topic_admin import TopicAdmin
+
+if TYPE_CHECKING:
+    from broker.control.http import ControlServer
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +69,7 @@ class Broker:
             self.lock.release()
             self.listener.close()
             raise
-        self.registry = build_registry()
+        self.registry = build_registry(config["kafka.version"] or None)
         self.rack: str | None = config["broker.rack"] or None
         #: listener name -> (host, port) given to clients connected to it
         self.advertised: dict[str, tuple[str, int]] = {}
@@ -84,18 +90,21 @@ class Broker:
         self.pipeline = RequestPipeline(self.registry, self.services)
         #: the test control plane (fault rules, live state); served over HTTP when control.port is set
         self.control = Control(self.services, self.pipeline, self.listener.connections)
-        self.control_server: ControlServer | None = None
+        self.control_server: ControlServer | None = None  # the control API's HTTP server
         self.control_port: int | None = None
         self._stopped = asyncio.Event()
 
     def _load(self, config: Config, recover: bool, file_ops: FileOps) -> None:
         data_dir = config.data_dir
+        #: every broker-side deadline runs on it (broker/clock.py; config ``clock``)
+        self.clock = BrokerClock(config["clock"])
         self.cluster = ClusterMeta(data_dir, self.node_id)
         self.cluster_id = self.cluster.cluster_id
         self.topics = TopicRegistry(data_dir)
         for leftover in data_dir.glob("*-delete"):
             shutil.rmtree(leftover, ignore_errors=True)  # a topic deletion interrupted by a crash
-        self.logs = LogManager(data_dir, config, file_ops, recover=recover)
+        self.logs = LogManager(data_dir, config, file_ops, recover=recover, time_ms=self.clock.now_ms)
+        self.clock.on_advance.append(self.logs.apply_retention)
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
         self.logs.recover = False  # only what was on disk at start-up
@@ -105,7 +114,7 @@ class Broker:
         self.delete_topic = self.admin.delete_topic
         self.create_partitions = self.admin.create_partitions
         self.alter_topic_configs = self.admin.alter_topic_configs
-        self.groups = GroupCoordinator(config, self.admin)
+        self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
         self.quotas = ClientQuotas(data_dir, config["quota.window.num"], config["quota.window.size.seconds"])
 
@@ -120,12 +129,16 @@ class Broker:
 
     async def start(self) -> None:
         if self.config["control.port"] >= 0:  # first: a control port in use fails with nothing started
+            # aiohttp (a fifth of the start-up imports) only when the control API is asked for
+            from broker.control.http import ControlServer  # noqa: PLC0415
+
             self.control_server = ControlServer(
                 self.control, self.config["control.host"], self.config["control.port"]
             )
             self.control_port = await self.control_server.start()
         self.logs.start()
         self.port = await self.listener.start(self.pipeline)
+        start_trace(self, self.config)  # trace.file
         for b in self.listener.bound:
             ep = b.endpoint
             host = ep.advertised_host
@@ -168,6 +181,7 @@ class Broker:
         await self.listener.stop()
         if self.control_server is not None:
             await self.control_server.stop()
+        stop_trace(self)
         self.groups.close()
         await self.logs.close()
         self.lock.release()

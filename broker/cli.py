@@ -11,10 +11,14 @@ from pathlib import Path
 
 import click
 
+from broker.cli_admin import register as register_admin_commands
 from broker.config import Config, ConfigError, parse_pairs, parse_properties
 from broker.control.cli import ctl
+from broker.control.trace import trace_command
 from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption
+from broker.personas import PERSONAS
+from broker.runtime import configure_logging, remove_ready_file, write_ready_file
 from broker.server.listener import ListenError
 
 
@@ -40,6 +44,19 @@ def main() -> None:
     default="info",
     show_default=True,
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"], case_sensitive=False),
+    default="text",
+    show_default=True,
+    help="json: one JSON object per log line.",
+)
+@click.option(
+    "--ready-file",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write host:port of each listener here once listening (removed at shutdown).",
+)
 @click.option("--config", "pairs", multiple=True, metavar="KEY=VALUE", help="A Kafka property (repeatable).")
 @click.option(
     "--config-file",
@@ -61,24 +78,31 @@ def main() -> None:
 )
 @click.option("--control-host", default=None, help="Address of the control API [default: 127.0.0.1].")
 @click.option("--control-token", default=None, help="Bearer token the control API requires.")
+@click.option(
+    "--kafka-version",
+    type=click.Choice(sorted(PERSONAS)),
+    default=None,
+    help="Act as this Kafka release's broker: advertise and serve only its APIs and versions.",
+)
 def serve(
     host: str | None,
     port: int | None,
     advertised_host: str | None,
     data_dir: str | None,
     log_level: str,
+    log_format: str,
+    ready_file: str | None,
     pairs: tuple[str, ...],
     config_file: str | None,
     recover: bool,
     control_port: int | None,
     control_host: str | None,
     control_token: str | None,
+    kafka_version: str | None,
 ) -> None:
     """Run the broker until SIGTERM or Ctrl-C (graceful: in-flight requests are answered and the
     logs fsynced; a second signal exits at once)."""
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    configure_logging(log_level, log_format.lower(), sys.stderr)
     try:
         values: dict[str, str] = {}
         if config_file:
@@ -97,6 +121,7 @@ def serve(
             ("control.port", control_port),
             ("control.host", control_host),
             ("control.token", control_token),
+            ("kafka.version", kafka_version),
         ):
             if val is not None:
                 values[key] = str(val)
@@ -111,7 +136,7 @@ def serve(
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        loop.run_until_complete(_run(config, recover))
+        loop.run_until_complete(_run(config, recover, Path(ready_file) if ready_file else None))
     except (ListenError, DataDirLocked) as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
@@ -146,7 +171,7 @@ def _raise_fd_limit() -> None:
             logging.getLogger("broker").warning("cannot raise the open-files limit from %d: %s", soft, e)
 
 
-async def _run(config: Config, recover: bool = False) -> None:
+async def _run(config: Config, recover: bool = False, ready_file: Path | None = None) -> None:
     from broker.app import Broker
 
     stop = asyncio.Event()
@@ -159,9 +184,15 @@ async def _run(config: Config, recover: bool = False) -> None:
     except BaseException:
         broker.close()
         raise
-    await stop.wait()
-    logging.getLogger("broker").info("shutting down (a second SIGTERM or Ctrl-C exits at once)")
-    await broker.stop()
+    if ready_file is not None:
+        write_ready_file(ready_file, broker.listener.addresses())
+    try:
+        await stop.wait()
+        logging.getLogger("broker").info("shutting down (a second SIGTERM or Ctrl-C exits at once)")
+        await broker.stop()
+    finally:
+        if ready_file is not None:
+            remove_ready_file(ready_file)
 
 
 def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
@@ -197,8 +228,10 @@ main.add_command(
     )
 )
 
+main.add_command(trace_command)  # pykbroker trace FILE: read a trace journal
 
 main.add_command(ctl)
+register_admin_commands(main)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.log.config import TOPIC_SETTINGS  # the topic settings name their broker synonyms
+from broker.personas import PERSONAS  # the Kafka releases kafka.version can name
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +232,28 @@ _SETTINGS = [
         "bidirectional",
         "Online conversion between classic and consumer groups: bidirectional, upgrade, downgrade, disabled.",
         choices=("bidirectional", "upgrade", "downgrade", "disabled"),
+    ),
+    Setting("trace.file", str, "", "Write the protocol trace journal to this file (empty: off; see README)."),
+    Setting("trace.max.bytes", int, 104857600, "Size at which the trace journal is rotated.", 1),
+    Setting("trace.backups", int, 3, "Rotated trace journals kept (FILE.1 ... FILE.N).", 0),
+    Setting("trace.groups", str, "", "Trace only requests naming these groups (comma-separated)."),
+    Setting("trace.apis", str, "", "Trace only these APIs (comma-separated names or keys)."),
+    Setting("trace.clients", str, "", "Trace only clients whose id matches this regular expression."),
+    Setting(
+        "clock",
+        str,
+        "system",
+        "Clock of broker-side deadlines (sessions, rebalances, retention): system, or manual "
+        "(moves only when advanced through the control API; see README).",
+        choices=("system", "manual"),
+    ),
+    Setting(
+        "kafka.version",
+        str,
+        "",
+        "Act as this Apache Kafka release's broker: advertise and serve only the APIs and versions it "
+        "does (broker/personas.py); empty: everything this broker implements.",
+        choices=("", *PERSONAS),
     ),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+from broker.personas import PERSONAS
+
 from .registry import Api, ClientInfo, CloseConnection, Registry, RequestContext
 
 #: Every served API's handler module (one per line, by API key).
@@ -50,8 +52,11 @@ HANDLERS = [
 ]
 
 
-def build_registry() -> Registry:
-    return Registry(importlib.import_module(f"{__name__}.{name}") for name in HANDLERS)
+def build_registry(kafka_version: str | None = None) -> Registry:
+    """Every handler; with ``kafka_version`` (a key of broker.personas.PERSONAS) only the APIs and
+    versions that Kafka release's broker advertises."""
+    persona = PERSONAS[kafka_version] if kafka_version else None
+    return Registry((importlib.import_module(f"{__name__}.{name}") for name in HANDLERS), persona)
 
 
 __all__ = ["Api", "ClientInfo", "CloseConnection", "Registry", "RequestContext", "build_registry", "HANDLERS"]

@@ -24,7 +24,7 @@ from broker.protocol.generated.alter_configs import (
     AlterConfigsResponse,
 )
 
-from .config_entries import ResourceType, check_broker_name
+from .config_entries import REPEATED, ResourceType, check_broker_name, repeated_resources
 from .registry import RequestContext
 
 API_KEY = 33
@@ -79,17 +79,13 @@ def _result(r: AlterConfigsResource, code: ErrorCode = ErrorCode.NONE, message: 
 
 
 def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
-    keys = Counter((r.resource_type, r.resource_name) for r in req.resources)
-    reported: set[tuple[int, str]] = set()
+    repeated = repeated_resources(req.resources)
     results = []
     for r in req.resources:
-        key = (r.resource_type, r.resource_name)
-        if keys[key] > 1:
-            if key not in reported:
-                reported.add(key)
-                results.append(
-                    _result(r, ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
-                )
+        refuse = repeated(r)
+        if refuse is not False:
+            if refuse:
+                results.append(_result(r, ErrorCode.INVALID_REQUEST, REPEATED))
             continue
         try:
             _alter(ctx, r, req.validate_only)

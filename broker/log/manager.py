@@ -95,10 +95,13 @@ class LogManager:
         file_ops: FileOps = SYSTEM_OPS,
         recover: bool = False,
         clock: Callable[[], float] | None = None,
+        time_ms: Callable[[], int] | None = None,
     ):
         self.file_ops = file_ops
         #: monotonic seconds for the group-commit window (default: the event loop's clock)
         self._clock = clock
+        #: the broker clock's ms (broker/clock.py): retention, segment rolls, LogAppendTime
+        self.now_ms: Callable[[], int] = time_ms or now_ms
         self.data_dir = data_dir
         #: ``serve --recover``: partitions opened at start-up truncate at corruption instead of refusing
         self.recover = recover
@@ -118,6 +121,7 @@ class LogManager:
         self.recovery_points = self._read_checkpoint()
         self.start_offsets = read_checkpoint(data_dir / START_CHECKPOINT)
         self.cleaner = LogCleaner(broker_config)
+        self.cleaner.now_ms = self.now_ms
         #: log.flush=never: partitions with flush.messages / flush.ms and unflushed appends since when
         self._unflushed_since: dict[PartitionLog, float] = {}
         self._next_pid, self._pid_block_end = self._load_pid_block()
@@ -358,8 +362,11 @@ class LogManager:
             except Exception:
                 log.exception("periodic %s failed", getattr(fn, "__name__", fn))
 
-    def apply_retention(self) -> None:
-        now = now_ms()
+    def apply_retention(self, now: int | None = None) -> None:
+        """Apply retention at ``now`` (default: the broker clock's now; a manual clock's advance
+        passes the time it moved to)."""
+        if now is None:
+            now = self.now_ms()
         for plog in list(self.logs.values()):
             plog.apply_retention(now)
 

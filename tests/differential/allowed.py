@@ -89,9 +89,6 @@ ALLOWED: list[Allowed] = [
     Allowed("ConsumerGroupDescribe", r"groups\[[^\]]+\]\.(group_epoch|assignment_epoch|members\[[^\]]+\]\.member_epoch)",
             _KIP848_EPOCH),
     # ---------------------------------------------------------------------------- fetch
-    Allowed("Fetch", r"responses\[[^\]]*\]\.partitions\[\d+\]\.aborted_transactions",
-            "no aborted transactions: pykbroker sends null, Kafka an empty list; clients read both as none",
-            values=r"None -> \[\]"),
 
     # ---------------------------------------------------------------------------- DescribeQuorum
     Allowed("DescribeQuorum", r"topics\[0\]\.partitions\[0\]\.(high_watermark|leader_epoch|current_voters\[0\]\.log_end_offset)",
