@@ -831,17 +831,21 @@ def _alter_quotas(v: int, entity: list[tuple[str, str | None]], ops: list[tuple[
         [OpData(k, 0.0 if x is None else x, x is None) for k, x in ops])], validate), compare=compare)
 
 
-def _describe_quotas(v: int, components: list[tuple[str, int, str | None]], strict: bool = False) -> Step:
-    return Step(48, v, DescribeClientQuotasRequest([ComponentData(*c) for c in components], strict))
+def _describe_quotas(v: int, components: list[tuple[str, int, str | None]], strict: bool = False,
+                     found: bool | None = None) -> Step:
+    """``found``: right after an alteration, ask again until entries are there (True) or gone (False):
+    Kafka's broker applies a quota change a moment after its controller commits it."""
+    until = None if found is None else (lambda r: bool(r.entries) == found)
+    return Step(48, v, DescribeClientQuotasRequest([ComponentData(*c) for c in components], strict), until=until)
 
 
 def alter_client_quotas_cases(v: int, n: Names) -> Iterator[Case]:
     c, u = f"dq{n.n}-c", f"dq{n.n}-u"
     yield "set, describe, remove", [
         _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", 1024.0), ("consumer_byte_rate", 2048.0)]),
-        _describe_quotas(1, [("client-id", 0, c)], strict=True),
+        _describe_quotas(1, [("client-id", 0, c)], strict=True, found=True),
         _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", None), ("consumer_byte_rate", None)]),
-        _describe_quotas(1, [("client-id", 0, c)], strict=True),
+        _describe_quotas(1, [("client-id", 0, c)], strict=True, found=False),
     ]
     yield "validate only", [
         _alter_quotas(v, [("user", u), ("client-id", None)], [("request_percentage", 12.5)], validate=True),
@@ -868,7 +872,7 @@ def describe_client_quotas_cases(v: int, n: Names) -> Iterator[Case]:
     c, u = f"dq{n.n}-c", f"dq{n.n}-u"
     yield "exact, strict, default, any", [
         _alter_quotas(1, [("user", u), ("client-id", c)], [("producer_byte_rate", 4096.0)], compare=False),
-        _describe_quotas(v, [("client-id", 0, c)]),
+        _describe_quotas(v, [("client-id", 0, c)], found=True),
         _describe_quotas(v, [("client-id", 0, c)], strict=True),
         _describe_quotas(v, [("client-id", 0, c), ("user", 0, u)], strict=True),
         _describe_quotas(v, [("client-id", 0, c), ("user", 2, None)], strict=True),
