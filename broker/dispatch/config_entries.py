@@ -82,6 +82,13 @@ BROKER_TYPES: dict[str, ConfigType] = {
     "log.cleaner.min.cleanable.ratio": ConfigType.DOUBLE,
     "log.cleaner.min.compaction.lag.ms": ConfigType.LONG,
     "log.cleaner.max.compaction.lag.ms": ConfigType.LONG,
+    "offsets.retention.check.interval.ms": ConfigType.LONG,
+    "group.consumer.assignors": ConfigType.LIST,
+    "log.dir": ConfigType.LIST,
+    "log.dirs": ConfigType.LIST,
+    "listeners": ConfigType.LIST,
+    "advertised.listeners": ConfigType.LIST,
+    "controller.listener.names": ConfigType.LIST,
 }
 
 #: Broker properties whose default is null in Kafka: they never appear as a DEFAULT_CONFIG synonym

@@ -93,7 +93,9 @@ def test_describe_topic_every_version(broker, version):
         )
         # log.retention.ms (retention.ms's first broker synonym) is unset: Kafka lists no broker
         # synonym after it, not even the log.retention.hours default
-        assert [(s.name, s.value, s.source) for s in ret.synonyms] == [("retention.ms", "1000", DYNAMIC_TOPIC)]
+        assert [(s.name, s.value, s.source) for s in ret.synonyms] == [
+            ("retention.ms", "1000", DYNAMIC_TOPIC)
+        ]
         assert [(s.name, s.value, s.source) for s in seg.synonyms] == [
             ("log.segment.bytes", "1073741824", DEFAULT)
         ]
@@ -188,7 +190,7 @@ def test_describe_broker(broker_factory, version, name):
             INT,
             LONG,
         )
-        assert (types["log.cleanup.policy"], types["log.dirs"]) == (LIST, STRING)
+        assert (types["log.cleanup.policy"], types["log.dirs"]) == (LIST, LIST)  # as Kafka types them
         assert got["num.partitions"].documentation == SETTINGS["num.partitions"].doc
 
 
