@@ -29,6 +29,7 @@ from broker.dispatch import build_registry
 from broker.dispatch.services import Services
 from broker.log.manager import LogManager
 from broker.log.segment import SYSTEM_OPS, FileOps
+from broker.quotas import ClientQuotas
 from broker.server import Listener
 from broker.server.pipeline import RequestPipeline
 from broker.topic_admin import TopicAdmin
@@ -84,6 +85,7 @@ class Broker:
             groups=self.groups,
             registry=self.registry,
             advertised_address=self.advertised_address,
+            quotas=self.quotas,
         )
         self.pipeline = RequestPipeline(self.registry, self.services)
         #: the test control plane (fault rules, live state); served over HTTP when control.port is set
@@ -114,6 +116,7 @@ class Broker:
         self.alter_topic_configs = self.admin.alter_topic_configs
         self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
+        self.quotas = ClientQuotas(data_dir, config["quota.window.num"], config["quota.window.size.seconds"])
 
     @property
     def connections(self) -> set:

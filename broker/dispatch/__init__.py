@@ -40,6 +40,8 @@ HANDLERS = [
     "alter_partition_reassignments",  # 45
     "list_partition_reassignments",  # 46
     "offset_delete",  # 47
+    "describe_client_quotas",  # 48
+    "alter_client_quotas",  # 49
     "describe_quorum",  # 55
     "update_features",  # 57
     "describe_cluster",  # 60

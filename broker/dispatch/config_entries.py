@@ -7,14 +7,19 @@ A topic setting's value comes, by precedence, from the topic's override (DYNAMIC
 broker property set explicitly in the broker config (STATIC_BROKER_CONFIG), or the built-in default
 (DEFAULT_CONFIG); the synonyms list every one of these that exists, in that order, as Kafka does.
 Broker settings are static: read-only, STATIC_BROKER_CONFIG when set explicitly, else DEFAULT_CONFIG.
+The BROKER resource lists Kafka's own broker properties too (broker/kafka_broker_configs.tsv: Kafka
+4.3's names, types and defaults), those this broker does not use with the value given in the config
+or Kafka's default, documented as having no effect here; PASSWORD values are never shown.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from importlib import resources
 from typing import Any
 
 from broker.config import SETTINGS, Config
@@ -77,6 +82,13 @@ BROKER_TYPES: dict[str, ConfigType] = {
     "log.cleaner.min.cleanable.ratio": ConfigType.DOUBLE,
     "log.cleaner.min.compaction.lag.ms": ConfigType.LONG,
     "log.cleaner.max.compaction.lag.ms": ConfigType.LONG,
+    "offsets.retention.check.interval.ms": ConfigType.LONG,
+    "group.consumer.assignors": ConfigType.LIST,
+    "log.dir": ConfigType.LIST,
+    "log.dirs": ConfigType.LIST,
+    "listeners": ConfigType.LIST,
+    "advertised.listeners": ConfigType.LIST,
+    "controller.listener.names": ConfigType.LIST,
 }
 
 #: Broker properties whose default is null in Kafka: they never appear as a DEFAULT_CONFIG synonym
@@ -194,6 +206,53 @@ def broker_entries(config: Config) -> list[Entry]:
                 read_only=True,
                 config_type=broker_type(name),
                 doc=setting.doc,
+                synonyms=synonyms,
+            )
+        )
+    out += kafka_only_entries(config)
+    out.sort(key=lambda e: e.name)
+    return out
+
+
+#: the documentation of Kafka's broker properties this broker does not use
+UNUSED_DOC = "One of Kafka's broker properties: accepted in the config, with no effect on this broker."
+
+
+@functools.cache
+def kafka_broker_configs() -> dict[str, tuple[ConfigType, str | None]]:
+    """Kafka's broker properties: name -> (type, default or None), from kafka_broker_configs.tsv."""
+    text = resources.files("broker").joinpath("kafka_broker_configs.tsv").read_text()
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, kind, default = line.split("\t")
+        out[name] = (ConfigType[kind], None if default == "\\N" else default)
+    return out
+
+
+def kafka_only_entries(config: Config) -> list[Entry]:
+    """Kafka's broker properties that are not this broker's settings: read-only, the value the config
+    gives (STATIC_BROKER_CONFIG) or Kafka's default (DEFAULT_CONFIG)."""
+    out = []
+    for name, (kind, default) in kafka_broker_configs().items():
+        if name in SETTINGS:
+            continue
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        if name in config.unknown:
+            synonyms.append((name, fmt(config.unknown[name]), ConfigSource.STATIC_BROKER_CONFIG))
+        if default is not None:
+            synonyms.append((name, default, ConfigSource.DEFAULT_CONFIG))
+        if kind == ConfigType.PASSWORD:
+            synonyms = [(n, None, s) for n, _v, s in synonyms]
+        out.append(
+            Entry(
+                name=name,
+                value=synonyms[0][1] if synonyms else None,
+                source=synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
+                read_only=True,
+                config_type=kind,
+                doc=UNUSED_DOC,
                 synonyms=synonyms,
             )
         )

@@ -22,11 +22,14 @@ from broker.protocol.generated.fetch import (
     FetchResponse,
     PartitionData,
 )
+from broker.quotas import user_of
 
 from .registry import RequestContext
 
 API_KEY = 1
 VERSIONS = (4, 18)
+#: the first version whose clients wait out throttle_time_ms themselves (KIP-219)
+CLIENT_THROTTLES = 8
 
 
 def handle(ctx: RequestContext, req: FetchRequest):
@@ -36,10 +39,54 @@ def handle(ctx: RequestContext, req: FetchRequest):
     # session to continue, and there is none.
     if v >= 7 and req.session_epoch not in (0, -1):
         return FetchResponse(error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), session_id=0)
+    quota = ctx.services.quotas.fetch
+    if quota.enabled:
+        return _with_quota(ctx, req, quota)
     response, size, logs = _read(ctx, req)
     if size >= req.min_bytes or req.max_wait_ms <= 0 or not logs:
         return response
     return _long_poll(ctx, req, logs)
+
+
+def _with_quota(ctx: RequestContext, req: FetchRequest, quota):
+    """A consumer's fetch under a byte-rate quota, as Kafka's: ``max_bytes`` capped to what one
+    quota window allows, the response's bytes recorded, and when that exceeds the quota an empty
+    response (the bytes taken back) with the throttle time, the connection muted for as long."""
+    user, client_id = user_of(ctx.client), ctx.client_id or ""
+    cap = quota.max_in_window(user, client_id)
+    if cap is not None and cap < req.max_bytes:
+        req.max_bytes = cap
+        req.min_bytes = min(req.min_bytes, cap)
+    response, size, logs = _read(ctx, req)
+    if size >= req.min_bytes or req.max_wait_ms <= 0 or not logs:
+        return _throttled(ctx, quota, user, client_id, response, size)
+    return _poll_then_throttle(ctx, req, logs, quota, user, client_id)
+
+
+async def _poll_then_throttle(ctx, req, logs, quota, user, client_id) -> FetchResponse:
+    response = await _long_poll(ctx, req, logs)
+    size = sum(len(p.records or b"") for t in response.responses for p in t.partitions)
+    out = _throttled(ctx, quota, user, client_id, response, size)
+    return await out if asyncio.iscoroutine(out) else out
+
+
+def _throttled(ctx: RequestContext, quota, user: str, client_id: str, response: FetchResponse, size: int):
+    throttle = quota.record(user, client_id, size)
+    if not throttle:
+        return response
+    quota.unrecord(user, client_id, size)
+    empty = FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=0, responses=[])
+    if ctx.api_version >= CLIENT_THROTTLES:
+        ctx.client.mute_ms = throttle
+        return empty
+    # clients before v8 (KIP-219) do not wait out throttle_time_ms: the answer waits instead (the
+    # connection handles nothing else meanwhile)
+    return _after(throttle, empty)
+
+
+async def _after(delay_ms: int, response: FetchResponse) -> FetchResponse:
+    await asyncio.sleep(delay_ms / 1000)
+    return response
 
 
 async def _long_poll(ctx: RequestContext, req: FetchRequest, logs: list) -> FetchResponse:

@@ -31,11 +31,14 @@ from broker.protocol.generated.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from broker.quotas import user_of
 
 from .registry import CloseConnection, Deferred, RequestContext
 
 API_KEY = 0
 VERSIONS = (3, 13)
+#: the first version whose clients wait out throttle_time_ms themselves (KIP-219)
+CLIENT_THROTTLES = 6
 
 log = logging.getLogger(__name__)
 
@@ -97,18 +100,31 @@ def handle(ctx: RequestContext, req: ProduceRequest):
         responses.append(
             TopicProduceResponse(name=name or "", topic_id=td.topic_id, partition_responses=parts)
         )
+    throttle = 0
+    quota = services.quotas.produce
+    if quota.enabled:  # the request's bytes count against the producer byte rate (acks=0 too)
+        size = sum(len(pd.records or b"") for td in req.topic_data for pd in td.partition_data)
+        throttle = quota.record(user_of(ctx.client), ctx.client_id or "", size)
+        if throttle:
+            ctx.client.mute_ms = throttle
     if acks == 0:
         if any_error:
             raise CloseConnection("a produce request with acks=0 failed")
         return None
-    response = ProduceResponse(responses=responses, throttle_time_ms=0)
-    if not waits:
+    response = ProduceResponse(responses=responses, throttle_time_ms=throttle)
+    # clients before v6 (KIP-219) do not wait out throttle_time_ms: their answer waits instead
+    delay_ms = throttle if v < CLIENT_THROTTLES else 0
+    if not waits and not delay_ms:
         return response
     # the connection may go on appending this client's next requests while this one is flushed
-    return Deferred(_after_flush(response, waits))
+    return Deferred(_after_flush(response, waits, delay_ms))
 
 
-async def _after_flush(response: ProduceResponse, waits: list[asyncio.Future]) -> ProduceResponse:
+async def _after_flush(
+    response: ProduceResponse, waits: list[asyncio.Future], delay_ms: int = 0
+) -> ProduceResponse:
+    if delay_ms:
+        await asyncio.sleep(delay_ms / 1000)
     try:
         await asyncio.gather(*set(waits))
     except StorageError as e:

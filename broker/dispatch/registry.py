@@ -44,6 +44,9 @@ class ClientInfo:
     peer: str
     #: the name of the listener the client connected to (its advertised address is the one given)
     listener: str = "PLAINTEXT"
+    #: set by a handler whose client exceeded a quota: the connection handles no further request
+    #: for this many ms once the response is out (KIP-219), then resets it to 0
+    mute_ms: int = 0
     client_id: str | None = None
     software_name: str | None = None
     software_version: str | None = None

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from broker.config import Config
     from broker.coordinator import GroupCoordinator
     from broker.log.manager import LogManager
+    from broker.quotas import ClientQuotas
     from broker.topic_admin import TopicAdmin
 
     from .registry import Registry
@@ -41,3 +42,5 @@ class Services:
     registry: Registry
     #: listener name -> the (host, port) clients connected to it are told to use
     advertised_address: Callable[[str], tuple[str, int]]
+    #: client quotas (DescribeClientQuotas/AlterClientQuotas) and their enforcement
+    quotas: ClientQuotas

@@ -215,6 +215,20 @@ class KafkaConnection(asyncio.Protocol):
                 task.add_done_callback(lambda t: self._finish(t, out))
         elif out is not None:
             self.close(out.reason)
+        if self.client.mute_ms and not self.busy:
+            self._mute()
+
+    def _mute(self) -> None:
+        """A quota was exceeded: handle no further request for the throttle time (KIP-219); the
+        frames that arrive meanwhile wait (and reading pauses once they back up)."""
+        ms, self.client.mute_ms = self.client.mute_ms, 0
+        self.busy = True
+        asyncio.get_running_loop().call_later(ms / 1000, self._unmute)
+
+    def _unmute(self) -> None:
+        self.busy = False
+        if not self.closed:
+            self._continue()
 
     @staticmethod
     def _result(task: asyncio.Future) -> tuple[object, BaseException | None]:
@@ -236,6 +250,8 @@ class KafkaConnection(asyncio.Protocol):
         try:
             if out is not None:
                 self._write(out)
+            if self.client.mute_ms:
+                self._mute()
             self._drain()
         finally:
             self._flush_out()

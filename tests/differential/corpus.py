@@ -16,6 +16,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker.log.records import Record, build_batch
+from broker.protocol.generated.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasRequestEntityData,
+    AlterClientQuotasRequestEntryData,
+    OpData,
+)
 from broker.protocol.generated.alter_configs import AlterableConfig as LegacyAlterable
 from broker.protocol.generated.alter_configs import AlterConfigsRequest
 from broker.protocol.generated.alter_configs import AlterConfigsResource as LegacyAlterResource
@@ -46,6 +52,7 @@ from broker.protocol.generated.delete_records import (
     DeleteRecordsTopic,
 )
 from broker.protocol.generated.delete_topics import DeleteTopicsRequest, DeleteTopicState
+from broker.protocol.generated.describe_client_quotas import ComponentData, DescribeClientQuotasRequest
 from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from broker.protocol.generated.describe_groups import DescribeGroupsRequest
@@ -817,6 +824,73 @@ def update_features_cases(v: int, n: Names) -> Iterator[Case]:
     yield "a feature twice", [Step(57, v, req(("group.version", 1, 1), ("group.version", 1, 1)))]
 
 
+def _alter_quotas(v: int, entity: list[tuple[str, str | None]], ops: list[tuple[str, float | None]],
+                  validate: bool = False, compare: bool = True) -> Step:
+    return Step(49, v, AlterClientQuotasRequest([AlterClientQuotasRequestEntryData(
+        [AlterClientQuotasRequestEntityData(t, x) for t, x in entity],
+        [OpData(k, 0.0 if x is None else x, x is None) for k, x in ops])], validate), compare=compare)
+
+
+def _describe_quotas(v: int, components: list[tuple[str, int, str | None]], strict: bool = False,
+                     found: bool | None = None) -> Step:
+    """``found``: right after an alteration, ask again until entries are there (True) or gone (False):
+    Kafka's broker applies a quota change a moment after its controller commits it."""
+    until = None if found is None else (lambda r: bool(r.entries) == found)
+    return Step(48, v, DescribeClientQuotasRequest([ComponentData(*c) for c in components], strict), until=until)
+
+
+def alter_client_quotas_cases(v: int, n: Names) -> Iterator[Case]:
+    c, u = f"dq{n.n}-c", f"dq{n.n}-u"
+    yield "set, describe, remove", [
+        _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", 1024.0), ("consumer_byte_rate", 2048.0)]),
+        _describe_quotas(1, [("client-id", 0, c)], strict=True, found=True),
+        _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", None), ("consumer_byte_rate", None)]),
+        _describe_quotas(1, [("client-id", 0, c)], strict=True, found=False),
+    ]
+    yield "validate only", [
+        _alter_quotas(v, [("user", u), ("client-id", None)], [("request_percentage", 12.5)], validate=True),
+        _describe_quotas(1, [("user", 0, u)]),
+    ]
+    yield "unknown key, zero, fraction, too large", [
+        _alter_quotas(v, [("client-id", c)], [("no_such_quota", 1.0)]),
+        _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", 0.0)]),
+        _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", 10.5)]),
+        _alter_quotas(v, [("ip", "127.0.0.9")], [("connection_creation_rate", 1e12)]),
+        _describe_quotas(1, [("client-id", 0, c)]),
+    ]
+    yield "bad entities", [
+        _alter_quotas(v, [], [("producer_byte_rate", 1.0)]),
+        _alter_quotas(v, [("group", "g")], [("producer_byte_rate", 1.0)]),
+        _alter_quotas(v, [("user", "")], [("producer_byte_rate", 1.0)]),
+        _alter_quotas(v, [("ip", "127.0.0.9"), ("user", u)], [("connection_creation_rate", 1.0)]),
+        _alter_quotas(v, [("ip", "127.0.0.9")], [("producer_byte_rate", 1.0)]),
+        _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", 1.0), ("producer_byte_rate", 2.0)]),
+    ]
+
+
+def describe_client_quotas_cases(v: int, n: Names) -> Iterator[Case]:
+    c, u = f"dq{n.n}-c", f"dq{n.n}-u"
+    yield "exact, strict, default, any", [
+        _alter_quotas(1, [("user", u), ("client-id", c)], [("producer_byte_rate", 4096.0)], compare=False),
+        _describe_quotas(v, [("client-id", 0, c)], found=True),
+        _describe_quotas(v, [("client-id", 0, c)], strict=True),
+        _describe_quotas(v, [("client-id", 0, c), ("user", 0, u)], strict=True),
+        _describe_quotas(v, [("client-id", 0, c), ("user", 2, None)], strict=True),
+        _describe_quotas(v, [("client-id", 0, c), ("user", 1, None)]),
+        _alter_quotas(1, [("user", u), ("client-id", c)], [("producer_byte_rate", None)], compare=False),
+    ]
+    yield "bad filters", [
+        _describe_quotas(v, [("", 0, "x")]),
+        _describe_quotas(v, [("group", 2, None)]),
+        _describe_quotas(v, [("user", 0, None)]),
+        _describe_quotas(v, [("user", 1, "x")]),
+        _describe_quotas(v, [("user", 2, "x")]),
+        _describe_quotas(v, [("user", 9, None)]),
+        _describe_quotas(v, [("user", 2, None), ("user", 1, None)]),
+        _describe_quotas(v, [("ip", 2, None), ("client-id", 2, None)]),
+    ]
+
+
 def _remember_log_dir(resp: Any, mem: dict) -> None:
     mem["log_dir"] = resp.results[0].log_dir
 
@@ -905,6 +979,8 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     45: alter_partition_reassignments_cases,
     46: list_partition_reassignments_cases,
     47: offset_delete_cases,
+    48: describe_client_quotas_cases,
+    49: alter_client_quotas_cases,
     55: describe_quorum_cases,
     57: update_features_cases,
     60: describe_cluster_cases,

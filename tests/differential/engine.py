@@ -49,6 +49,7 @@ UNORDERED: dict[str, tuple[str, ...]] = {
     "partition_responses": ("index",),
     "members": ("member_id",),
     "config_resources": ("resource_name",),
+    "values": ("key",),
 }
 _MEMBER_ID = re.compile(r"^(.*-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _KAFKA_MEMBER_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")

@@ -47,6 +47,7 @@ from broker.protocol.generated.offset_commit import (
 )
 from broker.protocol.generated.offset_fetch import OffsetFetchRequest
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.quotas import entity_of
 from tests.fuzz.harness import (
     CONSUMER_GROUP_HEARTBEAT,
     CREATE_PARTITIONS,
@@ -157,6 +158,16 @@ STRING_POOLS: dict[str, list[str | None]] = {
     "cluster_id": [None, "not-our-cluster"],
     "states_filter": ["Stable", "Empty", "PreparingRebalance", "Dead", "bogus", ""],
     "types_filter": ["classic", "consumer", "bogus", ""],
+    "entity_type": ["user", "client-id", "ip", "", "group"],
+    "entity_name": [None, "fuzz-entity", "", "127.0.0.1", "not a host!"],
+    "match": [None, "fuzz", ""],
+    "OpData.key": [
+        "producer_byte_rate",
+        "consumer_byte_rate",
+        "request_percentage",
+        "connection_creation_rate",
+        "",
+    ],
     "configuration_keys": CONFIG_NAMES,
     "CreatableTopicConfig.name": CONFIG_NAMES,
     "AlterableConfig.name": CONFIG_NAMES,
@@ -227,6 +238,7 @@ INT_BOUNDS = {
 }
 GENERIC_INTS = [0, 1, 2, 3, -1, -2, 127, 128, 255, 1000, 10001, 2**15 - 1, -(2**15), 2**31 - 1, -(2**31)]
 GENERIC_INTS += [2**63 - 1, -(2**63)]
+FLOATS = [0.0, 1.0, -1.0, 1.5, 1024.0, 1e300, float("inf"), float("-inf"), float("nan")]
 
 
 def _with_crc(batch: bytearray) -> bytes:
@@ -372,6 +384,8 @@ class SemanticSampler:
                 pool = ["", "fuzz", "é☃", "x" * 200]
             v = rng.choice(pool)
             return "" if v is None and self.v not in _nullable(s, attr) else v
+        if type_name == "float64":
+            return rng.choice(FLOATS)
         lo, hi = INT_BOUNDS[type_name]
         pool = INT_POOLS.get(attr, GENERIC_INTS)
         if attr in ("generation_id", "generation_id_or_member_epoch", "member_epoch") and pools.epochs:
@@ -417,6 +431,16 @@ def setup_semantic(bt: Any) -> Pools:
         assert r.topics[0].partitions[0].error_code == 0, r
         md = c.call(METADATA, 12, MetadataRequest(topics=None))
         pools.topic_ids = [t.topic_id for t in md.topics]
+    # The fuzz sets client quotas (AlterClientQuotas) and then produces and fetches: a tiny quota
+    # on a default entity would mute the fuzz's own connections for minutes, as Kafka would. Its
+    # clients get the most specific entity (user and client id), which the fuzz never names, with a
+    # quota nothing reaches.
+    unlimited = [("producer_byte_rate", 1e15), ("consumer_byte_rate", 1e15)]
+    pinned = [
+        (entity_of([("user", "ANONYMOUS"), ("client-id", cid)]), unlimited) for cid in ("semantic", "fuzz")
+    ]
+    results = bt.call(bt.broker.services.quotas.alter, pinned, False)
+    assert all(code == 0 for _e, code, _m in results), results
     return pools
 
 

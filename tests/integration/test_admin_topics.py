@@ -355,3 +355,27 @@ def test_java_admin_configs(broker_factory):
     assert all(e["readOnly"] for e in brokers.values())
     assert unknown["error"] == "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
     assert unknown["message"] == "The topic 'nope' does not exist."
+
+
+def test_broker_configs_list_kafkas_properties_confluent_and_kafka_python(broker):
+    """DescribeConfigs on the broker lists Kafka's properties this broker does not use too (read-only,
+    Kafka's default), seen through confluent-kafka's and kafka-python's admin clients."""
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin import ConfigResource as CkResource
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    ck = AdminClient({"bootstrap.servers": broker.bootstrap})
+    [future] = ck.describe_configs([CkResource(CkResource.Type.BROKER, "1")]).values()
+    entries = future.result(10)
+    io = entries["num.io.threads"]
+    assert (io.value, io.is_read_only, io.is_default) == ("8", True, True)
+    assert entries["ssl.key.password"].value is None and entries["ssl.key.password"].is_sensitive
+    assert entries["num.partitions"].value == "1"
+
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        got = kp.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")], config_filter="all")
+    finally:
+        kp.close()
+    assert got["broker"]["1"]["num.network.threads"]["value"] == "3"
+    assert got["broker"]["1"]["num.network.threads"]["read_only"] is True

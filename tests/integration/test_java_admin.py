@@ -274,3 +274,50 @@ def test_features(broker):
     assert "error" not in lines[1], result
     invalid = "org.apache.kafka.common.errors.InvalidUpdateVersionException"
     assert lines[2]["error"] == invalid and lines[3]["error"] == invalid, result
+
+
+def test_client_quotas(broker):
+    """alterClientQuotas (set, validate-only, remove, Kafka's errors) and describeClientQuotas with
+    exact, default and any-entity filters, strict or not."""
+    java = require_java()
+    result, lines = probe(
+        java,
+        broker,
+        "alter-quotas client-id=app producer_byte_rate=1048576 consumer_byte_rate=2097152",
+        "alter-quotas user=alice,client-id=<default> request_percentage=25.5",
+        "alter-quotas-dry client-id=dry producer_byte_rate=1000",
+        "alter-quotas ip=127.0.0.1 connection_creation_rate=10",
+        "describe-quotas",
+        "describe-quotas client-id=app",
+        "describe-quotas-strict client-id=app",
+        "describe-quotas user=*",
+        "describe-quotas client-id=<default>",
+        "alter-quotas client-id=app producer_byte_rate=",
+        "describe-quotas-strict client-id=*",
+        "alter-quotas client-id=app nonsense=1",
+        "alter-quotas client-id=app producer_byte_rate=0.5",
+        "describe-quotas ip=* user=*",
+    )
+    for line in lines[:4]:
+        assert "error" not in line, result
+    app = {"consumer_byte_rate": 2097152.0, "producer_byte_rate": 1048576.0}
+    alice = {"request_percentage": 25.5}
+    ip = {"connection_creation_rate": 10.0}
+    assert lines[4]["entities"] == {
+        "client-id=app": app,
+        "client-id=<default>,user=alice": alice,
+        "ip=127.0.0.1": ip,
+    }
+    assert lines[5]["entities"] == {"client-id=app": app}
+    assert lines[6]["entities"] == {"client-id=app": app}
+    assert lines[7]["entities"] == {"client-id=<default>,user=alice": alice}
+    assert lines[8]["entities"] == {"client-id=<default>,user=alice": alice}
+    assert "error" not in lines[9], result
+    assert lines[10]["entities"] == {"client-id=app": {"consumer_byte_rate": 2097152.0}}
+    assert lines[11]["error"] == "org.apache.kafka.common.errors.InvalidRequestException"
+    assert lines[11]["message"] == "Invalid configuration key nonsense"
+    assert lines[12]["error"] == "org.apache.kafka.common.errors.InvalidRequestException"
+    assert lines[12]["message"] == "producer_byte_rate cannot be a fractional value."
+    assert lines[13]["error"] == "org.apache.kafka.common.errors.InvalidRequestException"
+    # durable: the broker's file holds what Describe answers
+    assert (broker.broker.logs.data_dir / "client-quotas.json").exists()

@@ -43,6 +43,11 @@ import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.clients.admin.QuorumInfo;
 import org.apache.kafka.common.ElectionType;
+import org.apache.kafka.clients.admin.AlterClientQuotasOptions;
+import org.apache.kafka.common.quota.ClientQuotaAlteration;
+import org.apache.kafka.common.quota.ClientQuotaEntity;
+import org.apache.kafka.common.quota.ClientQuotaFilter;
+import org.apache.kafka.common.quota.ClientQuotaFilterComponent;
 import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.common.TopicPartitionReplica;
@@ -291,6 +296,16 @@ public class AdminProbe {
                     break;
                 case "alter-group-offsets":
                     alterGroupOffsets(out, arg(words, 1), arg(words, 2));
+                    break;
+                case "alter-quotas":
+                case "alter-quotas-dry":
+                    alterQuotas(arg(words, 1), Arrays.copyOfRange(words, 2, words.length),
+                            cmd.equals("alter-quotas-dry"));
+                    break;
+                case "describe-quotas":
+                case "describe-quotas-strict":
+                    describeQuotas(out, Arrays.copyOfRange(words, 1, words.length),
+                            cmd.equals("describe-quotas-strict"));
                     break;
                 default:
                     throw new IllegalArgumentException("unknown command " + cmd);
@@ -630,6 +645,60 @@ public class AdminProbe {
         TopicPartitionReplica r = new TopicPartitionReplica(partition.substring(0, colon),
                 Integer.parseInt(partition.substring(colon + 1)), 1);
         admin.alterReplicaLogDirs(Map.of(r, path)).all().get();
+    }
+
+    // ------------------------------------------------------------------------------------ quotas
+
+    /** "user=alice,client-id=<default>" as a quota entity (<default>: the type's default entity). */
+    private static ClientQuotaEntity quotaEntity(String spec) {
+        Map<String, String> entries = new LinkedHashMap<>();
+        for (String part : spec.split(",")) {
+            String[] kv = part.split("=", 2);
+            entries.put(kv[0], kv[1].equals("<default>") ? null : kv[1]);
+        }
+        return new ClientQuotaEntity(entries);
+    }
+
+    /** ops "key=value" to set, "key=" to remove. */
+    private void alterQuotas(String entity, String[] ops, boolean validateOnly) throws Exception {
+        List<ClientQuotaAlteration.Op> list = new ArrayList<>();
+        for (String op : ops) {
+            String[] kv = op.split("=", 2);
+            list.add(new ClientQuotaAlteration.Op(kv[0], kv[1].isEmpty() ? null : Double.valueOf(kv[1])));
+        }
+        admin.alterClientQuotas(List.of(new ClientQuotaAlteration(quotaEntity(entity), list)),
+                new AlterClientQuotasOptions().validateOnly(validateOnly)).all().get();
+    }
+
+    /** components "type=name" (exact), "type=<default>", "type=*" (any entity of the type). */
+    private void describeQuotas(Map<String, Object> out, String[] components, boolean strict) throws Exception {
+        List<ClientQuotaFilterComponent> list = new ArrayList<>();
+        for (String c : components) {
+            String[] kv = c.split("=", 2);
+            if (kv[1].equals("*")) {
+                list.add(ClientQuotaFilterComponent.ofEntityType(kv[0]));
+            } else if (kv[1].equals("<default>")) {
+                list.add(ClientQuotaFilterComponent.ofDefaultEntity(kv[0]));
+            } else {
+                list.add(ClientQuotaFilterComponent.ofEntity(kv[0], kv[1]));
+            }
+        }
+        ClientQuotaFilter filter = strict ? ClientQuotaFilter.containsOnly(list) : ClientQuotaFilter.contains(list);
+        TreeMap<String, Object> entities = new TreeMap<>();
+        for (Map.Entry<ClientQuotaEntity, Map<String, Double>> e
+                : admin.describeClientQuotas(filter).entities().get().entrySet()) {
+            TreeMap<String, String> parts = new TreeMap<>();
+            for (Map.Entry<String, String> p : e.getKey().entries().entrySet()) {
+                parts.put(p.getKey(), p.getValue() == null ? "<default>" : p.getValue());
+            }
+            StringBuilder key = new StringBuilder();
+            for (Map.Entry<String, String> p : parts.entrySet()) {
+                if (key.length() > 0) key.append(',');
+                key.append(p.getKey()).append('=').append(p.getValue());
+            }
+            entities.put(key.toString(), new TreeMap<>(e.getValue()));
+        }
+        out.put("entities", entities);
     }
 
     // ------------------------------------------------------------------------------------ groups

@@ -76,6 +76,8 @@ EXPECTED_APIS = {
     "ListConfigResources": 74,
     "UpdateFeatures": 57,
     "AlterConfigs": 33,
+    "DescribeClientQuotas": 48,
+    "AlterClientQuotas": 49,
 }
 
 #: Our validVersions where they deliberately differ from the union of the reference ranges.
