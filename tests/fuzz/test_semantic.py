@@ -188,7 +188,9 @@ INT_POOLS: dict[str, list[int]] = {
     "partitions": PARTITIONS,
     "partition_indexes": PARTITIONS,
     "broker_ids": [1, 1, 0, 2, -1],
-    "count": [-1, 0, 1, 2, 3, 4, 10001, 2**31 - 1, -(2**31)],
+    # 20001: over the cap of 10,000 new partitions per request whatever the topic has (10001 on a
+    # one-partition topic would create 10,000 partitions: a cost test, not a value test; issue 23)
+    "count": [-1, 0, 1, 2, 3, 4, 20001, 2**31 - 1, -(2**31)],
     "num_partitions": [-1, 0, 1, 2, 3, -2, 10001, 2**31 - 1, -(2**31)],
     "replication_factor": [-1, 1, 1, 0, 2, -2, 32767, -32768],
     "acks": [-1, 1, 1, 0, 2, -2, 32767],
