@@ -316,7 +316,8 @@ def _poll_until_split(members: list[Consumer], partitions: int) -> list[set[int]
             m.poll(0.1)
         owned = [{tp.partition for tp in m.assignment()} for m in members]
         disjoint = sum(map(len, owned)) == len(set().union(*owned)) == partitions
-        return owned if disjoint and all(owned) else None
+        balanced = max(map(len, owned)) - min(map(len, owned)) <= 1  # not a reconciliation midway
+        return owned if disjoint and balanced and all(owned) else None
 
     return wait_for("the partitions split between the members", split)
 
