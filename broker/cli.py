@@ -112,6 +112,8 @@ def serve(
     asyncio.set_event_loop(loop)
     try:
         loop.run_until_complete(_run(config, recover))
+    except ConfigError as e:  # e.g. a TLS listener whose key file cannot be read
+        raise click.UsageError(str(e)) from e
     except (ListenError, DataDirLocked) as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)

@@ -21,12 +21,14 @@ HANDLERS = [
     "sync_group",  # 14
     "describe_groups",  # 15
     "list_groups",  # 16
+    "sasl_handshake",  # 17
     "api_versions",  # 18
     "create_topics",  # 19
     "delete_topics",  # 20
     "init_producer_id",  # 22
     "offset_for_leader_epoch",  # 23
     "describe_configs",  # 32
+    "sasl_authenticate",  # 36
     "create_partitions",  # 37
     "delete_groups",  # 42
     "incremental_alter_configs",  # 44

@@ -65,6 +65,8 @@ EXPECTED_APIS = {
     "DeleteGroups": 42,
     "ConsumerGroupHeartbeat": 68,
     "ConsumerGroupDescribe": 69,
+    "SaslHandshake": 17,
+    "SaslAuthenticate": 36,
 }
 
 #: Our validVersions where they deliberately differ from the union of the reference ranges.
