@@ -21,7 +21,7 @@ def handle(ctx: RequestContext, req: SaslAuthenticateRequest) -> SaslAuthenticat
     if session is None or session.state != "authenticate":
         return SaslAuthenticateResponse(
             error_code=ErrorCode.ILLEGAL_SASL_STATE,
-            error_message="SaslAuthenticate request received out of the SASL authentication sequence",
+            error_message="SaslAuthenticate request received after successful authentication",
             auth_bytes=b"",
             session_lifetime_ms=0,
         )

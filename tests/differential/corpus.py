@@ -45,6 +45,8 @@ from broker.protocol.generated.leave_group import LeaveGroupRequest, MemberIdent
 from broker.protocol.generated.list_groups import ListGroupsRequest
 from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
+from broker.protocol.generated.sasl_authenticate import SaslAuthenticateRequest
+from broker.protocol.generated.sasl_handshake import SaslHandshakeRequest
 from broker.protocol.generated.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -444,6 +446,15 @@ def list_groups_cases(v: int, n: Names) -> Iterator[Case]:
         yield "unknown state", [Step(16, v, ListGroupsRequest(["NoSuchState"], []))]
 
 
+def sasl_handshake_cases(v: int, n: Names) -> Iterator[Case]:
+    # both brokers' differential listeners are PLAINTEXT: a handshake is out of place there
+    yield "on a PLAINTEXT listener", [Step(17, v, SaslHandshakeRequest("PLAIN"))]
+
+
+def sasl_authenticate_cases(v: int, n: Names) -> Iterator[Case]:
+    yield "on a PLAINTEXT listener", [Step(36, v, SaslAuthenticateRequest(b"\x00alice\x00secret"))]
+
+
 def api_versions_cases(v: int, n: Names) -> Iterator[Case]:
     yield "software name", [Step(18, v, ApiVersionsRequest("differential-test", "1.2.3"))]
     if v >= 3:
@@ -655,12 +666,14 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     14: sync_group_cases,
     15: describe_groups_cases,
     16: list_groups_cases,
+    17: sasl_handshake_cases,
     18: api_versions_cases,
     19: create_topics_cases,
     20: delete_topics_cases,
     22: init_producer_id_cases,
     23: offset_for_leader_epoch_cases,
     32: describe_configs_cases,
+    36: sasl_authenticate_cases,
     37: create_partitions_cases,
     42: delete_groups_cases,
     44: incremental_alter_configs_cases,
