@@ -104,7 +104,7 @@ def _entry(e: Entry, synonyms: bool, docs: bool) -> DescribeConfigsResourceResul
         read_only=e.read_only,
         is_default=e.is_default,
         config_source=int(e.source),
-        is_sensitive=False,
+        is_sensitive=e.config_type == ConfigType.PASSWORD,
         synonyms=[DescribeConfigsSynonym(name=n, value=v, source=int(s)) for n, v, s in e.synonyms]
         if synonyms
         else [],

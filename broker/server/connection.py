@@ -54,6 +54,9 @@ MAX_OUT_BATCH = 256 << 10
 #: Most deferred responses (e.g. produces waiting for fsync) a connection may have outstanding.
 MAX_DEFERRED = 64
 
+#: Largest frame accepted before SASL authentication (Kafka's sasl.server.max.receive.size default).
+SASL_MAX_RECEIVE = 524288
+
 #: connection ids, unique in the process
 _connection_ids = itertools.count(1)
 
@@ -80,6 +83,8 @@ class KafkaConnection(asyncio.Protocol):
         if sasl is not None:  # until authenticated; the class's _handle (no gate) afterwards
             self.client.sasl = sasl.session()
             self._handle = self._handle_gated  # type: ignore[method-assign]
+            # Kafka's sasl.server.max.receive.size: the largest frame before authentication
+            self.reader.max_size = min(self.reader.max_size, SASL_MAX_RECEIVE)
         self.opened = time.time()
         self.queue: deque[bytes] = deque()
         self.busy = False
@@ -235,6 +240,7 @@ class KafkaConnection(asyncio.Protocol):
         if session.principal is not None:
             self.client.principal = session.principal
             del self._handle  # the class's _handle from now on: no gate on the hot path
+            self.reader.max_size = self.listener.max_request_bytes
             log.info("%s authenticated as %s (%s)", self.client.peer, session.principal, session.mechanism)
         if type(out) is bytes:
             self._write(out)

@@ -45,8 +45,6 @@ from broker.protocol.generated.leave_group import LeaveGroupRequest, MemberIdent
 from broker.protocol.generated.list_groups import ListGroupsRequest
 from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
-from broker.protocol.generated.sasl_authenticate import SaslAuthenticateRequest
-from broker.protocol.generated.sasl_handshake import SaslHandshakeRequest
 from broker.protocol.generated.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -69,6 +67,8 @@ from broker.protocol.generated.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.protocol.generated.sasl_authenticate import SaslAuthenticateRequest
+from broker.protocol.generated.sasl_handshake import SaslHandshakeRequest
 from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 from tests.differential.engine import Peer, Step, trailing, truncate
 

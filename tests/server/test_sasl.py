@@ -10,6 +10,7 @@ import scramp
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.api_versions import ApiVersionsRequest
+from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from broker.protocol.generated.metadata import MetadataRequest
 from broker.protocol.generated.sasl_authenticate import SaslAuthenticateRequest
 from broker.protocol.generated.sasl_handshake import SaslHandshakeRequest
@@ -165,3 +166,19 @@ def test_plaintext_listener_needs_no_authentication_and_refuses_handshakes(sasl_
         resp = c.call(HANDSHAKE, 1, SaslHandshakeRequest("PLAIN"))
         assert (resp.error_code, resp.mechanisms) == (ErrorCode.ILLEGAL_SASL_STATE, [])
         _metadata(c)
+
+
+def test_a_large_frame_before_authentication_closes(sasl_broker):
+    with WireClient(sasl_broker.ports["SASL_PLAINTEXT"]) as c:
+        c.send_raw(struct.pack(">i", 524289) + b"\x00" * 64)
+        assert c.is_closed_by_peer()
+    with WireClient(sasl_broker.ports["PLAINTEXT"]) as c:  # the usual limit elsewhere
+        _metadata(c)
+
+
+def test_secrets_are_described_as_sensitive(sasl_broker):
+    with WireClient(sasl_broker.ports["PLAINTEXT"]) as c:
+        resp = c.call(32, 4, DescribeConfigsRequest([DescribeConfigsResource(4, "1", ["sasl.users"])], True, True))
+    (entry,) = resp.results[0].configs
+    assert (entry.name, entry.value, entry.is_sensitive, entry.config_type) == ("sasl.users", None, True, 9)
+    assert [s.value for s in entry.synonyms] == [None]
