@@ -122,7 +122,7 @@ class SaslSession:
     """One connection's authentication (see the module docstring). States: ``handshake`` (before
     SaslHandshake; ApiVersions allowed first), ``authenticate`` (tokens), ``done``."""
 
-    __slots__ = ("auth", "state", "raw", "mechanism", "principal", "failed", "user", "_scram", "_versions_seen")
+    __slots__ = ("auth", "state", "raw", "mechanism", "principal", "failed", "user", "_scram", "versions_answered")
 
     def __init__(self, auth: Authenticator):
         self.auth = auth
@@ -137,7 +137,8 @@ class SaslSession:
         #: the user name the client gave (for logs; never the password)
         self.user: str | None = None
         self._scram: scramp.core.ScramServer | None = None
-        self._versions_seen = False
+        #: an ApiVersions was answered (one that got UNSUPPORTED_VERSION may be retried, as in Kafka)
+        self.versions_answered = False
 
     @property
     def failure_delay_ms(self) -> int:
@@ -145,15 +146,13 @@ class SaslSession:
 
     def allows(self, api_key: int) -> str | None:
         """None when a request of ``api_key`` may be handled now, else why the connection closes
-        (Kafka: ApiVersions and SaslHandshake before the handshake, SaslAuthenticate after it)."""
+        (Kafka: ApiVersions -- until one is answered -- and SaslHandshake before the handshake,
+        SaslAuthenticate after it)."""
         if self.state == "handshake":
-            if api_key == 17:
+            if api_key == 17 or (api_key == 18 and not self.versions_answered):
                 return None
             if api_key == 18:
-                if self._versions_seen:
-                    return "unexpected ApiVersions request during SASL handshake"
-                self._versions_seen = True
-                return None
+                return "unexpected ApiVersions request during SASL handshake"
             return f"unexpected Kafka request of type {api_key} during SASL handshake"
         if self.state == "authenticate" and api_key == 36:
             return None

@@ -252,11 +252,11 @@ class KafkaConnection(asyncio.Protocol):
         log.warning(
             "authentication failed for %s from %s with %s", session.user, self.client.peer, session.mechanism
         )
-        self.busy = True  # nothing more is handled on this connection
+        # nothing more is handled on this connection; reading goes on (what arrives is queued, within
+        # the usual bounds, and dropped) so that closing sends FIN, not a RST that could discard the
+        # answer before the client reads it
+        self.busy = True
         self.queue.clear()
-        if not self.reading_paused and self.transport is not None:
-            self.reading_paused = True
-            self.transport.pause_reading()
         loop = asyncio.get_running_loop()
         loop.call_later(session.failure_delay_ms / 1000, self._answer_and_close, out)
 

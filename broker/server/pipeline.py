@@ -147,12 +147,15 @@ class RequestPipeline:
                 return Close(f"SASL authentication failed (user {session.user!r}): {e}")
             return struct.pack(">i", len(token)) + token
         try:
-            api_key = REQUEST_PREFIX.unpack_from(frame, 0)[0]
+            api_key, version, _corr = REQUEST_PREFIX.unpack_from(frame, 0)
         except StructError:
             return Close(f"frame of {len(frame)} bytes is too short for a request header")
         refused = session.allows(api_key)
         if refused is not None:
             return _close_undecoded(frame, client, refused + " (not authenticated)")
+        if api_key == API_VERSIONS:
+            api = self.registry.get(API_VERSIONS)
+            session.versions_answered = api is not None and version in api.plans
         return self.handle(frame, client)
 
     def call(self, api: Api, version: int, request: Any, correlation_id: int, client: ClientInfo) -> Any:

@@ -182,3 +182,14 @@ def test_secrets_are_described_as_sensitive(sasl_broker):
     (entry,) = resp.results[0].configs
     assert (entry.name, entry.value, entry.is_sensitive, entry.config_type) == ("sasl.users", None, True, 9)
     assert [s.value for s in entry.synonyms] == [None]
+
+
+def test_api_versions_retry_after_unsupported_version_then_only_once(sasl_broker):
+    # ApiVersions v9 (newer than we serve): answered UNSUPPORTED_VERSION; the client may retry
+    frame = struct.pack(">hhih", 18, 9, 42, 4) + b"wire" + b"\x00" + b"\x01\x01\x00"
+    with WireClient(sasl_broker.ports["SASL_PLAINTEXT"]) as c:
+        c.send_raw(struct.pack(">i", len(frame)) + frame)
+        assert struct.unpack_from(">ih", c.recv_frame()) == (42, ErrorCode.UNSUPPORTED_VERSION)
+        assert c.call(API_VERSIONS, 3, ApiVersionsRequest("t", "1")).error_code == 0
+        c.send(API_VERSIONS, 3, ApiVersionsRequest("t", "1"))  # a second answered one: Kafka closes
+        assert c.is_closed_by_peer()
