@@ -317,3 +317,23 @@ def test_java_client(secure, certs, tmp_path, monkeypatch, listener, mechanism, 
     assert result.returncode == 0, result.stderr[-3000:]
     produced, consumed = json_lines(result.stdout)
     assert len(produced["acks"]) == 20 and len(consumed["records"]) == 20
+
+
+@pytest.mark.java
+def test_java_client_wrong_password(secure, certs, tmp_path, monkeypatch):
+    java = require_java()
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\nssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={certs.ca_file}\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+        'username="alice" password="wrong";\n'
+    )
+    monkeypatch.setenv("PROBE_CLIENT_PROPERTIES", str(props))
+    bootstrap = f"127.0.0.1:{secure.ports['SASL_SSL']}"
+    result = java.run("ProduceConsumeProbe", [bootstrap, "produce jt 1 1000"], timeout=120)
+    assert result.returncode == 1
+    (out,) = json_lines(result.stdout)
+    # the Java client: SaslAuthenticationException carrying the broker's message
+    assert "SaslAuthenticationException" in out["error"], out
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in out["message"], out
