@@ -89,6 +89,12 @@ _SETTINGS = [
         choices=("none", "requested", "required"),
     ),
     Setting(
+        "ssl.principal.mapping.rules",
+        str,
+        "DEFAULT",
+        "Client certificate subject -> principal name: RULE:pattern/replacement/[LU],...,DEFAULT.",
+    ),
+    Setting(
         "sasl.enabled.mechanisms",
         str,
         "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",

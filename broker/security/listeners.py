@@ -10,13 +10,15 @@ from dataclasses import dataclass
 from broker.config import Config, Endpoint
 
 from .sasl import Authenticator, build_authenticator, parse_users, scram_credentials
-from .tls import server_context
+from .tls import PrincipalRules, server_context
 
 
 @dataclass(frozen=True)
 class ListenerSecurity:
     tls: ssl.SSLContext | None = None
     sasl: Authenticator | None = None
+    #: ssl.principal.mapping.rules of a TLS listener
+    principal_rules: PrincipalRules | None = None
 
 
 def listener_security(config: Config, endpoints: list[Endpoint]) -> dict[str, ListenerSecurity]:
@@ -28,6 +30,7 @@ def listener_security(config: Config, endpoints: list[Endpoint]) -> dict[str, Li
             return config.listener_prop(name, key)
 
         tls = server_context(prop, ep.name) if ep.tls else None
+        rules = PrincipalRules(prop("ssl.principal.mapping.rules")) if ep.tls else None
         sasl = None
         if ep.sasl:
             if scram_store is None:  # salted once, whatever the number of SASL listeners
@@ -35,5 +38,5 @@ def listener_security(config: Config, endpoints: list[Endpoint]) -> dict[str, Li
             sasl = build_authenticator(
                 ep.name, prop, scram_store, config["connection.failed.authentication.delay.ms"]
             )
-        out[ep.name] = ListenerSecurity(tls, sasl)
+        out[ep.name] = ListenerSecurity(tls, sasl, rules)
     return out

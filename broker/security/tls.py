@@ -16,6 +16,7 @@ Every property may be given per listener as ``listener.name.<listener>.<property
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import tempfile
 from collections.abc import Callable
@@ -82,15 +83,71 @@ def _load_inline_chain(ctx: ssl.SSLContext, chain: str, key: str, password: str 
         os.unlink(path)
 
 
-def principal_from_cert(cert: dict | None) -> str:
-    """Kafka's default SSL principal: ``User:`` and the subject's distinguished name, most specific
-    attribute first (``User:CN=app,O=Example``); ``User:ANONYMOUS`` without a certificate."""
+def principal_from_cert(cert: dict | None, rules: PrincipalRules | None = None) -> str:
+    """Kafka's SSL principal: ``User:`` and the subject's distinguished name, most specific
+    attribute first (``User:CN=app,O=Example``), mapped by ``ssl.principal.mapping.rules`` when
+    given; ``User:ANONYMOUS`` without a certificate."""
     if not cert or not cert.get("subject"):
         return "User:ANONYMOUS"
+    dn = subject_dn(cert)
+    return "User:" + (rules.apply(dn) if rules is not None else dn)
+
+
+def subject_dn(cert: dict) -> str:
+    """The certificate subject as RFC 2253 text (Java's ``X500Principal.getName()``)."""
     short = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
              "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
              "domainComponent": "DC", "streetAddress": "STREET", "userId": "UID"}
     parts = [
-        f"{short.get(name, name)}={value}" for rdn in reversed(cert["subject"]) for name, value in rdn
+        f"{short.get(name, name)}={_escape_dn(value)}" for rdn in reversed(cert["subject"]) for name, value in rdn
     ]
-    return "User:" + ",".join(parts)
+    return ",".join(parts)
+
+
+def _escape_dn(value: str) -> str:
+    out = re.sub(r'([,+"\\<>;=])', r"\\\1", value)
+    if out.startswith((" ", "#")):
+        out = "\\" + out
+    if out.endswith(" ") and not out.endswith("\\ "):
+        out = out[:-1] + "\\ "
+    return out
+
+
+_RULE = re.compile(r"\s*(?:(DEFAULT)|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?))\s*(?:,|$)")
+
+
+class PrincipalRules:
+    """``ssl.principal.mapping.rules`` as Kafka reads them: ``RULE:pattern/replacement/[L|U]`` and
+    ``DEFAULT``, comma-separated; the first rule whose pattern matches the whole distinguished name
+    gives the name (``$1``... are its groups; ``L``/``U`` lower/upper-case it), ``DEFAULT`` the
+    name itself. No rule matching: the name itself."""
+
+    def __init__(self, text: str):
+        self.rules: list[tuple[re.Pattern[str], str, str] | None] = []
+        text = text.strip()
+        pos = 0
+        while pos < len(text):
+            m = _RULE.match(text, pos)
+            if m is None or m.end() == pos:
+                raise ConfigError(f"ssl.principal.mapping.rules: invalid rule at {text[pos:]!r}")
+            if m.group(1):
+                self.rules.append(None)
+            else:
+                try:
+                    pattern = re.compile(m.group(2))
+                except re.error as e:
+                    raise ConfigError(f"ssl.principal.mapping.rules: bad pattern {m.group(2)!r}: {e}") from None
+                replacement = re.sub(r"\$(\d+)", r"\\g<\1>", m.group(3))
+                self.rules.append((pattern, replacement, m.group(4)))
+            pos = m.end()
+
+    def apply(self, dn: str) -> str:
+        for rule in self.rules:
+            if rule is None:
+                return dn
+            pattern, replacement, case = rule
+            m = pattern.fullmatch(dn)
+            if m is not None:
+                name = m.expand(replacement)
+                return name.lower() if case == "L" else name.upper() if case == "U" else name
+        return dn

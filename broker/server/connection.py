@@ -41,6 +41,7 @@ from .pipeline import Close, Pending, RequestPipeline
 
 if TYPE_CHECKING:
     from broker.security.sasl import Authenticator
+    from broker.security.tls import PrincipalRules
 
     from .listener import Listener
 
@@ -69,6 +70,7 @@ class KafkaConnection(asyncio.Protocol):
         listener_name: str = "PLAINTEXT",
         sasl: Authenticator | None = None,
         security_protocol: str = "PLAINTEXT",
+        principal_rules: PrincipalRules | None = None,
     ):
         """``listener``: the accepting side (it counts the connections and is told when one ends);
         ``listener_name``: the Kafka listener the client connected to; ``sasl``: its authenticator
@@ -80,6 +82,8 @@ class KafkaConnection(asyncio.Protocol):
         self.client = ClientInfo(
             peer="?", listener=listener_name, connection_id=next(_connection_ids), security_protocol=security_protocol
         )
+        #: ssl.principal.mapping.rules on a TLS listener
+        self.principal_rules = principal_rules
         if sasl is not None:  # until authenticated; the class's _handle (no gate) afterwards
             self.client.sasl = sasl.session()
             self._handle = self._handle_gated  # type: ignore[method-assign]
@@ -112,7 +116,7 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.client.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         if transport.get_extra_info("sslcontext") is not None:
-            self.client.principal = principal_from_cert(transport.get_extra_info("peercert"))
+            self.client.principal = principal_from_cert(transport.get_extra_info("peercert"), self.principal_rules)
         self.listener.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

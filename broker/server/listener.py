@@ -178,8 +178,9 @@ class Listener:
         security = self.security.get(listener_name) or ListenerSecurity()
         sasl = security.sasl
         protocol = endpoint.security_protocol
+        rules = security.principal_rules
         factory: Callable[[], KafkaConnection] = lambda: KafkaConnection(  # noqa: E731
-            pipeline, self, listener_name, sasl, protocol
+            pipeline, self, listener_name, sasl, protocol, rules
         )
         while True:
             while self.count >= self.max_connections:  # as Kafka's acceptor: wait for a free slot

@@ -175,6 +175,7 @@ def test_mtls_required(broker_factory, certs, caplog):
     b = _start(broker_factory, certs, **{
         "listener.name.ssl.ssl.client.auth": "required",
         "ssl.truststore.location": str(certs.ca_file),
+        "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/U,DEFAULT",
     })
     base = _ck_config(b, "SSL", certs)
     with_cert = {**base, "ssl.certificate.location": str(certs.client_cert),
@@ -188,8 +189,8 @@ def test_mtls_required(broker_factory, certs, caplog):
         assert s.recv(4)  # answered: the connection is set up
         principals = b.call(lambda: sorted({c.client.principal for c in b.broker.connections
                                             if c.client.listener == "SSL"}))
-    # Kafka's default principal: the subject, most specific attribute first
-    assert len(principals) == 1 and principals[0].startswith("User:CN=app,"), principals
+    # the subject (RFC 2253, most specific first: "CN=app,OU=...,O=...") mapped by the rule
+    assert principals == ["User:APP"]
     # no certificate, or one from a CA the broker does not trust: the handshake fails (under TLS 1.3
     # librdkafka sees the connection closed: "Disconnected" / _ALL_BROKERS_DOWN; nothing is produced)
     _ck_auth_error(base)

@@ -12,7 +12,7 @@ import trustme
 from broker.config import Config, ConfigError
 from broker.security.listeners import listener_security
 from broker.security.sasl import PLAIN_FAILED, SaslFailure, parse_jaas_users, parse_users
-from broker.security.tls import principal_from_cert, server_context
+from broker.security.tls import PrincipalRules, principal_from_cert, server_context
 
 
 def test_listener_prefixed_properties_win_over_broker_wide_ones():
@@ -119,3 +119,28 @@ def test_scram_session_with_a_real_client_and_mechanism_subset():
     client.set_server_first(s.step(client.get_client_first().encode()).decode())
     client.set_server_final(s.step(client.get_client_final().encode()).decode())
     assert s.principal == "User:alice"
+
+
+@pytest.mark.parametrize(
+    "rules, dn, name",
+    [
+        ("DEFAULT", "CN=app,O=Example", "CN=app,O=Example"),
+        ("RULE:^CN=(.*?),O=(.*)$/$1@$2/L,DEFAULT", "CN=App,O=Example", "app@example"),
+        ("RULE:^CN=(.*?),OU=Svc.*$/$1/U, RULE:^CN=(.*?),.*$/$1/", "CN=app,O=Example", "app"),
+        ("RULE:^CN=(.*?),OU=Svc.*$/$1/", "CN=app,O=Example", "CN=app,O=Example"),  # no match: as is
+    ],
+)
+def test_ssl_principal_mapping_rules(rules, dn, name):
+    assert PrincipalRules(rules).apply(dn) == name
+
+
+def test_bad_principal_mapping_rules_are_refused():
+    with pytest.raises(ConfigError, match="ssl.principal.mapping.rules"):
+        PrincipalRules("RULE:^CN=(.*$/$1/")
+    with pytest.raises(ConfigError, match="ssl.principal.mapping.rules"):
+        PrincipalRules("NOT A RULE")
+
+
+def test_principal_mapping_applies_to_the_certificate_subject():
+    cert = {"subject": ((("organizationName", "Example"),), (("commonName", "app"),))}
+    assert principal_from_cert(cert, PrincipalRules("RULE:^CN=([^,]*),.*$/$1/U")) == "User:APP"
