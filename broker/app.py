@@ -15,11 +15,14 @@ import asyncio
 import logging
 import shutil
 import socket
+from typing import TYPE_CHECKING
 
-from broker.cluster import ClusterMeta, Topic, TopicRegistry
+from broker.clock import BrokerClock
+from broker.cluster import ClusterMeta, TopicRegistry
 from broker.config import Config
 from broker.control import Control
-from broker.control.http import ControlServer
+from broker.control.trace import start_from_config as start_trace
+from broker.control.trace import stop as stop_trace
 from broker.coordinator import GroupCoordinator
 from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
@@ -29,6 +32,9 @@ from broker.log.segment import SYSTEM_OPS, FileOps
 from broker.server import Listener
 from broker.server.pipeline import RequestPipeline
 from broker.topic_admin import TopicAdmin
+
+if TYPE_CHECKING:
+    from broker.control.http import ControlServer
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +68,7 @@ class Broker:
             self.lock.release()
             self.listener.close()
             raise
-        self.registry = build_registry()
+        self.registry = build_registry(config["kafka.version"] or None)
         self.rack: str | None = config["broker.rack"] or None
         #: listener name -> (host, port) given to clients connected to it
         self.advertised: dict[str, tuple[str, int]] = {}
@@ -82,23 +88,31 @@ class Broker:
         self.pipeline = RequestPipeline(self.registry, self.services)
         #: the test control plane (fault rules, live state); served over HTTP when control.port is set
         self.control = Control(self.services, self.pipeline, self.listener.connections)
-        self.control_server: ControlServer | None = None
+        self.control_server: ControlServer | None = None  # the control API's HTTP server
         self.control_port: int | None = None
         self._stopped = asyncio.Event()
 
     def _load(self, config: Config, recover: bool, file_ops: FileOps) -> None:
         data_dir = config.data_dir
+        #: every broker-side deadline runs on it (broker/clock.py; config ``clock``)
+        self.clock = BrokerClock(config["clock"])
         self.cluster = ClusterMeta(data_dir, self.node_id)
         self.cluster_id = self.cluster.cluster_id
         self.topics = TopicRegistry(data_dir)
         for leftover in data_dir.glob("*-delete"):
             shutil.rmtree(leftover, ignore_errors=True)  # a topic deletion interrupted by a crash
-        self.logs = LogManager(data_dir, config, file_ops, recover=recover)
+        self.logs = LogManager(data_dir, config, file_ops, recover=recover, time_ms=self.clock.now_ms)
+        self.clock.on_advance.append(self.logs.apply_retention)
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
         self.logs.recover = False  # only what was on disk at start-up
         self.admin = TopicAdmin(config, self.topics, self.logs)
-        self.groups = GroupCoordinator(config, self.admin)
+        # topic administration for callers holding the broker (tests, benches, the control plane)
+        self.create_topic = self.admin.create_topic
+        self.delete_topic = self.admin.delete_topic
+        self.create_partitions = self.admin.create_partitions
+        self.alter_topic_configs = self.admin.alter_topic_configs
+        self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
 
     @property
@@ -110,36 +124,18 @@ class Broker:
         """The (host, port) clients connected to ``listener`` are told to use."""
         return self.advertised.get(listener) or next(iter(self.advertised.values()))
 
-    # ------------------------------------------------------------------ topic administration
-    # (broker.topic_admin; kept here for callers holding the broker: tests, benches)
-
-    def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        configs: dict[str, str] | None = None,
-        internal: bool = False,
-        validate_only: bool = False,
-    ) -> Topic:
-        return self.admin.create_topic(name, partitions, configs, internal, validate_only)
-
-    def delete_topic(self, name: str) -> Topic:
-        return self.admin.delete_topic(name)
-
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> Topic:
-        return self.admin.create_partitions(name, count, validate_only)
-
-    def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> Topic:
-        return self.admin.alter_topic_configs(name, configs, validate_only)
-
     async def start(self) -> None:
         if self.config["control.port"] >= 0:  # first: a control port in use fails with nothing started
+            # aiohttp (a fifth of the start-up imports) only when the control API is asked for
+            from broker.control.http import ControlServer  # noqa: PLC0415
+
             self.control_server = ControlServer(
                 self.control, self.config["control.host"], self.config["control.port"]
             )
             self.control_port = await self.control_server.start()
         self.logs.start()
         self.port = await self.listener.start(self.pipeline)
+        start_trace(self, self.config)  # trace.file
         for b in self.listener.bound:
             ep = b.endpoint
             host = ep.advertised_host
@@ -182,6 +178,7 @@ class Broker:
         await self.listener.stop()
         if self.control_server is not None:
             await self.control_server.stop()
+        stop_trace(self)
         self.groups.close()
         await self.logs.close()
         self.lock.release()

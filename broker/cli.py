@@ -11,10 +11,13 @@ from pathlib import Path
 
 import click
 
+from broker.cli_admin import LazyCommand
+from broker.cli_admin import register as register_admin_commands
 from broker.config import Config, ConfigError, parse_pairs, parse_properties
-from broker.control.cli import ctl
 from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption
+from broker.personas import PERSONAS
+from broker.runtime import configure_logging, remove_ready_file, write_ready_file
 from broker.server.listener import ListenError
 
 
@@ -39,6 +42,19 @@ def main() -> None:
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     default="info",
     show_default=True,
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"], case_sensitive=False),
+    default="text",
+    show_default=True,
+    help="json: one JSON object per log line.",
+)
+@click.option(
+    "--ready-file",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write host:port of each listener here once listening (removed at shutdown).",
 )
 @click.option("--config", "pairs", multiple=True, metavar="KEY=VALUE", help="A Kafka property (repeatable).")
 @click.option(
@@ -68,25 +84,32 @@ def main() -> None:
     help="Serve TLS with a local CA and server certificate kept in <data dir>/tls (created once); "
     "adds an SSL listener on port+1 unless the listeners have one, and prints the client settings.",
 )
+@click.option(
+    "--kafka-version",
+    type=click.Choice(sorted(PERSONAS)),
+    default=None,
+    help="Act as this Kafka release's broker: advertise and serve only its APIs and versions.",
+)
 def serve(
     host: str | None,
     port: int | None,
     advertised_host: str | None,
     data_dir: str | None,
     log_level: str,
+    log_format: str,
+    ready_file: str | None,
     pairs: tuple[str, ...],
     config_file: str | None,
     recover: bool,
     control_port: int | None,
     control_host: str | None,
     control_token: str | None,
+    kafka_version: str | None,
     tls: str | None,
 ) -> None:
     """Run the broker until SIGTERM or Ctrl-C (graceful: in-flight requests are answered and the
     logs fsynced; a second signal exits at once)."""
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    configure_logging(log_level, log_format.lower(), sys.stderr)
     try:
         values: dict[str, str] = {}
         if config_file:
@@ -105,6 +128,7 @@ def serve(
             ("control.port", control_port),
             ("control.host", control_host),
             ("control.token", control_token),
+            ("kafka.version", kafka_version),
         ):
             if val is not None:
                 values[key] = str(val)
@@ -121,7 +145,7 @@ def serve(
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        loop.run_until_complete(_run(config, recover))
+        loop.run_until_complete(_run(config, recover, Path(ready_file) if ready_file else None))
     except ConfigError as e:  # e.g. a TLS listener whose key file cannot be read
         raise click.UsageError(str(e)) from e
     except (ListenError, DataDirLocked) as e:
@@ -207,7 +231,7 @@ def _raise_fd_limit() -> None:
             logging.getLogger("broker").warning("cannot raise the open-files limit from %d: %s", soft, e)
 
 
-async def _run(config: Config, recover: bool = False) -> None:
+async def _run(config: Config, recover: bool = False, ready_file: Path | None = None) -> None:
     from broker.app import Broker
 
     stop = asyncio.Event()
@@ -223,9 +247,15 @@ async def _run(config: Config, recover: bool = False) -> None:
     ca = getattr(config, "self_signed_ca", None)
     if ca is not None:
         _print_tls_settings(broker, ca)
-    await stop.wait()
-    logging.getLogger("broker").info("shutting down (a second SIGTERM or Ctrl-C exits at once)")
-    await broker.stop()
+    if ready_file is not None:
+        write_ready_file(ready_file, broker.listener.addresses())
+    try:
+        await stop.wait()
+        logging.getLogger("broker").info("shutting down (a second SIGTERM or Ctrl-C exits at once)")
+        await broker.stop()
+    finally:
+        if ready_file is not None:
+            remove_ready_file(ready_file)
 
 
 def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
@@ -261,8 +291,18 @@ main.add_command(
     )
 )
 
-
-main.add_command(ctl)
+# imported only when run (pykbroker serve does not pay for the control package)
+main.add_command(
+    LazyCommand(
+        "ctl",
+        "broker.control.cli:ctl",
+        "A running broker's control API: fault rules, clock, trace journal, invariants, live state.",
+    )
+)
+main.add_command(
+    LazyCommand("trace", "broker.control.trace:trace_command", "Print a trace journal, group by group.")
+)
+register_admin_commands(main)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.log.config import TOPIC_SETTINGS  # the topic settings name their broker synonyms
+from broker.personas import PERSONAS  # the Kafka releases kafka.version can name
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +242,7 @@ _SETTINGS = [
     Setting("group.max.session.timeout.ms", int, 1800000, "Largest session timeout a member may ask for.", 0),
     Setting("group.initial.rebalance.delay.ms", int, 3000, "Wait for more members when a group forms.", 0),
     Setting("group.max.size", int, 2147483647, "Most members in one classic group.", 1),
+    Setting("max.request.partition.size.limit", int, 2000, "Most partitions per DescribeTopicPartitions.", 1),
     Setting("offset.metadata.max.bytes", int, 4096, "Largest metadata string kept with an offset.", 0),
     Setting("offsets.retention.minutes", int, 10080, "Keep offsets of an empty group this long.", 1),
     Setting("offsets.retention.check.interval.ms", int, 600000, "How often offsets expire.", 1),
@@ -264,6 +266,28 @@ _SETTINGS = [
         "bidirectional",
         "Online conversion between classic and consumer groups: bidirectional, upgrade, downgrade, disabled.",
         choices=("bidirectional", "upgrade", "downgrade", "disabled"),
+    ),
+    Setting("trace.file", str, "", "Write the protocol trace journal to this file (empty: off; see README)."),
+    Setting("trace.max.bytes", int, 104857600, "Size at which the trace journal is rotated.", 1),
+    Setting("trace.backups", int, 3, "Rotated trace journals kept (FILE.1 ... FILE.N).", 0),
+    Setting("trace.groups", str, "", "Trace only requests naming these groups (comma-separated)."),
+    Setting("trace.apis", str, "", "Trace only these APIs (comma-separated names or keys)."),
+    Setting("trace.clients", str, "", "Trace only clients whose id matches this regular expression."),
+    Setting(
+        "clock",
+        str,
+        "system",
+        "Clock of broker-side deadlines (sessions, rebalances, retention): system, or manual "
+        "(moves only when advanced through the control API; see README).",
+        choices=("system", "manual"),
+    ),
+    Setting(
+        "kafka.version",
+        str,
+        "",
+        "Act as this Apache Kafka release's broker: advertise and serve only the APIs and versions it "
+        "does (broker/personas.py); empty: everything this broker implements.",
+        choices=("", *PERSONAS),
     ),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}

@@ -13,6 +13,7 @@ It binds port 0 (a free port) on 127.0.0.1 and starts in milliseconds.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -22,15 +23,33 @@ from typing import Any
 from broker.app import Broker
 from broker.config import Config
 from broker.control import Control
+from broker.control.invariants import InvariantChecker, checker
 from broker.log.segment import SYSTEM_OPS, FileOps
 from broker.server import new_event_loop
+
+#: set (to anything but "0" or "") to run every test broker with the invariant checker on
+INVARIANTS_ENV = "PYKBROKER_INVARIANTS"
+
+
+class InvariantViolation(AssertionError):
+    """The broker's invariant checker recorded violations (raised by ``BrokerThread.stop``)."""
 
 
 class BrokerThread:
     def __init__(
-        self, data_dir: Path | str, config: Mapping[str, Any] | None = None, file_ops: FileOps = SYSTEM_OPS
+        self,
+        data_dir: Path | str,
+        config: Mapping[str, Any] | None = None,
+        file_ops: FileOps = SYSTEM_OPS,
+        invariants: bool | None = None,
     ):
+        """``invariants``: run the invariant checker (broker/control/invariants.py) and make
+        :meth:`stop` raise :class:`InvariantViolation` if it recorded any; None: on when the
+        environment variable ``PYKBROKER_INVARIANTS`` is set."""
         self.file_ops = file_ops  # the logs' system calls: tests pass a subclass to inject disk faults
+        if invariants is None:
+            invariants = os.environ.get(INVARIANTS_ENV, "") not in ("", "0")
+        self.invariants = invariants
         values = {"host": "127.0.0.1", "port": 0, "log.dirs": str(data_dir)}
         values.update(config or {})
         self.config = Config(values)
@@ -59,6 +78,8 @@ class BrokerThread:
         except BaseException:
             self.broker.close()
             raise
+        if self.invariants:
+            checker(self.broker).enable()
         self._ready.set()
         await self._stop.wait()
         await self.broker.stop()
@@ -73,8 +94,22 @@ class BrokerThread:
 
     def stop(self, timeout: float = 10.0) -> None:
         if self._thread.is_alive() and self._stop is not None:
+            if self.invariants and self.broker is not None:
+                self.call(self.checker.check_logs, "stop")  # every high watermark, a last time
             self.loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout)
+        if self.invariants and self.broker is not None:
+            found = self.checker.violations()
+            if found:
+                self.invariants = False  # reported once
+                lines = "\n".join(f"  {v}" for v in found)
+                raise InvariantViolation(f"{len(found)} invariant violation(s):\n{lines}")
+
+    @property
+    def checker(self) -> InvariantChecker:
+        """The broker's invariant checker (enabled when ``invariants`` is)."""
+        assert self.broker is not None
+        return checker(self.broker)
 
     def call(self, fn: Any, *args: Any) -> Any:
         """Run ``fn(*args)`` on the broker's loop and return its result (thread-safe)."""
@@ -127,8 +162,12 @@ class _ThreadControl:
 
 
 @contextmanager
-def running_broker(data_dir: Path | str, config: Mapping[str, Any] | None = None) -> Iterator[BrokerThread]:
-    bt = BrokerThread(data_dir, config).start()
+def running_broker(
+    data_dir: Path | str, config: Mapping[str, Any] | None = None, invariants: bool | None = None
+) -> Iterator[BrokerThread]:
+    """A started broker; with ``invariants`` (or ``PYKBROKER_INVARIANTS`` set) leaving the block
+    raises InvariantViolation if the invariant checker recorded any."""
+    bt = BrokerThread(data_dir, config, invariants=invariants).start()
     try:
         yield bt
     finally:

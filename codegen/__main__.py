@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from . import personas
 from .generate import generate
 from .spec import SchemaError
 
@@ -34,6 +35,22 @@ def generate_cmd(check: bool) -> None:
         click.echo("generated code matches schemas/")
     else:
         click.echo(f"wrote {len(drift)} file(s)" if drift else "nothing to do")
+
+
+@main.command("personas")
+@click.option("--check", is_flag=True, help="Fail if broker/personas.py differs; write nothing.")
+def personas_cmd(check: bool) -> None:
+    """Regenerate broker/personas.py from the released kafka-clients jars in .reference."""
+    drift = personas.generate(check=check)
+    missing = [d for d in drift if d.startswith("missing")]
+    for d in missing:
+        click.echo(d, err=True)
+    if missing:
+        sys.exit(2)
+    if check and drift:
+        click.echo("broker/personas.py is out of date; run: python -m codegen personas", err=True)
+        sys.exit(1)
+    click.echo("wrote broker/personas.py" if drift else "broker/personas.py matches the releases")
 
 
 if __name__ == "__main__":

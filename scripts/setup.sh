@@ -39,6 +39,10 @@ if [ ! -f "$stamp" ]; then
   fi
   touch "$stamp"
 fi
+# Bytecode for the package, written here: on machines that set PYTHONDONTWRITEBYTECODE every start
+# would otherwise compile every module again (the generated codecs are large). Only changed files are
+# recompiled, so this is quick after the first run.
+.venv/bin/python -m compileall -q -j 0 broker codegen >/dev/null
 if [ "${1:-}" = test ]; then
   command -v javac >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
   command -v mvn >/dev/null 2>&1 || apt_install maven

@@ -92,19 +92,29 @@ def broker(tmp_path: Path):
 
 @pytest.fixture
 def broker_factory(tmp_path: Path):
-    """Start brokers with config overrides: ``broker_factory({"num.partitions": 3})``."""
+    """Start brokers with config overrides: ``broker_factory({"num.partitions": 3})``. With
+    ``invariants=True`` (or PYKBROKER_INVARIANTS set) the invariant checker runs and a violation
+    fails the test when the broker stops (broker/control/invariants.py)."""
     from broker.testing import BrokerThread
 
     started: list[BrokerThread] = []
 
-    def start(config: dict | None = None, data_dir: Path | None = None) -> BrokerThread:
-        bt = BrokerThread(data_dir or tmp_path / f"data{len(started)}", config).start()
+    def start(
+        config: dict | None = None, data_dir: Path | None = None, invariants: bool | None = None
+    ) -> BrokerThread:
+        bt = BrokerThread(data_dir or tmp_path / f"data{len(started)}", config, invariants=invariants).start()
         started.append(bt)
         return bt
 
     yield start
+    violations = []
     for bt in started:
-        bt.stop()
+        try:
+            bt.stop()
+        except AssertionError as e:  # InvariantViolation: stop the others first
+            violations.append(e)
+    if violations:
+        raise violations[0]
 
 
 @pytest.fixture(scope="session")

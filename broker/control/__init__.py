@@ -12,8 +12,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import state
+from . import invariants, report, state, trace
 from .client import ControlClient
+from .clock import advance, clock_of, set_mode
 from .faults import BadRule, FaultInjector, parse_rule
 
 if TYPE_CHECKING:
@@ -99,3 +100,48 @@ class Control:
 
     def connections(self) -> list[dict[str, Any]]:
         return state.connections(list(self.connections_set))
+
+    # ------------------------------------------------------------------ virtual clock (clock.py)
+
+    def clock(self) -> dict[str, Any]:
+        """The broker clock: mode, now, pending timers."""
+        return clock_of(self).describe()
+
+    def set_clock_mode(self, mode: str) -> dict[str, Any]:
+        """``"manual"`` (moves only on :meth:`advance`) or ``"system"``."""
+        return set_mode(clock_of(self), {"mode": mode})
+
+    def advance(self, ms: int | str) -> dict[str, Any]:
+        """Move the manual clock ``ms`` milliseconds (or a duration such as ``"46s"``) ahead, firing
+        every timer that falls due, in deadline order; returns the clock and what fired."""
+        return advance(clock_of(self), {"ms": ms} if isinstance(ms, int) else {"duration": ms})
+
+    # ------------------------------------------------------------------ trace journal (trace.py)
+
+    def start_trace(self, path: str, **options: Any) -> dict[str, Any]:
+        """Record every request and response in ``path`` (options: max_bytes, backups, groups, apis,
+        clients)."""
+        return trace.start(self, path, **options).describe()
+
+    def stop_trace(self) -> dict[str, Any] | None:
+        return trace.stop(self)
+
+    # ------------------------------------------------------------------ invariants, rebalances
+
+    def check_invariants(self, enabled: bool = True) -> dict[str, Any]:
+        """Turn the invariant checker on (or off); returns its state and violations so far."""
+        c = invariants.checker(self)
+        c.enable() if enabled else c.disable()
+        return c.describe()
+
+    def violations(self) -> list[dict[str, Any]]:
+        return invariants.checker(self).violations()
+
+    def report_rebalances(self, enabled: bool = True) -> dict[str, Any]:
+        r = report.reporter(self)
+        r.enable() if enabled else r.disable()
+        return r.report()
+
+    def rebalances(self, group_id: str | None = None) -> dict[str, Any]:
+        """Per group: rebalances, time rebalancing, partitions moved per rebalance."""
+        return report.reporter(self).report(group_id)

@@ -50,7 +50,7 @@ def _run(fn: Any, *args: Any, **kwargs: Any) -> None:
 @click.option("--token", envvar="PYKBROKER_CONTROL_TOKEN", default=None, help="Its bearer token.")
 @click.pass_context
 def ctl(ctx: click.Context, url: str, token: str | None) -> None:
-    """Control a running broker: fault rules and live state."""
+    """Control a running broker: fault rules, clock, trace journal, invariants, live state."""
     ctx.obj = ControlClient(url, token)
 
 
@@ -154,3 +154,60 @@ def topics(ctx: click.Context) -> None:
 def connections(ctx: click.Context) -> None:
     """Open client connections."""
     _run(_client(ctx).connections)
+
+
+@ctl.command()
+@click.option("--mode", type=click.Choice(["manual", "system"]), default=None, help="Switch the clock.")
+@click.option("--advance", "by", default=None, help="Move the manual clock: milliseconds or e.g. 46s.")
+@click.pass_context
+def clock(ctx: click.Context, mode: str | None, by: str | None) -> None:
+    """The broker clock; --mode manual|system switches it, --advance moves a manual one."""
+    client = _client(ctx)
+    if mode is not None:
+        _run(client.set_clock_mode, mode)
+    if by is not None:
+        _run(client.advance, int(by) if by.isdigit() else by)
+    if mode is None and by is None:
+        _run(client.clock)
+
+
+@ctl.command("trace")
+@click.option(
+    "--start", "path", default=None, help="Record every request in this file (on the broker's host)."
+)
+@click.option("--stop", is_flag=True, help="Stop recording.")
+@click.pass_context
+def trace_switch(ctx: click.Context, path: str | None, stop: bool) -> None:
+    """The trace journal: its state, --start FILE or --stop (read it with `pykbroker trace FILE`)."""
+    client = _client(ctx)
+    if stop:
+        _run(client.stop_trace)
+    elif path is not None:
+        _run(client.start_trace, path)
+    else:
+        _run(client.request, "GET", "/trace")
+
+
+@ctl.command()
+@click.option("--on/--off", "enabled", default=None, help="Turn the checker on or off.")
+@click.pass_context
+def invariants(ctx: click.Context, enabled: bool | None) -> None:
+    """The invariant checker: state and violations; --on/--off switches it."""
+    client = _client(ctx)
+    if enabled is None:
+        _run(client.request, "GET", "/invariants")
+    else:
+        _run(client.check_invariants, enabled)
+
+
+@ctl.command()
+@click.argument("group_id", required=False)
+@click.option("--on/--off", "enabled", default=None, help="Turn the report on or off.")
+@click.pass_context
+def rebalances(ctx: click.Context, group_id: str | None, enabled: bool | None) -> None:
+    """The rebalance report (per group: rebalances, time, partitions moved); --on/--off switches it."""
+    client = _client(ctx)
+    if enabled is not None:
+        _run(client.report_rebalances, enabled)
+    else:
+        _run(client.rebalances, group_id)

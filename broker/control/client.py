@@ -88,3 +88,33 @@ class ControlClient:
 
     def connections(self) -> list[dict[str, Any]]:
         return self.request("GET", "/connections")["connections"]
+
+    # the virtual clock, the trace journal, the invariant checker, the rebalance report
+
+    def clock(self) -> dict[str, Any]:
+        return self.request("GET", "/clock")
+
+    def set_clock_mode(self, mode: str) -> dict[str, Any]:
+        return self.request("PUT", "/clock", {"mode": mode})
+
+    def advance(self, ms: int | str) -> dict[str, Any]:
+        """``ms`` milliseconds, or a duration such as ``"46s"``."""
+        return self.request("POST", "/clock/advance", {"ms": ms} if isinstance(ms, int) else {"duration": ms})
+
+    def start_trace(self, path: str, **options: Any) -> dict[str, Any]:
+        return self.request("PUT", "/trace", {"file": path, **options})
+
+    def stop_trace(self) -> dict[str, Any]:
+        return self.request("DELETE", "/trace")
+
+    def check_invariants(self, enabled: bool = True) -> dict[str, Any]:
+        return self.request("PUT", "/invariants", {"enabled": enabled})
+
+    def violations(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/invariants")["violations"]
+
+    def report_rebalances(self, enabled: bool = True) -> dict[str, Any]:
+        return self.request("PUT", "/rebalances", {"enabled": enabled})
+
+    def rebalances(self, group_id: str | None = None) -> dict[str, Any]:
+        return self.request("GET", "/rebalances" + (f"?group={quote(group_id)}" if group_id else ""))

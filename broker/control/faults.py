@@ -705,6 +705,8 @@ class FaultInjector:
             response = pipeline.call(api, version, request, correlation_id, client)
             return pipeline.outcome(api, version, request, correlation_id, client, response)
         rule, action = hit
+        if pipeline.tracer is not None:  # the trace journal records the rule that fired
+            pipeline.tracer.fault_fired(client, correlation_id, {"rule": rule.id, "action": action.to_json()})
         rest = (api, version, request, correlation_id, client)
         if action.close == "before":
             return Close(f"fault rule {rule.id}: close before handling {api.name}")

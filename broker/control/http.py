@@ -15,12 +15,12 @@ import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from . import BadRule, NotFound
+from .http_features import clock_routes, invariant_routes, rebalance_routes, trace_routes
 
 if TYPE_CHECKING:
     from . import Control
@@ -99,19 +99,15 @@ def routes(control: Control) -> list[web.RouteDef]:
 
 
 def _feature_routes(control: Control) -> list[web.RouteDef]:
-    """Our routes, then those of the feature modules present (clock, trace, invariants, report)."""
-    out = list(routes(control))
-    for name in ("clock", "trace", "invariants", "report"):
-        try:
-            mod = import_module(f"{__package__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__package__}.{name}":
-                raise
-            continue
-        feature = getattr(mod, "routes", None)
-        if feature is not None:
-            out += feature(control)
-    return out
+    """Our routes, then the clock's, the trace journal's, the invariant checker's and the rebalance
+    report's (http_features.py)."""
+    return [
+        *routes(control),
+        *clock_routes(control),
+        *trace_routes(control),
+        *invariant_routes(control),
+        *rebalance_routes(control),
+    ]
 
 
 def build_app(control: Control) -> web.Application:

@@ -34,6 +34,7 @@ from broker.protocol.generated.heartbeat import HeartbeatResponse
 from . import admin, groups, offsets
 from .consumer import describe as cg_describe
 from .group_configs import GroupConfigStore
+from .layout import ensure_kafka_layout_from
 from .result import Result
 from .runtime import CoordinatorRuntime, LoopTimers, SystemClock
 from .state import ConsumerGroupConfig, GroupConfig
@@ -89,6 +90,7 @@ class GroupCoordinator:
         """``admin``: topic administration (the registry and the logs behind it): the coordinator
         creates its internal topic through it and forgets a deleted topic's offsets when told."""
         self.logs = admin.logs
+        self.data_dir = config.data_dir
         self.topics = TopicLookup(admin.topics)
         self.configs = GroupConfigStore(config.data_dir, config)
         admin.on_deleted.append(self.on_topic_deleted)
@@ -110,13 +112,15 @@ class GroupCoordinator:
     def load(self) -> None:
         """Replay the coordinator log (if the topic exists) and restart the members' timers."""
         plog = self.logs.get(OFFSETS_TOPIC, 0)
+        # before any record can be appended: from where the log has Kafka's layouts (layout.py)
+        kafka_layout_from = ensure_kafka_layout_from(self.data_dir, None if plog is None else plog.log_end_offset)
         if plog is None:
             groups.restore_timers(self.state, self.runtime.clock.now_ms())
             return
         self.runtime.plog = plog
         self.logs.cleaner.register(plog)
         start = time.monotonic()
-        n = self.runtime.load()
+        n = self.runtime.load(kafka_layout_from)
         groups.restore_timers(self.state, self.runtime.clock.now_ms())
         log.info(
             "coordinator loaded %d records (%d groups, %d with offsets) in %.0f ms",

@@ -111,22 +111,23 @@ class _OffsetDecoder:
         return names
 
 
-def load(plog: Any, state: Any, coordinator: Any = None) -> int:
+def load(plog: Any, state: Any, coordinator: Any = None, kafka_layout_from: int = 0) -> int:
     """Replay ``plog`` (the whole coordinator log) into ``state``; returns the records replayed.
 
-    ``coordinator`` is what the general path replays through (default: ``state``)."""
+    ``coordinator`` is what the general path replays through (default: ``state``). Records below
+    ``kafka_layout_from`` are decoded with the legacy layouts (broker/coordinator/layout.py)."""
     # a million new objects would run the cyclic garbage collector hundreds of times over a growing
     # heap, for nothing: the state holds all of them; it runs again after the load
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load(plog, state, coordinator)
+        return _load(plog, state, coordinator, kafka_layout_from)
     finally:
         if enabled:
             gc.enable()
 
 
-def _load(plog: Any, state: Any, coordinator: Any) -> int:
+def _load(plog: Any, state: Any, coordinator: Any, kafka_layout_from: int) -> int:
     replay = (coordinator or state).replay
     offsets = _OffsetDecoder(state)
     n = 0
@@ -159,6 +160,7 @@ def _load(plog: Any, state: Any, coordinator: Any) -> int:
                 offset,
                 offsets,
                 replay,
+                kafka_layout_from,
             )
             offset = info.last_offset + 1
             pos = batch_end
@@ -174,6 +176,7 @@ def _replay_records(
     min_offset: int,
     offsets: _OffsetDecoder,
     replay: Any,
+    kafka_layout_from: int = 0,
 ) -> int:
     """Replay the ``count`` records of one uncompressed records section (at or after ``min_offset``).
 
@@ -295,7 +298,7 @@ def _replay_records(
                 ts = append_time
             else:
                 ts = base_ts + rv(data, ts_pos, 10)[0]
-            replay(decode_record(key, value), base + od, ts)
+            replay(decode_record(key, value, base + od < kafka_layout_from), base + od, ts)
             done += 1
     except IndexError:
         raise InvalidRecords(f"records section of {n} bytes is truncated") from None

@@ -13,6 +13,10 @@ from struct import Struct
 from typing import Any
 
 from broker.coordinator.generated import BY_NAME, RECORD_TYPES
+from broker.coordinator.generated import consumer_group_member_metadata_value as _mem_v
+from broker.coordinator.generated import consumer_group_partition_metadata_value as _part_v
+from broker.coordinator.generated import legacy_consumer_group_member_metadata_value as _legacy_mem_v
+from broker.coordinator.generated import legacy_consumer_group_partition_metadata_value as _legacy_part_v
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.log.records import Record as LogRecord
 from broker.log.records import build_batch, iter_records
@@ -34,6 +38,8 @@ _CODECS = {
 
 OFFSET_COMMIT = BY_NAME["OffsetCommit"].id
 GROUP_METADATA = BY_NAME["GroupMetadata"].id
+_PARTITION_METADATA = BY_NAME["ConsumerGroupPartitionMetadata"].id
+_MEMBER_METADATA = BY_NAME["ConsumerGroupMemberMetadata"].id
 
 
 @dataclass(slots=True)
@@ -56,7 +62,10 @@ class RecordError(ValueError):
     """A coordinator record that cannot be decoded (unknown type or version, bad bytes)."""
 
 
-def decode_record(key: bytes, value: bytes | None) -> CoordinatorRecord:
+def decode_record(key: bytes, value: bytes | None, legacy: bool = False) -> CoordinatorRecord:
+    """One record of the coordinator log. ``legacy``: the record lies below the data directory's
+    layout offset (broker/coordinator/layout.py), so its ConsumerGroupMemberMetadata and
+    ConsumerGroupPartitionMetadata values have the layout earlier pykbroker versions wrote."""
     if key is None or len(key) < 2:
         raise RecordError("coordinator record without a key")
     rtype = _I16.unpack_from(key, 0)[0]
@@ -74,8 +83,42 @@ def decode_record(key: bytes, value: bytes | None) -> CoordinatorRecord:
         legacy = _legacy_offset_commit_v4(value)
         if legacy is not None:
             return CoordinatorRecord(rtype, k, legacy)
+    if legacy and rtype in _LEGACY_DECODERS:
+        return CoordinatorRecord(rtype, k, _LEGACY_DECODERS[rtype](bytes(value)))
     v, _ = decoders[version](bytes(value), 2)
     return CoordinatorRecord(rtype, k, v)
+
+
+def _legacy_member_metadata(value: bytes) -> Any:
+    old, _ = _legacy_mem_v.decode_v0(value, 2)
+    classic = old.classic_member_metadata
+    return _mem_v.ConsumerGroupMemberMetadataValue(
+        instance_id=old.instance_id,
+        rack_id=old.rack_id,
+        client_id=old.client_id,
+        client_host=old.client_host,
+        subscribed_topic_names=old.subscribed_topic_names,
+        subscribed_topic_regex=old.subscribed_topic_regex,
+        rebalance_timeout_ms=old.rebalance_timeout_ms,
+        server_assignor=old.server_assignor,
+        classic_member_metadata=None
+        if classic is None
+        else _mem_v.ClassicMemberMetadata(
+            session_timeout_ms=classic.session_timeout_ms,
+            supported_protocols=[_mem_v.ClassicProtocol(p.name, p.metadata) for p in classic.supported_protocols],
+        ),
+    )
+
+
+def _legacy_partition_metadata(value: bytes) -> Any:
+    old, _ = _legacy_part_v.decode_v0(value, 2)
+    return _part_v.ConsumerGroupPartitionMetadataValue(
+        [_part_v.TopicMetadata(t.topic_id, t.topic_name, t.num_partitions, []) for t in old.topics]
+    )
+
+
+#: type id -> decoder of a whole value (version prefix included) in an earlier pykbroker's layout
+_LEGACY_DECODERS = {_MEMBER_METADATA: _legacy_member_metadata, _PARTITION_METADATA: _legacy_partition_metadata}
 
 
 _LEGACY_V4_TAIL = Struct(">q16s")

@@ -71,6 +71,11 @@ class LoopTimers:
         self.deadlines: dict[str, tuple[int, Callable[[int], Result]]] = {}
         self.handles: dict[str, tuple[int, asyncio.TimerHandle]] = {}  # key -> (armed for, handle)
         self.loop: asyncio.AbstractEventLoop | None = None
+        #: a manual broker clock (broker/clock.py) fires the timers itself, in ``advance``
+        self.manual = bool(getattr(clock, "manual", False))
+        attach = getattr(clock, "attach", None)
+        if attach is not None:
+            attach(self)
 
     def schedule(self, key: str, deadline_ms: int, op: Callable[[int], Result]) -> None:
         self.deadlines[key] = (deadline_ms, op)
@@ -90,8 +95,13 @@ class LoopTimers:
         return True
 
     def _arm(self, key: str, deadline_ms: int) -> None:
+        if self.manual and deadline_ms > self.clock.now_ms():
+            return  # the clock's advance() fires it
         if self.loop is None:
             self.loop = asyncio.get_event_loop()
+        if self.manual:  # due already: fire it as soon as the loop is free
+            self.handles[key] = (deadline_ms, self.loop.call_soon(self._fire, key))
+            return
         delay = max(0.0, (deadline_ms - self.clock.now_ms()) / 1000)
         self.handles[key] = (deadline_ms, self.loop.call_later(delay, self._fire, key))
 
@@ -102,13 +112,38 @@ class LoopTimers:
             return
         deadline, op = entry
         if deadline > self.clock.now_ms():
-            self._arm(key, deadline)  # pushed later since it was armed
+            if not self.manual:
+                self._arm(key, deadline)  # pushed later since it was armed
             return
         del self.deadlines[key]
         self.run_detached(op)
 
     def scheduled(self, key: str) -> bool:
         return key in self.deadlines
+
+    # the broker clock's DeadlineSource (broker/clock.py): a manual clock fires timers itself
+
+    def next_due(self) -> tuple[int, str] | None:
+        if not self.deadlines:
+            return None
+        return min((d, k) for k, (d, _op) in self.deadlines.items())
+
+    def fire(self, key: str) -> None:
+        entry = self.deadlines.pop(key, None)
+        if entry is not None:
+            self.run_detached(entry[1])
+
+    def pending(self) -> list[tuple[int, str]]:
+        return sorted((d, k) for k, (d, _op) in self.deadlines.items())
+
+    def on_mode(self, manual: bool) -> None:
+        self.manual = manual
+        for _deadline, h in self.handles.values():
+            h.cancel()
+        self.handles.clear()
+        if not manual:
+            for key, (deadline, _op) in self.deadlines.items():
+                self._arm(key, deadline)
 
     def cancel(self, key: str) -> None:
         self.deadlines.pop(key, None)
@@ -131,6 +166,9 @@ class CoordinatorRuntime:
         self.logs = logs  # LogManager: flush policy
         self.plog = plog  # PartitionLog of the coordinator partition
         self.clock = clock or SystemClock()
+        #: called as ``observer(op, now_ms)`` after every operation has changed the state (the
+        #: control plane's invariant checker and rebalance report); empty unless they are enabled
+        self.observers: list[Callable[[Callable[[int], Result], int], None]] = []
 
     @property
     def plog(self) -> Any:
@@ -145,10 +183,11 @@ class CoordinatorRuntime:
             plog.keep_unflushed = True
         self._plog = plog
 
-    def load(self) -> int:
+    def load(self, kafka_layout_from: int = 0) -> int:
         """Replay the whole coordinator log (start-up); returns the number of records replayed. The
-        members' timers are the router's to restore afterwards (groups.py)."""
-        return load(self.plog, self.coordinator)
+        members' timers are the router's to restore afterwards (groups.py). Records below
+        ``kafka_layout_from`` have an earlier pykbroker's layout (layout.py)."""
+        return load(self.plog, self.coordinator, kafka_layout_from=kafka_layout_from)
 
     def run(self, op: Callable[[int], Result]) -> Any:
         """Run ``op`` now; returns its response, or an awaitable of it when records must be flushed."""
@@ -156,6 +195,8 @@ class CoordinatorRuntime:
         result = op(now)
         if not result.records:
             complete(result.completions)
+            if self.observers:
+                self._observe(op, now)
             return result.response
         try:
             data = bytearray(to_batch(result.records, now))
@@ -167,11 +208,20 @@ class CoordinatorRuntime:
             fail(result.completions, error)
             raise error from e
         apply(result, base, self.coordinator.replay, now)
+        if self.observers:
+            self._observe(op, now)
         fut = self.logs.appended(self.plog)
         if fut is None:
             complete(result.completions)
             return result.response
         return self._after_flush(fut, result)
+
+    def _observe(self, op: Callable[[int], Result], now: int) -> None:
+        for observer in list(self.observers):
+            try:
+                observer(op, now)
+            except Exception:
+                log.exception("coordinator observer %r failed", observer)
 
     async def _after_flush(self, fut: asyncio.Future, result: Result) -> Any:
         try:

@@ -142,6 +142,12 @@ Assign = Callable[[str, ConsumerGroup, dict[str, ConsumerMember], dict[uuid.UUID
 Downgrade = Callable[["CoordinatorState", ConsumerGroup, str, Result, int], bool]
 
 
+def _rebalance_timeout(m: Any) -> int:
+    """A GroupMetadataValue member's rebalance timeout; v0 records lack it (-1): the session timeout,
+    as Kafka loads them."""
+    return m.session_timeout if m.rebalance_timeout == -1 else m.rebalance_timeout
+
+
 def random_id() -> str:
     """Member ids in production: a random UUID, as Kafka's."""
     return str(uuid.uuid4())
@@ -268,7 +274,7 @@ class CoordinatorState:
                     group_instance_id=m.group_instance_id,
                     client_id=m.client_id,
                     client_host=m.client_host,
-                    rebalance_timeout_ms=m.rebalance_timeout,
+                    rebalance_timeout_ms=_rebalance_timeout(m),
                     session_timeout_ms=m.session_timeout,
                     protocol_type=value.protocol_type,
                     protocols=[(protocol, m.subscription)],
@@ -278,7 +284,7 @@ class CoordinatorState:
                 # the record is the truth for every persisted field of the member
                 member.client_id, member.client_host = m.client_id, m.client_host
                 member.rebalance_timeout_ms, member.session_timeout_ms = (
-                    m.rebalance_timeout,
+                    _rebalance_timeout(m),
                     m.session_timeout,
                 )
                 member.protocol_type = value.protocol_type

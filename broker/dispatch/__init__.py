@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+from broker.personas import PERSONAS
+
 from .registry import Api, ClientInfo, CloseConnection, Registry, RequestContext
 
 #: Every served API's handler module (one per line, by API key).
@@ -25,22 +27,36 @@ HANDLERS = [
     "api_versions",  # 18
     "create_topics",  # 19
     "delete_topics",  # 20
+    "delete_records",  # 21
     "init_producer_id",  # 22
     "offset_for_leader_epoch",  # 23
     "describe_configs",  # 32
+    "alter_configs",  # 33
+    "alter_replica_log_dirs",  # 34
+    "describe_log_dirs",  # 35
     "sasl_authenticate",  # 36
     "create_partitions",  # 37
     "delete_groups",  # 42
+    "elect_leaders",  # 43
     "incremental_alter_configs",  # 44
+    "alter_partition_reassignments",  # 45
+    "list_partition_reassignments",  # 46
     "offset_delete",  # 47
+    "describe_quorum",  # 55
+    "update_features",  # 57
     "describe_cluster",  # 60
     "consumer_group_heartbeat",  # 68
     "consumer_group_describe",  # 69
+    "list_config_resources",  # 74
+    "describe_topic_partitions",  # 75
 ]
 
 
-def build_registry() -> Registry:
-    return Registry(importlib.import_module(f"{__name__}.{name}") for name in HANDLERS)
+def build_registry(kafka_version: str | None = None) -> Registry:
+    """Every handler; with ``kafka_version`` (a key of broker.personas.PERSONAS) only the APIs and
+    versions that Kafka release's broker advertises."""
+    persona = PERSONAS[kafka_version] if kafka_version else None
+    return Registry((importlib.import_module(f"{__name__}.{name}") for name in HANDLERS), persona)
 
 
 __all__ = ["Api", "ClientInfo", "CloseConnection", "Registry", "RequestContext", "build_registry", "HANDLERS"]

@@ -1,5 +1,6 @@
 """ApiVersions (key 18) v0-4: v1 adds throttle time; v3 is flexible and carries the client's software
-name and version (KIP-511), which we keep per connection for logs.
+name and version (KIP-511), which we keep per connection for logs, and the answer's supported and
+finalized features (KIP-584; the levels are in broker/features.py).
 
 An ApiVersions request at a version we don't serve never reaches this module: the connection answers
 it in the v0 format with UNSUPPORTED_VERSION and our ranges (``unsupported_version_response``), so
@@ -10,9 +11,15 @@ from __future__ import annotations
 
 import re
 
+from broker import features
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated import api_versions as codec
-from broker.protocol.generated.api_versions import ApiVersion, ApiVersionsResponse
+from broker.protocol.generated.api_versions import (
+    ApiVersion,
+    ApiVersionsResponse,
+    FinalizedFeatureKey,
+    SupportedFeatureKey,
+)
 
 from .registry import RequestContext
 
@@ -40,7 +47,13 @@ def handle(ctx: RequestContext, req: codec.ApiVersionsRequest) -> bytes | ApiVer
     cache = ctx.services.registry.cache
     body = cache.get(("api_versions", ctx.api_version))
     if body is None:
-        resp = ApiVersionsResponse(error_code=0, api_keys=_api_keys(ctx), finalized_features_epoch=-1)
+        resp = ApiVersionsResponse(
+            error_code=0,
+            api_keys=_api_keys(ctx),
+            supported_features=[SupportedFeatureKey(n, lo, hi) for n, (lo, hi, _f) in features.FEATURES.items()],
+            finalized_features_epoch=features.FINALIZED_EPOCH,
+            finalized_features=[FinalizedFeatureKey(n, level, level) for n, level in features.finalized().items()],
+        )
         body = codec.RESPONSE_ENCODERS[ctx.api_version](resp)
         cache[("api_versions", ctx.api_version)] = body
     return body

@@ -11,7 +11,8 @@ Broker settings are static: read-only, STATIC_BROKER_CONFIG when set explicitly,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -227,3 +228,27 @@ def check_broker_name(node_id: int, name: str) -> None:
             ErrorCode.INVALID_REQUEST,
             f"Unexpected broker id, expected {node_id} or empty string, but received {name}",
         )
+
+
+def repeated_resources(resources: Iterable[Any]) -> Callable[[Any], bool | None]:
+    """For the alter-configs APIs: a resource named more than once (same type and name) is refused,
+    once, with INVALID_REQUEST "Each resource must appear at most once.", as Kafka does. The returned
+    function tells, per resource in order: False (alter it), True (refuse it: the first time it is
+    repeated), None (skip it: already refused)."""
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    refused: set[tuple[int, str]] = set()
+
+    def check(r: Any) -> bool | None:
+        key = (r.resource_type, r.resource_name)
+        if counts[key] <= 1:
+            return False
+        if key in refused:
+            return None
+        refused.add(key)
+        return True
+
+    return check
+
+
+#: the message of a resource named more than once in one request
+REPEATED = "Each resource must appear at most once."

@@ -70,6 +70,9 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
     services = ctx.services
     v = ctx.api_version
     budget = req.max_bytes if v >= 3 else 0x7FFFFFFF
+    # read_committed: the (here always empty) list of aborted transactions; read_uncommitted: null,
+    # as Kafka answers
+    aborted = [] if req.isolation_level == 1 else None
     total = 0
     watch = []
     topics = []
@@ -114,7 +117,7 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
                     high_watermark=hw,
                     last_stable_offset=hw,
                     log_start_offset=plog.log_start_offset,
-                    aborted_transactions=None,
+                    aborted_transactions=aborted,
                     preferred_read_replica=-1,
                     records=records,
                 )
@@ -131,7 +134,9 @@ def _partition_error(index: int, code: ErrorCode, plog=None) -> PartitionData:
         high_watermark=-1,
         last_stable_offset=-1,
         log_start_offset=-1,
-        aborted_transactions=None,
+        # as Kafka: a partition refused before it is read (unknown) gets the field's default, an
+        # empty list; one whose read failed (offset out of range, epoch) gets null
+        aborted_transactions=None if plog is not None else [],
         preferred_read_replica=-1,
         records=b"",
     )

@@ -37,7 +37,7 @@ from broker.protocol.generated.incremental_alter_configs import (
     IncrementalAlterConfigsResponse,
 )
 
-from .config_entries import ResourceType, check_broker_name, fmt, is_list
+from .config_entries import REPEATED, ResourceType, check_broker_name, fmt, is_list, repeated_resources
 from .registry import RequestContext
 
 API_KEY = 44
@@ -172,17 +172,13 @@ def _alter(ctx: RequestContext, r: AlterConfigsResource, validate_only: bool) ->
 
 
 def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    keys = Counter((r.resource_type, r.resource_name) for r in req.resources)
-    reported: set[tuple[int, str]] = set()
+    repeated = repeated_resources(req.resources)
     results: list[AlterConfigsResourceResponse] = []
     for r in req.resources:
-        key = (r.resource_type, r.resource_name)
-        if keys[key] > 1:
-            if key not in reported:
-                reported.add(key)
-                results.append(
-                    _result(r, ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
-                )
+        refuse = repeated(r)
+        if refuse is not False:
+            if refuse:
+                results.append(_result(r, ErrorCode.INVALID_REQUEST, REPEATED))
             continue
         results.append(_alter(ctx, r, req.validate_only))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from broker.log import validator
 from broker.log.batch import InvalidBatch, validate_produce
@@ -64,7 +63,7 @@ def handle(ctx: RequestContext, req: ProduceRequest):
     services = ctx.services
     acks = req.acks
     v = ctx.api_version
-    now = int(time.time() * 1000)
+    now = services.logs.now_ms()  # the broker clock (broker/clock.py)
     waits: list[asyncio.Future] = []
     responses: list[TopicProduceResponse] = []
     any_error = False

@@ -9,7 +9,7 @@ advertised exactly when a handler for it is registered.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -128,7 +128,9 @@ class Api:
 
 
 class Registry:
-    def __init__(self, modules: Iterable[ModuleType]):
+    def __init__(self, modules: Iterable[ModuleType], persona: Mapping[int, tuple[int, int]] | None = None):
+        """``persona``: a Kafka release's advertised ranges (broker.personas): each API is served only
+        at the versions both that release and its handler know, and not at all if none."""
         self.apis: dict[int, Api] = {}
         #: Responses that depend only on (API, version), encoded once (e.g. ApiVersions).
         self.cache: dict[tuple, bytes] = {}
@@ -138,6 +140,12 @@ class Registry:
             lo, hi = getattr(mod, "VERSIONS", (info.min_version, info.max_version))
             if not (info.min_version <= lo <= hi <= info.max_version):
                 raise ValueError(f"{mod.__name__}: VERSIONS {lo}-{hi} outside the schema's {info}")
+            if persona is not None:
+                if key not in persona:
+                    continue
+                lo, hi = max(lo, persona[key][0]), min(hi, persona[key][1])
+                if lo > hi:
+                    continue
             c = codec(key)
             self.apis[key] = Api(
                 key=key,

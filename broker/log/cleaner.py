@@ -48,7 +48,7 @@ import os
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -624,6 +624,8 @@ class LogCleaner:
         self._task: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         self.passes = 0
+        #: the broker clock's ms (LogManager sets it): compaction lag and tombstone retention
+        self.now_ms: Callable[[], int] = lambda: int(time.time() * 1000)
 
     def register(self, plog: Any, user: bool = False) -> None:
         """Compact ``plog`` from now on: ``user`` for a topic with cleanup.policy=compact (Kafka's
@@ -679,7 +681,7 @@ class LogCleaner:
         """One round: every partition due for a pass, filthiest first; returns the passes made."""
         done: set[int] = set()
         while True:
-            now = int(time.time() * 1000)
+            now = self.now_ms()
             best: tuple[float, Any] | None = None
             for plog in list(self.partitions):
                 if plog.deleted:
@@ -705,7 +707,7 @@ class LogCleaner:
     async def clean(self, plog: Any) -> CleanResult | None:
         """One pass over ``plog``: heavy work in the worker thread, the swap on the event loop."""
         async with self._lock:
-            now = int(time.time() * 1000)
+            now = self.now_ms()
             loop = asyncio.get_running_loop()
             if id(plog) in self.user:
                 todo = to_clean(plog, self.first_dirty.get(id(plog), 0), now)

@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 COORDINATOR_TOPIC = "__consumer_offsets"
 
 CHECKPOINT = "recovery-point-offset-checkpoint"
+#: log start offsets moved by DeleteRecords (Kafka's file name and format)
+START_CHECKPOINT = "log-start-offset-checkpoint"
 PRODUCER_ID_BLOCK = "producer-id-block"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
@@ -93,10 +95,13 @@ class LogManager:
         file_ops: FileOps = SYSTEM_OPS,
         recover: bool = False,
         clock: Callable[[], float] | None = None,
+        time_ms: Callable[[], int] | None = None,
     ):
         self.file_ops = file_ops
         #: monotonic seconds for the group-commit window (default: the event loop's clock)
         self._clock = clock
+        #: the broker clock's ms (broker/clock.py): retention, segment rolls, LogAppendTime
+        self.now_ms: Callable[[], int] = time_ms or now_ms
         self.data_dir = data_dir
         #: ``serve --recover``: partitions opened at start-up truncate at corruption instead of refusing
         self.recover = recover
@@ -114,7 +119,9 @@ class LogManager:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="fsync")
         self._tasks: list[asyncio.Task] = []
         self.recovery_points = self._read_checkpoint()
+        self.start_offsets = read_checkpoint(data_dir / START_CHECKPOINT)
         self.cleaner = LogCleaner(broker_config)
+        self.cleaner.now_ms = self.now_ms
         #: log.flush=never: partitions with flush.messages / flush.ms and unflushed appends since when
         self._unflushed_since: dict[PartitionLog, float] = {}
         self._next_pid, self._pid_block_end = self._load_pid_block()
@@ -137,6 +144,7 @@ class LogManager:
             self.recovery_points.get(key, 0),
             recover=self.recover,
             ops=self.file_ops,
+            log_start_offset=self.start_offsets.get(key, 0),
         )
         self.logs[key] = plog
         if "compact" in plog.config.cleanup_policy and topic != COORDINATOR_TOPIC:
@@ -176,8 +184,10 @@ class LogManager:
             self.recovery_points.pop(key, None)
             plog.close_for_delete()
             shutil.rmtree(doomed, ignore_errors=True)
-        # a recreated topic must not inherit the old partitions' recovery points
+        # a recreated topic must not inherit the old partitions' recovery points nor start offsets
         self.write_checkpoint()
+        if any(t == topic for t, _p in self.start_offsets):
+            self.write_start_checkpoint()
 
     # ------------------------------------------------------------------ durability
 
@@ -290,6 +300,35 @@ class LogManager:
         body = "0\n" + f"{len(rows)}\n" + "".join(f"{t} {p} {o}\n" for t, p, o in rows)
         _atomic_write(self.data_dir / CHECKPOINT, body.encode())
 
+    def write_start_checkpoint(self, moved: dict[tuple[str, int], int] | None = None) -> None:
+        """The log start offsets of every partition whose start is inside its first segment (moved by
+        DeleteRecords), with ``moved`` applied, in the recovery checkpoint's format; fsynced."""
+        starts = {
+            key: plog.log_start_offset
+            for key, plog in self.logs.items()
+            if not plog.deleted and plog.log_start_offset > plog.segments[0].base_offset
+        }
+        starts.update(moved or {})
+        body = "0\n" + f"{len(starts)}\n" + "".join(f"{t} {p} {o}\n" for (t, p), o in starts.items())
+        _atomic_write(self.data_dir / START_CHECKPOINT, body.encode())
+        self.start_offsets = starts
+
+    def delete_records(self, plog: PartitionLog, offset: int) -> int:
+        """DeleteRecords on one partition: move its log start offset to ``offset`` (durably: the
+        checkpoint is fsynced before the log serves the new start), then delete the whole segments
+        below it. Returns the log start offset afterwards (the low watermark). OFFSET_OUT_OF_RANGE
+        above the high watermark; KAFKA_STORAGE_ERROR when the checkpoint cannot be written."""
+        plog.check_start(offset)
+        if offset > plog.log_start_offset:
+            try:
+                self.write_start_checkpoint({(plog.topic, plog.partition): offset})
+            except OSError as e:
+                log.error("%s-%d: cannot write %s: %s", plog.topic, plog.partition, START_CHECKPOINT, e)
+                raise StorageError(f"cannot record the new log start offset: {e}") from e
+            plog.advance_start(offset)
+            plog.delete_below_start()
+        return plog.log_start_offset
+
     # ------------------------------------------------------------------ producer ids
 
     def _load_pid_block(self) -> tuple[int, int]:
@@ -323,8 +362,11 @@ class LogManager:
             except Exception:
                 log.exception("periodic %s failed", getattr(fn, "__name__", fn))
 
-    def apply_retention(self) -> None:
-        now = now_ms()
+    def apply_retention(self, now: int | None = None) -> None:
+        """Apply retention at ``now`` (default: the broker clock's now; a manual clock's advance
+        passes the time it moved to)."""
+        if now is None:
+            now = self.now_ms()
         for plog in list(self.logs.values()):
             plog.apply_retention(now)
 

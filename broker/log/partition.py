@@ -19,6 +19,8 @@ from pathlib import Path
 
 import orjson
 
+from broker.protocol.errors import ErrorCode, KafkaError
+
 from . import cleaner, streaming
 from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets, read_header
 from .config import LogConfig
@@ -41,6 +43,7 @@ class PartitionLog:
         recovery_point: int = 0,
         recover: bool = False,
         ops: FileOps = SYSTEM_OPS,
+        log_start_offset: int = 0,
     ):
         self.ops = ops
         self.dir = directory
@@ -58,7 +61,12 @@ class PartitionLog:
         self.keep_unflushed = False  # see discard_unflushed
         self.cleaning = False  # a log cleaner pass is reading the closed segments
         self._roll_jitter = self._new_jitter()
+        #: the log start offset set by DeleteRecords (checkpointed by the manager); the first
+        #: segment's base when that is higher (retention, or nothing deleted)
+        self._start = 0
         self._load(recovery_point)
+        # a checkpointed start past what survived recovery: the log starts at its end
+        self._start = min(log_start_offset, self.log_end_offset)
 
     # ------------------------------------------------------------------ loading and recovery
 
@@ -193,7 +201,54 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self.segments[0].base_offset
+        base = self.segments[0].base_offset
+        return self._start if self._start > base else base
+
+    def advance_start(self, offset: int) -> bool:
+        """DeleteRecords: make ``offset`` the log start offset when it is higher (records below it
+        are no longer served; whole segments below it go, see :meth:`delete_below_start`).
+        Returns whether it moved. Above the high watermark: OFFSET_OUT_OF_RANGE, as in Kafka."""
+        self.check_start(offset)
+        if offset <= self.log_start_offset:
+            return False
+        self._start = offset  # producer state is kept, as Kafka keeps it
+        log.info("%s-%d: log start offset moved to %d (records deleted)", self.topic, self.partition, offset)
+        return True
+
+    def check_start(self, offset: int) -> None:
+        """OFFSET_OUT_OF_RANGE when ``offset`` cannot become the log start offset (above the high
+        watermark)."""
+        if offset > self.high_watermark:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"Cannot increment the log start offset to {offset} of partition {self.topic}-"
+                f"{self.partition} since it is larger than the high watermark {self.high_watermark}",
+            )
+
+    def delete_below_start(self) -> int:
+        """Delete the whole segments below the log start offset (those whose successor starts at or
+        below it), as Kafka's retention does for a start moved by DeleteRecords. Never the active
+        segment nor the one holding the high watermark, and not while a cleaner pass reads the
+        closed segments (the next retention check does it). Returns segments deleted."""
+        if self.cleaning:
+            return 0
+        deleted = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= self._start:
+            seg = self.segments[0]
+            if seg is self._hw_segment:
+                break
+            self.segments.pop(0)
+            self._bases.pop(0)
+            seg.delete()
+            deleted += 1
+            log.info(
+                "%s-%d: deleted segment %d (below the log start offset %d)",
+                self.topic,
+                self.partition,
+                seg.base_offset,
+                self._start,
+            )
+        return deleted
 
     @property
     def active(self) -> Segment:
@@ -334,12 +389,12 @@ class PartitionLog:
                 limit = EXPANSION_LIMIT * self.config.max_message_bytes
                 try:
                     found = streaming.offset_for_timestamp(
-                        os.pread(seg.fd, info.size, info.position), ts, limit
+                        os.pread(seg.fd, info.size, info.position), ts, limit, self.log_start_offset
                     )
                 except InvalidBatch:
                     # written before produce validated records, or beyond the expansion cap:
                     # answer at batch level
-                    return info.base_offset, info.max_timestamp
+                    return max(info.base_offset, self.log_start_offset), info.max_timestamp
                 if found is not None:
                     return found
         return None
@@ -383,10 +438,11 @@ class PartitionLog:
     # ------------------------------------------------------------------ retention and shutdown
 
     def apply_retention(self, now_ms: int) -> int:
-        """Delete whole old segments past retention.ms / retention.bytes; returns segments deleted."""
+        """Delete whole old segments past retention.ms / retention.bytes, and those below a log start
+        offset moved by DeleteRecords (whatever the policy, as Kafka); returns segments deleted."""
+        deleted = self.delete_below_start()
         if "delete" not in self.config.cleanup_policy or self.cleaning:
-            return 0
-        deleted = 0
+            return deleted
         total = self.size_bytes()
         while len(self.segments) > 1:
             seg = self.segments[0]

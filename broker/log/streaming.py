@@ -483,12 +483,13 @@ def _check_headers(data: bytes, pos: int, end: int, i: int) -> int:
 
 
 def offset_for_timestamp(
-    buf: bytes | memoryview, timestamp: int, limit: int = DEFAULT_LIMIT
+    buf: bytes | memoryview, timestamp: int, limit: int = DEFAULT_LIMIT, min_offset: int = 0
 ) -> tuple[int, int] | None:
     """``(offset, timestamp)`` of the first record in ``buf`` (whole batches, CRCs not checked)
     whose timestamp is at least ``timestamp``, or None. Only batches whose max timestamp can hold
     one are read, and their records are streamed up to the one found (``limit`` caps how far a
     compressed batch is decompressed). A LogAppendTime batch gives every record its max timestamp.
+    Records below ``min_offset`` (the log start offset, inside its batch) are skipped.
     Raises InvalidBatch for a compressed batch of more than MAX_STREAMED_RECORDS records."""
     pos, end = 0, len(buf)
     while pos < end:
@@ -498,6 +499,8 @@ def offset_for_timestamp(
                 _check_streamable(info)
             log_append = info.attributes & TIMESTAMP_TYPE_MASK
             for offset_delta, ts_delta in _scan(_section_stream(buf, info, limit), info.records_count):
+                if info.base_offset + offset_delta < min_offset:
+                    continue
                 if log_append:
                     return info.base_offset + offset_delta, info.max_timestamp
                 ts = info.base_timestamp + ts_delta

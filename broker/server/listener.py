@@ -97,6 +97,14 @@ class Listener:
     def _socks(self) -> list[socket.socket]:
         return [sock for b in self.bound for sock in b.socks]
 
+    def addresses(self) -> list[tuple[str, int]]:
+        """(host, port) each listener is bound to, in listener order (``[::1]`` style for IPv6)."""
+        out = []
+        for b in self.bound:
+            host = b.socks[0].getsockname()[0] if b.socks else b.endpoint.host
+            out.append((f"[{host}]" if ":" in host else host, b.port))
+        return out
+
     @property
     def port(self) -> int:
         """The bound port of the first listener."""

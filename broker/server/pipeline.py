@@ -32,6 +32,9 @@ from broker.protocol.primitives import DecodeError
 from broker.security.sasl import SaslFailure
 
 log = logging.getLogger(__name__)
+#: one DEBUG line per request (``--log-level debug``); checked once per request through
+#: :attr:`RequestPipeline.log_requests`, fixed when the pipeline is built
+requests_log = logging.getLogger("broker.requests")
 
 API_VERSIONS = 18
 DECODE_ERRORS = (DecodeError, StructError, IndexError, UnicodeDecodeError, ValueError, OverflowError)
@@ -80,13 +83,16 @@ class RequestPipeline:
     """decode -> handler -> encode for every connection of a broker (it keeps no per-connection
     state: the connection passes its :class:`ClientInfo`)."""
 
-    __slots__ = ("registry", "services", "faults")
+    __slots__ = ("registry", "services", "tracer", "faults", "log_requests")
 
     def __init__(self, registry: Registry, services: Services):
         self.registry = registry
         self.services = services
+        #: the trace journal while tracing is on, else None (see set_tracer)
+        self.tracer: Any = None
         #: the fault injector while fault rules are set, else None (broker.control sets it)
         self.faults: Any = None
+        self.log_requests = requests_log.isEnabledFor(logging.DEBUG)
 
     def handle(self, frame: bytes, client: ClientInfo) -> Outcome:
         """The outcome of one request frame (see the module docstring)."""
@@ -125,6 +131,8 @@ class RequestPipeline:
             response = _error_response(api, version, request, e, client)
             if response is None:
                 return Close(f"{api.name} v{version} failed: {e}")
+        if self.log_requests:
+            _log_request(api, version, correlation_id, client, response)
         if type(response) is bytes:  # already encoded by the handler
             return response_frame(correlation_id, flexible_response_header, response)
         if type(response) is Deferred:
@@ -163,14 +171,16 @@ class RequestPipeline:
         :class:`Close` (for the fault injector; :meth:`handle` has this inline)."""
         ctx = RequestContext(self.services, client, api.key, version, correlation_id, client.client_id)
         try:
-            return api.handler(ctx, request)
+            response = api.handler(ctx, request)
         except CloseConnection as e:
             return Close(str(e))
         except Exception as e:
             response = _error_response(api, version, request, e, client)
             if response is None:
                 return Close(f"{api.name} v{version} failed: {e}")
-            return response
+        if self.log_requests:
+            _log_request(api, version, correlation_id, client, response)
+        return response
 
     def outcome(
         self, api: Api, version: int, request: Any, correlation_id: int, client: ClientInfo, response: Any
@@ -200,6 +210,43 @@ class RequestPipeline:
         elif result is None and pending.deferred:
             return Close(f"{api.name} v{version} failed")
         return encode(api, version, pending.correlation_id, result)
+
+    def set_tracer(self, tracer: Any) -> None:
+        """Record every request in ``tracer`` (broker.control.trace), or stop (None). The pipeline
+        becomes a :class:`TracedPipeline` meanwhile, so an untraced one pays nothing for it."""
+        self.tracer = tracer
+        self.__class__ = RequestPipeline if tracer is None else TracedPipeline
+
+
+class TracedPipeline(RequestPipeline):
+    """A pipeline while its ``tracer`` is set (:meth:`RequestPipeline.set_tracer`): the tracer
+    runs the untraced :meth:`RequestPipeline.handle` / :meth:`RequestPipeline.complete` and records
+    the request and its outcome."""
+
+    __slots__ = ()
+
+    def handle(self, frame: bytes, client: ClientInfo) -> Outcome:
+        return self.tracer.handle(self, frame, client)
+
+    def complete(self, pending: Pending, result: Any = None, exc: BaseException | None = None) -> Outcome:
+        return self.tracer.complete(self, pending, result, exc)
+
+
+def _log_request(api: Api, version: int, correlation_id: int, client: ClientInfo, response: Any) -> None:
+    error = getattr(response, "error_code", 0)
+    try:
+        error_name = ErrorCode(error).name
+    except ValueError:
+        error_name = str(error)
+    requests_log.debug(
+        "%s v%d correlation %d from %s%s%s",
+        api.name,
+        version,
+        correlation_id,
+        client.describe(),
+        f": error {error_name}" if error else "",
+        " (pending)" if type(response) is Deferred or hasattr(response, "__await__") else "",
+    )
 
 
 def encode(api: Api, version: int, correlation_id: int, response: Any) -> bytes | Close | None:

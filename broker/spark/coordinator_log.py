@@ -17,6 +17,7 @@ from broker.coordinator.consumer.records import CURRENT_ASSIGNMENT as CG_CURRENT
 from broker.coordinator.consumer.records import GROUP_EPOCH as CG_METADATA
 from broker.coordinator.consumer.records import MEMBER_METADATA as CG_MEMBER
 from broker.coordinator.embedded import EmbeddedProtocolError, decode_assignment
+from broker.coordinator.layout import reader_kafka_layout_from
 from broker.coordinator.records import GROUP_METADATA, OFFSET_COMMIT, decode_record
 
 from . import logdir
@@ -67,11 +68,12 @@ def iter_coordinator_records(data_dir: str | Path) -> Iterator[tuple[int, int, o
     tp = (logdir.OFFSETS_TOPIC, 0)
     end = logdir.end_offset(data_dir, tp, logdir.durable_offsets(data_dir))
     start = logdir.log_start_offset(data_dir, *tp)
+    kafka_layout_from = reader_kafka_layout_from(data_dir)  # below it, an earlier pykbroker's layout
     for split in logdir.plan(data_dir, tp, start, end, fail_on_data_loss=False):
         cols = logdir.read_columns(split)
         for off, ts, k, v in zip(cols["offset"], cols["timestamp"], cols["key"], cols["value"], strict=True):
             try:
-                yield off, ts, decode_record(k, v)
+                yield off, ts, decode_record(k, v, off < kafka_layout_from)
             except ValueError:
                 continue  # a record type this reader does not know: skipped, as the broker would fail
 
@@ -79,7 +81,10 @@ def iter_coordinator_records(data_dir: str | Path) -> Iterator[tuple[int, int, o
 def decode_records(items: Iterable[tuple[int, int, bytes | None, bytes | None]]) -> Iterator[tuple[int, int, object]]:
     """(log offset, timestamp ms, CoordinatorRecord) of (offset, timestamp, key, value) read from a
     coordinator log over the wire, perhaps another broker's: records that do not decode here (unknown
-    types, or layouts this broker does not share, see the README) are skipped."""
+    types, or layouts this broker does not share, see the README) are skipped. Values are decoded
+    with Kafka's layouts: over the wire the data directory's layout offset (broker/coordinator/
+    layout.py) is not known, so records an earlier pykbroker wrote in its legacy layouts may be
+    misread or skipped."""
     for off, ts, k, v in items:
         if k is None:
             continue

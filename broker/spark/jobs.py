@@ -13,9 +13,11 @@ the records with the columns of Spark's Kafka source and the same views of the c
   reaches the log; what can reach it is a commit the assignment does not explain); commits past the
   log end at that moment (``ahead_of_log``); and commits below the log start (records deleted
   before they were consumed: ``gap``).
-* :func:`timeline` -- per group and generation: members, partition ownership, when it happened and
-  how long the rebalance took; and a summary with the rebalance count and total time rebalancing.
-  An empty generation 0 (Kafka writes one when a JoinGroup creates the group) is left out.
+* :func:`timeline` -- per group and generation: members, partition ownership (``owners``: member
+  and partition pairs), when it happened and how long the rebalance took; and a summary with the
+  rebalance count and total time rebalancing (a generation with no members, the group emptying, is
+  not a rebalance). An empty generation 0 (Kafka writes one when a JoinGroup creates the group) is
+  left out. The chart shows partition ownership over time, one panel per group (charts.py).
   For KIP-848 groups the time is from the group epoch bump to the last member reaching that epoch;
   for classic groups it is the sync phase, from the end of the join phase (the state change time
   the group record carries) to the record of the assignment: the join phase itself is not logged,
@@ -28,10 +30,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from . import inputs, logdir
+from . import charts, inputs, logdir
 from .inputs import Source
 
 Input = str | Path | Source
@@ -70,17 +72,7 @@ def lag_table(spark: SparkSession, source: Input) -> DataFrame:
 def lag(spark: SparkSession, source: Input, out: str) -> DataFrame:
     df = lag_table(spark, source)
     df.write.mode("overwrite").parquet(str(Path(out) / "lag.parquet"))
-    rows = df.orderBy("commit_timestamp").collect()
-    series: dict[str, list] = {}
-    for row in rows:
-        series.setdefault(f"{row['group']} {row['topic']}-{row['partition']}", []).append(row)
-    _chart(
-        Path(out) / "lag.png",
-        "Consumer lag at each commit",
-        "records behind",
-        {name: ([r["commit_timestamp"] for r in rs], [r["lag"] for r in rs]) for name, rs in series.items()},
-        step=True,
-    )
+    charts.lag_panels(Path(out) / "lag.png", [r.asDict() for r in df.collect()])
     return df
 
 
@@ -120,7 +112,7 @@ def audit(spark: SparkSession, source: Input, out: str) -> DataFrame:
     counts = {
         (r["group"], r["finding"]): r["count"] for r in df.groupBy("group", "finding").count().collect()
     }
-    _bars(Path(out) / "audit.png", "Offset audit findings", counts)
+    charts.findings(Path(out) / "audit.png", counts)
     return df
 
 
@@ -143,6 +135,7 @@ def timeline_tables(spark: SparkSession, source: Input) -> tuple[DataFrame, Data
                 F.collect_list(F.transform("assignment", lambda a: F.concat_ws("-", a.topic, a.partition.cast("string")).alias("x")))
             ).alias("partitions"),
             F.sum(F.when(F.col("event") == "join", 1).otherwise(0)).alias("joined"),
+            _owners(),
         )
     )  # fmt: skip
     consumer_epochs = ev.where((F.col("protocol") == "consumer") & (F.col("event") == "epoch")).select(
@@ -155,6 +148,7 @@ def timeline_tables(spark: SparkSession, source: Input) -> tuple[DataFrame, Data
             F.max("timestamp").alias("settled"),
             F.sort_array(F.collect_set("member_id")).alias("member_ids"),
             F.flatten(F.collect_list(F.transform("assignment", lambda a: F.concat_ws("-", a.topic, a.partition.cast("string"))))).alias("partitions"),
+            _owners(),
         )
     )  # fmt: skip
     consumer = consumer_epochs.join(consumer_done, ["group", "generation"], "left").withColumn(
@@ -174,10 +168,13 @@ def timeline_tables(spark: SparkSession, source: Input) -> tuple[DataFrame, Data
         "members",
         "member_ids",
         "partitions",
+        "owners",
     ).orderBy("group", "generation")
+    # a generation nobody is in (the last member left: the group is Empty) is no rebalance
+    rebalanced = F.col("members") > 0
     summary = gens.groupBy("group", "protocol").agg(
-        F.count("*").alias("rebalances"),
-        F.sum(F.coalesce("rebalance_ms", F.lit(0.0))).alias("rebalancing_ms"),
+        F.sum(F.when(rebalanced, 1).otherwise(0)).alias("rebalances"),
+        F.sum(F.when(rebalanced, F.coalesce("rebalance_ms", F.lit(0.0))).otherwise(0.0)).alias("rebalancing_ms"),
         F.max("members").alias("max_members"),
         F.min("timestamp").alias("first"),
         F.max("timestamp").alias("last"),
@@ -189,12 +186,10 @@ def timeline(spark: SparkSession, source: Input, out: str) -> tuple[DataFrame, D
     gens, summary = timeline_tables(spark, source)
     gens.write.mode("overwrite").parquet(str(Path(out) / "timeline.parquet"))
     summary.write.mode("overwrite").parquet(str(Path(out) / "rebalances.parquet"))
-    series: dict[str, tuple[list, list]] = {}
-    for r in gens.collect():
-        xs, ys = series.setdefault(r["group"], ([], []))
-        xs.append(r["timestamp"])
-        ys.append(r["members"] or 0)
-    _chart(Path(out) / "timeline.png", "Group members per generation", "members", series, step=True)
+    rows = [r.asDict(recursive=True) for r in gens.collect()]
+    for r in rows:
+        r["owners"] = [(o["member"], o["partition"]) for o in r["owners"] or []]
+    charts.ownership(Path(out) / "timeline.png", rows)
     return gens, summary
 
 
@@ -221,50 +216,16 @@ def export(
     return sum(int(p.get("numInputRows", 0)) for p in q.recentProgress)
 
 
-def _chart(
-    path: Path, title: str, ylabel: str, series: dict[str, tuple[list, list]], step: bool = False
-) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.dates as mdates
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    fig, ax = plt.subplots(figsize=(10, 5))
-    for name, (xs, ys) in sorted(series.items()):
-        if step:
-            ax.step(xs, ys, where="post", label=name, marker=".")
-        else:
-            ax.plot(xs, ys, label=name, marker=".")
-    ax.set_title(title)
-    ax.set_ylabel(ylabel)
-    ax.set_xlabel("time (UTC)")
-    locator = mdates.AutoDateLocator()
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.grid(True, alpha=0.3)
-    if series:
-        ax.legend(fontsize="small", loc="best")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def _bars(path: Path, title: str, counts: dict[tuple[str, str], int]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4))
-    labels = [f"{g}\n{k}" for g, k in sorted(counts)]
-    ax.bar(labels, [counts[k] for k in sorted(counts)], color="tab:red")
-    ax.set_title(title if counts else title + ": none")
-    ax.set_ylabel("commits")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+def _owners() -> Column:
+    """Per generation: (member, "topic-partition") for every partition a member was assigned."""
+    return F.flatten(
+        F.collect_list(
+            F.transform(
+                "assignment",
+                lambda a: F.struct(
+                    F.col("member_id").alias("member"),
+                    F.concat_ws("-", a.topic, a.partition.cast("string")).alias("partition"),
+                ),
+            )
+        )
+    ).alias("owners")

@@ -20,7 +20,7 @@ from pathlib import Path
 import orjson
 
 from broker.log.batch import CONTROL_MASK, HEADER, HEADER_SIZE, TIMESTAMP_TYPE_MASK
-from broker.log.manager import CHECKPOINT, read_checkpoint
+from broker.log.manager import CHECKPOINT, START_CHECKPOINT, read_checkpoint
 from broker.log.records import decode_batch
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -103,26 +103,30 @@ def partitions_of(data_dir: str | Path, topic_names: list[str]) -> list[tuple[st
 
 
 def log_start_offset(data_dir: str | Path, topic: str, partition: int) -> int:
+    """The first offset still stored: the first segment's base, or the start DeleteRecords moved
+    inside it (``log-start-offset-checkpoint``), whichever is higher."""
     bases = segment_bases(data_dir, topic, partition)
-    return bases[0] if bases else 0
+    first = bases[0] if bases else 0
+    return max(first, read_checkpoint(Path(data_dir) / START_CHECKPOINT).get((topic, partition), 0))
 
 
 def plan(
     data_dir: str | Path, tp: tuple[str, int], start: int, end: int, fail_on_data_loss: bool = True
 ) -> list[SegmentRange]:
-    """Segment splits covering offsets [start, end) of one partition. When retention has deleted
-    segments holding offsets at or after ``start``, raise DataLossError, or start at the first
-    stored offset when ``fail_on_data_loss`` is False."""
+    """Segment splits covering offsets [start, end) of one partition. When retention or DeleteRecords
+    has deleted offsets at or after ``start``, raise DataLossError, or start at the first stored
+    offset when ``fail_on_data_loss`` is False."""
     topic, partition = tp
     bases = segment_bases(data_dir, topic, partition)
     if start >= end:
         return []
-    if not bases or bases[0] > start:
-        first = bases[0] if bases else end
+    stored = log_start_offset(data_dir, topic, partition)
+    if not bases or stored > start:
+        first = stored if bases else end
         if fail_on_data_loss and first > start:
             raise DataLossError(
                 f"{topic}-{partition}: offsets {start}..{min(first, end) - 1} are no longer stored "
-                f"(the log now starts at {first}, earlier segments were deleted by retention); "
+                f"(the log now starts at {first}, earlier records were deleted by retention or DeleteRecords); "
                 "set failOnDataLoss=false to skip them"
             )
         start = max(start, first)

@@ -164,3 +164,27 @@ def test_live_state_of_a_kip848_consumer_group(bt):
         assert m["pending_revocation"] == {}
     finally:
         c.close()
+
+
+def test_client_and_cli_drive_the_clock_trace_invariants_and_rebalances(bt, tmp_path):
+    client = ControlClient(bt.control_url, token="s3cret")
+    assert client.set_clock_mode("manual")["mode"] == "manual"
+    now = client.clock()["now_ms"]
+    assert client.advance("2s")["now_ms"] == now + 2000
+    journal = tmp_path / "t.jsonl"
+    assert client.start_trace(str(journal))["file"] == str(journal)
+    assert client.stop_trace()["was"]["file"] == str(journal)
+    assert client.check_invariants()["enabled"] and client.violations() == []
+    assert client.report_rebalances() == client.rebalances()
+
+    env = {"PYKBROKER_CONTROL_URL": bt.control_url, "PYKBROKER_CONTROL_TOKEN": "s3cret"}
+    runner = CliRunner()
+    out = runner.invoke(main, ["ctl", "clock", "--advance", "1500"], env=env)
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["now_ms"] == now + 3500
+    out = runner.invoke(main, ["ctl", "clock", "--advance", "soon"], env=env)
+    assert out.exit_code == 1 and "soon" in out.output  # a bad duration is refused, naming it
+    assert json.loads(runner.invoke(main, ["ctl", "invariants"], env=env).output)["enabled"] is True
+    assert json.loads(runner.invoke(main, ["ctl", "invariants", "--off"], env=env).output)["enabled"] is False
+    assert runner.invoke(main, ["ctl", "rebalances", "--on"], env=env).exit_code == 0
+    assert runner.invoke(main, ["ctl", "trace"], env=env).exit_code == 0

@@ -14,6 +14,8 @@ from broker.coordinator.generated import consumer_group_target_assignment_member
 from broker.coordinator.generated import group_metadata_value as gmv
 from broker.coordinator.records import CoordinatorRecord, RecordError, decode_record, from_batches, to_batch
 
+from .context import CoordinatorContext
+
 T1, T2 = uuid.UUID(int=7), uuid.uuid4()
 
 
@@ -153,3 +155,19 @@ def test_offset_commits_in_the_earlier_layout_still_load(metadata):
     )  # fmt: skip
     rewritten = CoordinatorRecord(1, rec.key, back).value_bytes()
     assert rewritten == KAFKA_COMMIT_VALUE[:14] + length + raw + KAFKA_COMMIT_VALUE[15:]
+
+
+@pytest.mark.parametrize(("version", "rebalance"), [(0, 30_000), (1, 120_000), (4, 120_000)])
+def test_a_group_metadata_member_without_a_rebalance_timeout_gets_its_session_timeout(version, rebalance):
+    """v0 GroupMetadataValue records (very old Kafka) have no rebalance timeout: Kafka reads it as -1
+    and gives the member its session timeout; so does replay."""
+    value = gmv.GroupMetadataValue(
+        protocol_type="consumer", generation=1, protocol="range", leader="m1", current_state_timestamp=-1,
+        members=[gmv.MemberMetadata("m1", None, "c", "/h", 120_000, 30_000, b"", b"")],
+    )  # fmt: skip
+    raw = version.to_bytes(2, "big") + RECORD_TYPES[2].value_codec().ENCODERS[version](value)
+    rec = decode_record(CoordinatorRecord(2, key(2, "g"), None).key_bytes(), raw)
+    assert rec.value.members[0].rebalance_timeout == (-1 if version == 0 else 120_000)
+    c = CoordinatorContext()
+    c.state.replay(rec, 0, 1)
+    assert c.state.groups["g"].members["m1"].rebalance_timeout_ms == rebalance

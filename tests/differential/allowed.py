@@ -59,8 +59,10 @@ ALLOWED: list[Allowed] = [
             "Kafka 4 removed (KIP-896), for older clients", values=r"0 -> [12]"),
     Allowed("ApiVersions", r"api_keys\[0\]\.min_version", "Produce v0-2 (message formats v0/v1) are not "
             "served; Kafka 4 keeps them only for old librdkafka", values=r"3 -> 0"),
-    Allowed("ApiVersions", r"(supported_features|finalized_features)\[[^\]]+\]|finalized_features_epoch",
-            "KRaft feature levels: pykbroker has no controller quorum and finalizes no features"),
+    Allowed("ApiVersions", r"(supported_features|finalized_features)\[[^\]]+\](\.\w+)?|finalized_features_epoch",
+            "feature levels say what pykbroker serves: transaction.version 0 (no transactions), kraft.version 0 "
+            "(a static single voter), no share groups, streams groups or ELR; metadata.version and "
+            "group.version are Kafka 4.3's. The epoch is pykbroker's own (no metadata log)"),
 
     Allowed("Metadata", r"topics\[[^\]]+\]\.(error_code|topic_id|partitions\[\d+\])", _AUTO_CREATE, case="auto-create"),
     Allowed("Metadata", r"topics\[[^\]]+\]\.(error_code|topic_id|partitions\[\d+\])", _AUTO_CREATE + " (v0-3 always ask for it)",
@@ -87,10 +89,21 @@ ALLOWED: list[Allowed] = [
     Allowed("ConsumerGroupDescribe", r"groups\[[^\]]+\]\.(group_epoch|assignment_epoch|members\[[^\]]+\]\.member_epoch)",
             _KIP848_EPOCH),
     # ---------------------------------------------------------------------------- fetch
-    Allowed("Fetch", r"responses\[[^\]]*\]\.partitions\[\d+\]\.aborted_transactions",
-            "no aborted transactions: pykbroker sends null, Kafka an empty list; clients read both as none",
-            values=r"None -> \[\]"),
 
+    # ---------------------------------------------------------------------------- DescribeQuorum
+    Allowed("DescribeQuorum", r"topics\[0\]\.partitions\[0\]\.(high_watermark|leader_epoch|current_voters\[0\]\.log_end_offset)",
+            "pykbroker has no metadata log (topics live in its topic registry) and holds no elections: its "
+            "quorum's high watermark and log end offset are 0 and its leader epoch 1; Kafka's count its metadata "
+            "records and elections (one per restart)"),
+    Allowed("DescribeQuorum", r"topics\[0\]\.partitions\[0\]\.current_voters\[0\]\.replica_directory_id",
+            "Kafka 4.3 formats its single voter with a directory id (kraft.version 1); pykbroker reports a static "
+            "voter (zero directory id, kraft.version 0)"),
+    Allowed("DescribeQuorum", r"nodes\[0\]\.listeners\[0\]\.name",
+            "pykbroker opens no controller listener: the voter's endpoint is the listener the client used"),
+    # ---------------------------------------------------------------------------- AlterConfigs
+    Allowed("AlterConfigs", r"responses\[[^\]]+\]\.error_code", "a BROKER resource: Kafka changes dynamic broker "
+            "configs; pykbroker's settings are static (INVALID_REQUEST, as its IncrementalAlterConfigs)",
+            case="broker and group resources", values=r"42 -> 0"),
 ]
 
 

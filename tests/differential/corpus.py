@@ -16,6 +16,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker.log.records import Record, build_batch
+from broker.protocol.generated.alter_configs import AlterableConfig as LegacyAlterable
+from broker.protocol.generated.alter_configs import AlterConfigsRequest
+from broker.protocol.generated.alter_configs import AlterConfigsResource as LegacyAlterResource
+from broker.protocol.generated.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
+from broker.protocol.generated.alter_replica_log_dirs import (
+    AlterReplicaLogDir,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirTopic,
+)
 from broker.protocol.generated.api_versions import ApiVersionsRequest
 from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest
 from broker.protocol.generated.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
@@ -27,10 +40,27 @@ from broker.protocol.generated.create_topics import (
     CreateTopicsRequest,
 )
 from broker.protocol.generated.delete_groups import DeleteGroupsRequest
+from broker.protocol.generated.delete_records import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsTopic,
+)
 from broker.protocol.generated.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from broker.protocol.generated.describe_groups import DescribeGroupsRequest
+from broker.protocol.generated.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
+from broker.protocol.generated.describe_quorum import (
+    DescribeQuorumRequest,
+    DescribeQuorumRequestPartitionData,
+    DescribeQuorumRequestTopicData,
+)
+from broker.protocol.generated.describe_topic_partitions import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsRequestCursor,
+    TopicRequest,
+)
+from broker.protocol.generated.elect_leaders import ElectLeadersRequest, TopicPartitions
 from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.heartbeat import HeartbeatRequest
@@ -42,8 +72,13 @@ from broker.protocol.generated.incremental_alter_configs import (
 from broker.protocol.generated.init_producer_id import InitProducerIdRequest
 from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from broker.protocol.generated.leave_group import LeaveGroupRequest, MemberIdentity
+from broker.protocol.generated.list_config_resources import ListConfigResourcesRequest
 from broker.protocol.generated.list_groups import ListGroupsRequest
 from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from broker.protocol.generated.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsTopics,
+)
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
 from broker.protocol.generated.offset_commit import (
     OffsetCommitRequest,
@@ -70,6 +105,7 @@ from broker.protocol.generated.produce import PartitionProduceData, ProduceReque
 from broker.protocol.generated.sasl_authenticate import SaslAuthenticateRequest
 from broker.protocol.generated.sasl_handshake import SaslHandshakeRequest
 from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+from broker.protocol.generated.update_features import FeatureUpdateKey, UpdateFeaturesRequest
 from tests.differential.engine import Peer, Step, trailing, truncate
 
 Case = tuple[str, list[Step]]
@@ -515,6 +551,29 @@ def delete_topics_cases(v: int, n: Names) -> Iterator[Case]:
     yield "invalid name", [Step(20, v, req(["bad/name"]))]
 
 
+def delete_records_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(topic: str, partition: int, offset: int) -> DeleteRecordsRequest:
+        return DeleteRecordsRequest([DeleteRecordsTopic(topic, [DeleteRecordsPartition(partition, offset)])], 5000)
+
+    def earliest(topic: str) -> ListOffsetsRequest:
+        return ListOffsetsRequest(-1, 0, [ListOffsetsTopic(topic, [ListOffsetsPartition(0, -1, -2, 1)])], 5000)
+
+    yield "inside a batch, lower, then the high watermark", [
+        create(t), produce(t, 0, 3), produce(t, 0, 3),
+        Step(21, v, req(t, 0, 4)), Step(2, 7, earliest(t)), Step(1, 11, _fetch(11, t, 2)),
+        Step(1, 11, _fetch(11, t, 4)), Step(21, v, req(t, 0, 1)), Step(21, v, req(t, 0, -1)),
+    ]
+    yield "above the high watermark, below -1", [
+        create(t + "o"), produce(t + "o"), Step(21, v, req(t + "o", 0, 4)), Step(21, v, req(t + "o", 0, -2)),
+    ]
+    yield "unknown topic and partition", [
+        create(t + "p"), Step(21, v, req(n.topic("missing"), 0, 0)), Step(21, v, req(t + "p", 3, 0)),
+    ]
+    yield "compacted topic", [create(t + "c", 1, {"cleanup.policy": "compact"}), Step(21, v, req(t + "c", 0, 0))]
+
+
 def init_producer_id_cases(v: int, n: Names) -> Iterator[Case]:
     yield "idempotent producer", [Step(22, v, InitProducerIdRequest(None, 60000, -1, -1))]
     yield "absurd transaction timeout (idempotent)", [Step(22, v, InitProducerIdRequest(None, -5, -1, -1))]
@@ -651,6 +710,180 @@ def consumer_group_describe_cases(v: int, n: Names) -> Iterator[Case]:
     ]
 
 
+def elect_leaders_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(kind: int, parts: list[tuple[str, list[int]]] | None) -> ElectLeadersRequest:
+        tps = None if parts is None else [TopicPartitions(x, ps) for x, ps in parts]
+        return ElectLeadersRequest(kind, tps, 30000)
+
+    yield "preferred: not needed, unknown", [
+        create(t, 2), Step(43, v, req(0, [(t, [0, 1, 5]), (n.topic("missing"), [0])])),
+    ]
+    if v >= 1:
+        yield "unclean", [create(t + "u"), Step(43, v, req(1, [(t + "u", [0])]))]
+
+
+def alter_partition_reassignments_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(parts: list[tuple[int, list[int] | None]], topic: str = t, allow: bool = True) -> Callable:
+        def body(p: Peer) -> AlterPartitionReassignmentsRequest:
+            rs = [ReassignablePartition(i, None if r is None else [p.node_id if x == 1 else x for x in r])
+                  for i, r in parts]
+            return AlterPartitionReassignmentsRequest(30000, allow, [ReassignableTopic(topic, rs)])
+
+        return body
+
+    yield "the current replica, cancel, unknown partition", [
+        create(t, 3), Step(45, v, req([(0, [1]), (1, None), (7, [1])])),
+    ]
+    yield "bad replica lists", [
+        create(t + "b", 3), Step(45, v, req([(0, []), (1, [1, 1]), (2, [1, 4242])], t + "b")),
+    ]
+    yield "unknown topic", [Step(45, v, req([(0, [1])], n.topic("missing")))]
+    if v >= 1:
+        yield "replication factor change not allowed", [
+            create(t + "r"), Step(45, v, req([(0, [1, 1])], t + "r", allow=False)),
+        ]
+
+
+def list_partition_reassignments_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+    yield "all, named, unknown", [
+        create(t, 2),
+        Step(46, v, ListPartitionReassignmentsRequest(30000, None)),
+        Step(46, v, ListPartitionReassignmentsRequest(30000, [
+            ListPartitionReassignmentsTopics(t, [0, 1]), ListPartitionReassignmentsTopics(n.topic("missing"), [0])])),
+    ]
+
+
+def describe_quorum_cases(v: int, n: Names) -> Iterator[Case]:
+    def req(topics: list[tuple[str, list[int]]]) -> DescribeQuorumRequest:
+        return DescribeQuorumRequest([
+            DescribeQuorumRequestTopicData(x, [DescribeQuorumRequestPartitionData(p) for p in ps]) for x, ps in topics
+        ])
+
+    yield "the metadata partition", [Step(55, v, req([("__cluster_metadata", [0])]))]
+    yield "another partition, another topic", [
+        Step(55, v, req([("__cluster_metadata", [1])])), Step(55, v, req([("other", [0])])),
+    ]
+
+
+def list_config_resources_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+    if v == 0:
+        yield "client metrics resources", [create(t), Step(74, v, ListConfigResourcesRequest())]
+        return
+    yield "client metrics, broker logger, broker", [Step(74, v, ListConfigResourcesRequest([16, 8, 4]))]
+    yield "unsupported type", [Step(74, v, ListConfigResourcesRequest([2, 99]))]
+    # every topic (an empty type list, or TOPIC) is not compared: the whole run's topics, in Kafka's hash
+    # order (kafka-python's test in tests/integration/test_cluster_admin.py lists them)
+    yield "group with a config", [
+        create(t), Step(44, 1, IncrementalAlterConfigsRequest([AlterConfigsResource(32, n.group(), [
+            AlterableConfig("consumer.session.timeout.ms", 0, "50000")])], False), compare=False),
+        Step(74, v, ListConfigResourcesRequest([32, 16])),
+    ]
+
+
+def alter_configs_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(rtype: int, name: str, configs: list[tuple[str, str | None]], validate: bool = False) -> AlterConfigsRequest:
+        return AlterConfigsRequest([LegacyAlterResource(rtype, name, [LegacyAlterable(k, x) for k, x in configs])],
+                                   validate)
+
+    def described(topic: str) -> DescribeConfigsRequest:
+        keys = ["retention.ms", "cleanup.policy", "max.message.bytes"]
+        return DescribeConfigsRequest([DescribeConfigsResource(2, topic, keys)], False, False)
+
+    yield "replace a topic's overrides", [
+        create(t, 1, {"retention.ms": "123456", "max.message.bytes": "2000"}),
+        Step(33, v, req(2, t, [("cleanup.policy", "compact")])), Step(32, 1, described(t)),
+        Step(33, v, req(2, t, [("retention.ms", "1000")], validate=True)), Step(32, 1, described(t)),
+    ]
+    yield "bad value, unknown key, unknown topic", [
+        create(t + "b"), Step(33, v, req(2, t + "b", [("retention.ms", "abc")])),
+        Step(33, v, req(2, t + "b", [("no.such.key", "1")])), Step(33, v, req(2, n.topic("missing"), [])),
+    ]
+    yield "duplicate key, null value", [
+        create(t + "d"), Step(33, v, req(2, t + "d", [("retention.ms", "1"), ("retention.ms", "2")])),
+        Step(33, v, req(2, t + "d", [("retention.ms", None)])),
+    ]
+    yield "broker and group resources", [
+        Step(33, v, req(4, "1", [("log.retention.ms", "1000")], validate=True)),
+        Step(33, v, req(32, n.group(), [("consumer.session.timeout.ms", "50000")], validate=True)),
+    ]
+
+
+def update_features_cases(v: int, n: Names) -> Iterator[Case]:
+    def req(*updates: tuple[str, int, int], validate: bool = False) -> UpdateFeaturesRequest:
+        keys = [FeatureUpdateKey(f, level, kind != 1, kind) for f, level, kind in updates]
+        return UpdateFeaturesRequest(30000, keys, validate)
+
+    yield "the current level (no change)", [Step(57, v, req(("group.version", 1, 1)))]
+    yield "unknown feature", [Step(57, v, req(("no.such.feature", 1, 1)))]
+    yield "above the supported range", [Step(57, v, req(("group.version", 99, 1)))]
+    yield "downgrade without saying so", [Step(57, v, req(("group.version", 0, 1), validate=True))]
+    yield "a feature twice", [Step(57, v, req(("group.version", 1, 1), ("group.version", 1, 1)))]
+
+
+def _remember_log_dir(resp: Any, mem: dict) -> None:
+    mem["log_dir"] = resp.results[0].log_dir
+
+
+def alter_replica_log_dirs_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(p: Peer) -> AlterReplicaLogDirsRequest:
+        return AlterReplicaLogDirsRequest([
+            AlterReplicaLogDir(p.memory["log_dir"], [AlterReplicaLogDirTopic(t, [0, 4]),
+                                                    AlterReplicaLogDirTopic(n.topic("missing"), [0])]),
+            AlterReplicaLogDir("/no/such/dir", [AlterReplicaLogDirTopic(t, [1])]),
+        ])
+
+    yield "its own directory, unknown partitions, another directory", [
+        create(t, 2), Step(35, 4, DescribeLogDirsRequest(None), compare=False, remember=_remember_log_dir),
+        Step(34, v, req),
+    ]
+    yield "topic name too long for a future log", [
+        create("L" * 230), Step(34, v, AlterReplicaLogDirsRequest([
+            AlterReplicaLogDir("/no/such/dir", [AlterReplicaLogDirTopic("L" * 230, [0])])]))
+    ]
+
+
+def describe_log_dirs_cases(v: int, n: Names) -> Iterator[Case]:
+    t = n.topic()
+
+    def req(parts: list[tuple[str, list[int]]]) -> DescribeLogDirsRequest:
+        return DescribeLogDirsRequest([DescribableLogDirTopic(x, ps) for x, ps in parts])
+
+    yield "sizes of two partitions, unknown ones left out", [
+        create(t, 3), produce(t, 0, 3), produce(t, 0, 2), produce(t, 1),
+        Step(35, v, req([(t, [0, 1, 2, 9]), (n.topic("missing"), [0])])),
+    ]
+    yield "nothing asked", [Step(35, v, req([]))]
+
+
+def describe_topic_partitions_cases(v: int, n: Names) -> Iterator[Case]:
+    a, b = n.topic("a"), n.topic("b")
+
+    def req(names: list[str], limit: int, cursor: tuple[str, int] | None = None) -> DescribeTopicPartitionsRequest:
+        c = DescribeTopicPartitionsRequestCursor(*cursor) if cursor is not None else None
+        return DescribeTopicPartitionsRequest([TopicRequest(x) for x in names], limit, c)
+
+    yield "pages of two", [
+        create(a, 3), create(b, 1),
+        Step(75, v, req([b, a], 2)), Step(75, v, req([a, b], 2, (a, 2))), Step(75, v, req([a, b], 1, (b, 0))),
+    ]
+    yield "unknown and invalid names", [create(a + "u"), Step(75, v, req([a + "u", n.topic("missing"), "bad/name"], 10))]
+    yield "cursor not among the topics, negative partition, past the end", [
+        create(a + "c", 2), Step(75, v, req([a + "c"], 10, (n.topic("zz"), 0))),
+        Step(75, v, req([a + "c"], 10, (a + "c", -1))), Step(75, v, req([a + "c"], 10, (a + "c", 7))),
+    ]
+    yield "limit zero", [create(a + "z", 2), Step(75, v, req([a + "z"], 0))]
+
+
 #: API key -> case builder (version, names) for every API the corpus covers.
 BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     0: produce_cases,
@@ -670,17 +903,28 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     18: api_versions_cases,
     19: create_topics_cases,
     20: delete_topics_cases,
+    21: delete_records_cases,
     22: init_producer_id_cases,
     23: offset_for_leader_epoch_cases,
     32: describe_configs_cases,
+    33: alter_configs_cases,
+    34: alter_replica_log_dirs_cases,
+    35: describe_log_dirs_cases,
     36: sasl_authenticate_cases,
     37: create_partitions_cases,
     42: delete_groups_cases,
+    43: elect_leaders_cases,
     44: incremental_alter_configs_cases,
+    45: alter_partition_reassignments_cases,
+    46: list_partition_reassignments_cases,
     47: offset_delete_cases,
+    55: describe_quorum_cases,
+    57: update_features_cases,
     60: describe_cluster_cases,
     68: consumer_group_heartbeat_cases,
     69: consumer_group_describe_cases,
+    74: list_config_resources_cases,
+    75: describe_topic_partitions_cases,
 }
 
 

@@ -42,12 +42,13 @@ UNORDERED: dict[str, tuple[str, ...]] = {
     "finalized_features": ("name",),
     "configs": ("name",),
     "groups": ("group_id",),
-    "results": ("group_id", "resource_name", "name"),
+    "results": ("group_id", "resource_name", "name", "topic_name"),
     "responses": ("name", "topic", "resource_name"),
     "topics": ("name", "topic"),
     "partitions": ("partition_index", "partition"),
     "partition_responses": ("index",),
     "members": ("member_id",),
+    "config_resources": ("resource_name",),
 }
 _MEMBER_ID = re.compile(r"^(.*-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _KAFKA_MEMBER_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
@@ -264,6 +265,10 @@ def normalise(obj: Any, node_id: int, name: str = "", aliases: dict[str, str] | 
         return "<port>"
     if name == "cluster_id" and obj is not None:
         return "<cluster>"
+    if name == "log_dir" and isinstance(obj, str):  # each broker's own directory
+        return "<log dir>"
+    if name in ("total_bytes", "usable_bytes") and isinstance(obj, int) and obj >= 0:
+        return "<volume bytes>"
     if isinstance(obj, UUID):
         return "<zero-uuid>" if obj == ZERO_UUID else "<uuid>"
     if name.endswith("error_message"):

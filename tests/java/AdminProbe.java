@@ -36,6 +36,17 @@ import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.DeleteConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.AlterConsumerGroupOffsetsResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.NewPartitionReassignment;
+import org.apache.kafka.clients.admin.PartitionReassignment;
+import org.apache.kafka.clients.admin.QuorumInfo;
+import org.apache.kafka.common.ElectionType;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.ReplicaInfo;
+import org.apache.kafka.common.TopicPartitionReplica;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.ListTopicsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
@@ -193,6 +204,9 @@ public class AdminProbe {
                 case "describe-topics":
                     describeTopics(out, arg(words, 1));
                     break;
+                case "describe-topics-paged":
+                    describeTopicsPaged(out, arg(words, 1), Integer.parseInt(arg(words, 2)));
+                    break;
                 case "coordinator":
                     coordinator(out, arg(words, 1));
                     break;
@@ -224,6 +238,38 @@ public class AdminProbe {
                     break;
                 case "list-offsets":
                     listOffsets(out, arg(words, 1), arg(words, 2));
+                    break;
+                case "delete-records":
+                    deleteRecords(out, arg(words, 1), Long.parseLong(arg(words, 2)));
+                    break;
+                case "client-metrics-resources":
+                    out.put("names", admin.listClientMetricsResources().all().get().size());
+                    break;
+                case "features":
+                    features(out);
+                    break;
+                case "update-feature":
+                    admin.updateFeatures(Map.of(arg(words, 1), new FeatureUpdate(Short.parseShort(arg(words, 2)),
+                            FeatureUpdate.UpgradeType.valueOf(arg(words, 3)))),
+                            new org.apache.kafka.clients.admin.UpdateFeaturesOptions()).all().get();
+                    break;
+                case "quorum":
+                    quorum(out);
+                    break;
+                case "elect":
+                    elect(out, arg(words, 1), arg(words, 2));
+                    break;
+                case "reassign":
+                    reassign(arg(words, 1), arg(words, 2));
+                    break;
+                case "list-reassignments":
+                    listReassignments(out);
+                    break;
+                case "log-dirs":
+                    logDirs(out);
+                    break;
+                case "alter-log-dir":
+                    alterLogDir(out, arg(words, 1), arg(words, 2));
                     break;
                 case "list-groups":
                     listGroups(out);
@@ -318,6 +364,36 @@ public class AdminProbe {
                 pm.put("leader", p.leader() == null ? null : p.leader().id());
                 pm.put("replicas", ids(p.replicas()));
                 pm.put("isr", ids(p.isr()));
+                parts.add(pm);
+            }
+            t.put("partitions", parts);
+            topics.add(t);
+        }
+        out.put("topics", topics);
+    }
+
+    /** describeTopics with a partition limit per response (DescribeTopicPartitions pages, KIP-966). */
+    private void describeTopicsPaged(Map<String, Object> out, String names, int limit) throws Exception {
+        DescribeTopicsOptions options = new DescribeTopicsOptions()
+                .partitionSizeLimitPerResponse(limit).includeAuthorizedOperations(true);
+        Map<String, TopicDescription> all =
+                admin.describeTopics(Arrays.asList(names.split(",")), options).allTopicNames().get();
+        List<Object> topics = new ArrayList<>();
+        for (TopicDescription d : new TreeMap<>(all).values()) {
+            Map<String, Object> t = new LinkedHashMap<>();
+            t.put("name", d.name());
+            t.put("internal", d.isInternal());
+            t.put("operations", d.authorizedOperations() == null ? null
+                    : d.authorizedOperations().stream().map(Object::toString).sorted()
+                        .collect(java.util.stream.Collectors.toList()));
+            List<Object> parts = new ArrayList<>();
+            for (TopicPartitionInfo p : d.partitions()) {
+                Map<String, Object> pm = new LinkedHashMap<>();
+                pm.put("partition", p.partition());
+                pm.put("leader", p.leader() == null ? null : p.leader().id());
+                pm.put("replicas", ids(p.replicas()));
+                pm.put("isr", ids(p.isr()));
+                pm.put("elr", p.elr() == null ? null : ids(p.elr()));
                 parts.add(pm);
             }
             t.put("partitions", parts);
@@ -451,6 +527,109 @@ public class AdminProbe {
         out.put("offset", info.offset());
         out.put("timestamp", info.timestamp());
         out.put("leaderEpoch", info.leaderEpoch().orElse(null));
+    }
+
+    private void deleteRecords(Map<String, Object> out, String partition, long offset) throws Exception {
+        int colon = partition.lastIndexOf(':');
+        TopicPartition tp = new TopicPartition(partition.substring(0, colon),
+                Integer.parseInt(partition.substring(colon + 1)));
+        out.put("lowWatermark", admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(offset)))
+                .lowWatermarks().get(tp).get().lowWatermark());
+    }
+
+    private static TopicPartition tp(String s) {
+        int colon = s.lastIndexOf(':');
+        return new TopicPartition(s.substring(0, colon), Integer.parseInt(s.substring(colon + 1)));
+    }
+
+    /** describeFeatures: supported ranges, finalized levels and their epoch. */
+    private void features(Map<String, Object> out) throws Exception {
+        FeatureMetadata f = admin.describeFeatures().featureMetadata().get();
+        Map<String, Object> supported = new TreeMap<>();
+        f.supportedFeatures().forEach((k, v) -> supported.put(k, List.of((int) v.minVersion(), (int) v.maxVersion())));
+        Map<String, Object> finalized = new TreeMap<>();
+        f.finalizedFeatures().forEach((k, v) -> finalized.put(k, (int) v.maxVersionLevel()));
+        out.put("supported", supported);
+        out.put("finalized", finalized);
+        out.put("epoch", f.finalizedFeaturesEpoch().orElse(null));
+    }
+
+    /** describeMetadataQuorum: leader, epoch, voters and observers. */
+    private void quorum(Map<String, Object> out) throws Exception {
+        QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get();
+        out.put("leaderId", q.leaderId());
+        out.put("leaderEpoch", q.leaderEpoch());
+        out.put("highWatermark", q.highWatermark());
+        List<Object> voters = new ArrayList<>();
+        for (QuorumInfo.ReplicaState r : q.voters()) {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("replicaId", r.replicaId());
+            m.put("logEndOffset", r.logEndOffset());
+            m.put("lastFetchTimestamp", r.lastFetchTimestamp().isPresent() ? r.lastFetchTimestamp().getAsLong() : null);
+            voters.add(m);
+        }
+        out.put("voters", voters);
+        out.put("observers", q.observers().size());
+    }
+
+    /** electLeaders(PREFERRED|UNCLEAN, topic:p,...): per partition the exception class, or null. */
+    private void elect(Map<String, Object> out, String type, String partitions) throws Exception {
+        Set<TopicPartition> tps = new java.util.HashSet<>();
+        for (String p : partitions.split(",")) {
+            tps.add(tp(p));
+        }
+        Map<TopicPartition, Optional<Throwable>> result =
+                admin.electLeaders(ElectionType.valueOf(type), tps).partitions().get();
+        Map<String, Object> byPartition = new TreeMap<>();
+        for (Map.Entry<TopicPartition, Optional<Throwable>> e : result.entrySet()) {
+            byPartition.put(e.getKey().toString(), e.getValue().map(t -> t.getClass().getName()).orElse(null));
+        }
+        out.put("results", byPartition);
+    }
+
+    /** alterPartitionReassignments for one partition: replicas "1,2" or "cancel". */
+    private void reassign(String partition, String replicas) throws Exception {
+        Optional<NewPartitionReassignment> target = replicas.equals("cancel") ? Optional.empty()
+                : Optional.of(new NewPartitionReassignment(Arrays.stream(replicas.split(","))
+                        .map(Integer::valueOf).collect(java.util.stream.Collectors.toList())));
+        admin.alterPartitionReassignments(Map.of(tp(partition), target)).all().get();
+    }
+
+    private void listReassignments(Map<String, Object> out) throws Exception {
+        Map<TopicPartition, PartitionReassignment> all = admin.listPartitionReassignments().reassignments().get();
+        out.put("reassignments", all.size());
+    }
+
+    /** describeLogDirs on node 1: every directory with its volume sizes and replicas. */
+    private void logDirs(Map<String, Object> out) throws Exception {
+        Map<String, LogDirDescription> dirs = admin.describeLogDirs(List.of(1)).allDescriptions().get().get(1);
+        List<Object> list = new ArrayList<>();
+        for (Map.Entry<String, LogDirDescription> e : new TreeMap<>(dirs).entrySet()) {
+            Map<String, Object> d = new LinkedHashMap<>();
+            d.put("path", e.getKey());
+            d.put("error", e.getValue().error() == null ? null : e.getValue().error().getClass().getName());
+            d.put("totalBytes", e.getValue().totalBytes().isPresent() ? e.getValue().totalBytes().getAsLong() : null);
+            d.put("usableBytes", e.getValue().usableBytes().isPresent() ? e.getValue().usableBytes().getAsLong() : null);
+            Map<String, Object> replicas = new TreeMap<>();
+            for (Map.Entry<TopicPartition, ReplicaInfo> r : e.getValue().replicaInfos().entrySet()) {
+                Map<String, Object> info = new LinkedHashMap<>();
+                info.put("size", r.getValue().size());
+                info.put("offsetLag", r.getValue().offsetLag());
+                info.put("future", r.getValue().isFuture());
+                replicas.put(r.getKey().toString(), info);
+            }
+            d.put("replicas", replicas);
+            list.add(d);
+        }
+        out.put("dirs", list);
+    }
+
+    /** alterReplicaLogDirs for one replica on node 1 (topic:partition, destination path). */
+    private void alterLogDir(Map<String, Object> out, String partition, String path) throws Exception {
+        int colon = partition.lastIndexOf(':');
+        TopicPartitionReplica r = new TopicPartitionReplica(partition.substring(0, colon),
+                Integer.parseInt(partition.substring(colon + 1)), 1);
+        admin.alterReplicaLogDirs(Map.of(r, path)).all().get();
     }
 
     // ------------------------------------------------------------------------------------ groups

@@ -67,6 +67,17 @@ EXPECTED_APIS = {
     "ConsumerGroupDescribe": 69,
     "SaslHandshake": 17,
     "SaslAuthenticate": 36,
+    "DeleteRecords": 21,
+    "DescribeTopicPartitions": 75,
+    "DescribeLogDirs": 35,
+    "AlterReplicaLogDirs": 34,
+    "DescribeQuorum": 55,
+    "ElectLeaders": 43,
+    "AlterPartitionReassignments": 45,
+    "ListPartitionReassignments": 46,
+    "ListConfigResources": 74,
+    "UpdateFeatures": 57,
+    "AlterConfigs": 33,
 }
 
 #: Our validVersions where they deliberately differ from the union of the reference ranges.

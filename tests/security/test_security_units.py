@@ -10,6 +10,8 @@ import scramp
 import trustme
 
 from broker.config import Config, ConfigError
+from broker.control.trace import to_json
+from broker.protocol.generated.sasl_authenticate import SaslAuthenticateRequest
 from broker.security.listeners import listener_security
 from broker.security.sasl import PLAIN_FAILED, SaslFailure, parse_jaas_users, parse_users
 from broker.security.tls import PrincipalRules, principal_from_cert, server_context
@@ -144,3 +146,8 @@ def test_bad_principal_mapping_rules_are_refused():
 def test_principal_mapping_applies_to_the_certificate_subject():
     cert = {"subject": ((("organizationName", "Example"),), (("commonName", "app"),))}
     assert principal_from_cert(cert, PrincipalRules("RULE:^CN=([^,]*),.*$/$1/U")) == "User:APP"
+
+
+def test_the_protocol_trace_never_records_sasl_tokens():
+    token = b"\x00alice\x00secret"
+    assert to_json(SaslAuthenticateRequest(token)) == {"auth_bytes": {"bytes": len(token), "redacted": True}}

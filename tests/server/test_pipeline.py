@@ -15,8 +15,17 @@ from broker.dispatch.registry import ClientInfo, CloseConnection
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated import codec
 from broker.protocol.generated.api_versions import ApiVersionsRequest
+from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
-from broker.protocol.generated.metadata import MetadataRequest
+from broker.protocol.generated.list_groups import ListGroupsRequest
+from broker.protocol.generated.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
+from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from broker.server.pipeline import Close, Pending, RequestPipeline
 from tests.support.wire import request_bytes
 
@@ -25,7 +34,9 @@ from tests.support.wire import request_bytes
 async def pipeline(tmp_path):
     # built inside the test's event loop: the coordinator's timers and the group commit run on it
     broker = Broker(
-        Config({"port": 0, "host": "127.0.0.1", "log.dirs": str(tmp_path), "group.initial.rebalance.delay.ms": 0})
+        Config(
+            {"port": 0, "host": "127.0.0.1", "log.dirs": str(tmp_path), "group.initial.rebalance.delay.ms": 0}
+        )
     )
     try:
         yield RequestPipeline(broker.registry, broker.services)
@@ -52,7 +63,9 @@ def test_api_versions_is_answered_with_the_registry_ranges(pipeline):
     assert type(out) is bytes
     correlation_id, resp = _response(out, 18, 3, flexible_header=False)  # ApiVersions: header v0
     assert correlation_id == 7 and resp.error_code == 0
-    assert {(k.api_key, k.min_version, k.max_version) for k in resp.api_keys} == set(pipeline.registry.ranges())
+    assert {(k.api_key, k.min_version, k.max_version) for k in resp.api_keys} == set(
+        pipeline.registry.ranges()
+    )
     assert client.client_id == "pipe"
 
 
@@ -135,3 +148,58 @@ def _with(message, **changes):
     fields = {name: getattr(message, name) for name in message._fields}
     fields.update(changes)
     return type(message)(**fields)
+
+
+class _Passthrough:
+    """A fault injector with no rule: the pipeline's general path (``call`` + ``outcome``), which
+    fault rules take, with nothing applied."""
+
+    def intercept(self, pipeline, api, version, request, correlation_id, client):
+        response = pipeline.call(api, version, request, correlation_id, client)
+        return pipeline.outcome(api, version, request, correlation_id, client, response)
+
+
+def _read_only_frames() -> list[tuple[str, bytes]]:
+    """Requests that change nothing, at several versions, valid and refused."""
+    offsets = [ListOffsetsTopic("t", [ListOffsetsPartition(0, -1, -1), ListOffsetsPartition(9, -1, -2)])]
+    cases = [
+        ("ApiVersions v3", _frame(18, 3, ApiVersionsRequest("parity", "1.0"))),
+        ("ApiVersions v0", _frame(18, 0, ApiVersionsRequest())),
+        ("Metadata all", _frame(3, 12, MetadataRequest(topics=None))),
+        ("Metadata unknown", _frame(3, 12, MetadataRequest([MetadataRequestTopic(name="nope")], False))),
+        ("Metadata v1", _frame(3, 1, MetadataRequest(topics=[MetadataRequestTopic(name="t")]))),
+        ("ListOffsets", _frame(2, 7, ListOffsetsRequest(-1, 0, offsets))),
+        (
+            "DescribeConfigs topic",
+            _frame(32, 4, DescribeConfigsRequest([DescribeConfigsResource(2, "t", None)], True, True)),
+        ),
+        (
+            "DescribeConfigs bad",
+            _frame(32, 1, DescribeConfigsRequest([DescribeConfigsResource(9, "x", None)])),
+        ),
+        ("FindCoordinator", _frame(10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=["g", ""]))),
+        ("ListGroups", _frame(16, 4, ListGroupsRequest(["Stable"]))),
+        ("OffsetFetch", _frame(9, 7, OffsetFetchRequest("g", [OffsetFetchRequestTopic("t", [0, 5])]))),
+        ("truncated", _frame(3, 12, MetadataRequest(topics=None))[:-2]),
+        (
+            "unknown API",
+            _frame(18, 3, ApiVersionsRequest())[:0] + struct.pack(">hhi", 999, 0, 1) + b"\x00\x00",
+        ),
+    ]
+    return cases
+
+
+def test_the_inline_hot_path_answers_as_the_general_path(pipeline):
+    """``handle`` inlines ``call`` + ``outcome`` (the path fault rules take): the same frames get
+    byte-identical outcomes either way."""
+    pipeline.services.admin.create_topic("t", 2)
+    for name, frame in _read_only_frames():
+        pipeline.faults = None
+        fast = pipeline.handle(frame, ClientInfo(peer="test"))
+        pipeline.faults = _Passthrough()
+        general = pipeline.handle(frame, ClientInfo(peer="test"))
+        pipeline.faults = None
+        if type(fast) is Close:
+            assert type(general) is Close and general.reason == fast.reason, name
+        else:
+            assert type(fast) is bytes and fast == general, name

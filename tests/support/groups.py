@@ -657,10 +657,27 @@ def _member_kafka_python(cfg: dict, commands: queue.Queue[str]) -> None:
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 
+    class BrokenAssignor(RangePartitionAssignor):
+        """A deliberately broken assignor (tests/control/test_invariants.py): every member gets
+        every partition."""
+
+        name = "broken"
+
+        @classmethod
+        def assign(cls, cluster, members):
+            out = super().assign(cluster, members)
+            every: dict[str, set[int]] = {}
+            for a in out.values():
+                for tp in a.partitions():
+                    every.setdefault(tp.topic, set()).add(tp.partition)
+            everything = sorted((t, sorted(ps)) for t, ps in every.items())
+            return {mid: type(a)(a.version, everything, b"") for mid, a in out.items()}
+
     assignors = {
         "range": RangePartitionAssignor,
         "roundrobin": RoundRobinPartitionAssignor,
         "cooperative-sticky": CooperativeStickyAssignor,
+        "broken": BrokenAssignor,
     }
     tracker = _Tracker(cfg.get("limit"))
     consumer = KafkaConsumer(

@@ -40,6 +40,10 @@ VERSIONS = ("3.9", "4")
 #: ``"streams"`` is Kafka Streams with its own kafka-clients, for tests/java-streams.
 FETCHED = {"4": ("jars-4", "kafka-clients-4."), "streams": ("streams-4", "kafka-streams-4.")}
 STREAMS_SRC = REPO_ROOT / "tests" / "java-streams"
+#: ``"broker"``: probes of the Kafka broker's own classes (tests/java-broker), compiled against the
+#: real broker's jars that scripts/kafka.sh caches in .reference/kafka-broker
+BROKER_SRC = REPO_ROOT / "tests" / "java-broker"
+BROKER_JARS = ("kafka-broker", "kafka-group-coordinator-4.")
 #: Probes built on classes that are not public API (moved in 4.x): compiled for 3.9 only.
 INTERNAL_PROBES = ("RecordsProbe.java",)
 #: Short-lived JVMs: skip the C2 compiler and the parallel GC, both only cost start-up time here.
@@ -188,6 +192,8 @@ def jar_paths(reference_dir: Path = REFERENCE_DIR, version: str = "3.9") -> list
     """The client jars of ``version``, fetching them first if needed."""
     if version in FETCHED:
         return _fetched_jars(reference_dir, version)
+    if version == "broker":
+        return _broker_jars(reference_dir)
     try:
         ref = ensure_reference(reference_dir)
     except ReferenceUnavailable as e:
@@ -217,6 +223,23 @@ def _fetched_jars(reference_dir: Path, version: str) -> list[Path]:
     jars = sorted(out.glob("*.jar"))
     if not any(p.name.startswith(FETCHED[version][1]) for p in jars):
         raise JavaUnavailable(f"no {FETCHED[version][1]}* jar in {out}; run scripts/clients.sh")
+    return jars
+
+
+def _broker_jars(reference_dir: Path) -> list[Path]:
+    out = reference_dir / BROKER_JARS[0]
+    if not any(out.glob(BROKER_JARS[1] + "*.jar")):
+        try:
+            proc = subprocess.run(
+                [str(REPO_ROOT / "scripts" / "kafka.sh"), str(out)], capture_output=True, text=True, timeout=900
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise JavaUnavailable(f"scripts/kafka.sh could not run: {e}") from e
+        if proc.returncode != 0:
+            raise JavaUnavailable(f"scripts/kafka.sh failed:\n{proc.stdout}{proc.stderr}")
+    jars = sorted(out.glob("*.jar"))
+    if not any(p.name.startswith(BROKER_JARS[1]) for p in jars):
+        raise JavaUnavailable(f"no {BROKER_JARS[1]}* jar in {out}; run scripts/kafka.sh")
     return jars
 
 
@@ -270,7 +293,8 @@ def compile_sources(src: Path = JAVA_SRC, reference_dir: Path = REFERENCE_DIR, v
 @functools.cache
 def _cached(version: str) -> Java | JavaUnavailable:
     try:
-        return compile_sources(STREAMS_SRC if version == "streams" else JAVA_SRC, version=version)
+        src = {"streams": STREAMS_SRC, "broker": BROKER_SRC}.get(version, JAVA_SRC)
+        return compile_sources(src, version=version)
     except JavaUnavailable as e:
         return e
 
@@ -289,7 +313,8 @@ def use_version(version: str) -> str:
 
 def require_java(version: str | None = None) -> Java:
     """The compiled runner for this session and client version (default: the ``java_clients``
-    fixture's, else 3.9; ``"streams"``: tests/java-streams with Kafka Streams); fails the calling test (never skips) if unavailable."""
+    fixture's, else 3.9; ``"streams"``: tests/java-streams with Kafka Streams; ``"broker"``:
+    tests/java-broker with the Kafka broker's jars); fails the calling test (never skips) if unavailable."""
     import pytest
 
     got = _cached(version or _default_version[0])

@@ -42,8 +42,10 @@ def group_epoch(gid: str, epoch: int) -> CoordinatorRecord:
 
 
 def partition_metadata(gid: str, topics: dict[UUID, TopicMeta]) -> CoordinatorRecord:
+    # PartitionMetadata (racks per partition) is deprecated in Kafka and written empty, as Kafka 4.0
+    # did (Kafka 4.1+ writes no such record, only its tombstone: the group's metadata hash replaced it)
     value = part_v.ConsumerGroupPartitionMetadataValue(
-        [part_v.TopicMetadata(t, m.name, m.partitions) for t, m in sorted(topics.items())]
+        [part_v.TopicMetadata(t, m.name, m.partitions, []) for t, m in sorted(topics.items())]
     )
     return CoordinatorRecord(PARTITION_METADATA, part_k.ConsumerGroupPartitionMetadataKey(gid), value)
 

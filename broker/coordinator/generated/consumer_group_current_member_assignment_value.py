@@ -66,19 +66,22 @@ class TopicPartitions(Message):
 
     topic_id: v0+. Topic id.
     partitions: v0+. Partition indexes.
+    assignment_epochs: v0+ (nullable v0+, tag 0 v0+). Epoch each partition was assigned at (Kafka 4.x), as long as Partitions; absent when empty.
     """
 
-    __slots__ = ('topic_id', 'partitions', '_unknown_tagged')
-    _fields = ('topic_id', 'partitions')
+    __slots__ = ('topic_id', 'partitions', 'assignment_epochs', '_unknown_tagged')
+    _fields = ('topic_id', 'partitions', 'assignment_epochs')
 
     def __init__(
         self,
         topic_id: UUID = _ZU,
         partitions: list[int] = MISSING,
+        assignment_epochs: list[int] | None = MISSING,
         _unknown_tagged: list[tuple[int, bytes]] | None = None,
     ) -> None:
         self.topic_id = topic_id
         self.partitions = [] if partitions is MISSING else partitions
+        self.assignment_epochs = [] if assignment_epochs is MISSING else assignment_epochs
         self._unknown_tagged = _unknown_tagged
 
 
@@ -118,58 +121,122 @@ def decode_v0(b: bytes, p: int = 0) -> tuple[ConsumerGroupCurrentMemberAssignmen
                 p += 4 * n4
             t5 = b[p]
             p += 1
+            o3.assignment_epochs = []
+            o3._unknown_tagged = None
             if t5:
+                u6 = None
                 if t5 > 127:
                     t5, p = _uvt(b, p, t5)
-                o3._unknown_tagged, p = _read_unknown(b, p, t5)
-            else:
-                o3._unknown_tagged = None
+                last7 = -1
+                for _ in range(t5):
+                    tag8, p = _ruv(b, p)
+                    end9, p = _ruv(b, p)
+                    end9 += p
+                    if tag8 <= last7:
+                        raise DecodeError("ConsumerGroupCurrentMemberAssignmentValue: tagged fields out of order")
+                    last7 = tag8
+                    if tag8 == 0:
+                        n10 = b[p] - 1
+                        p += 1
+                        if n10 > 126:
+                            n10, p = _uvt(b, p, n10 + 1)
+                            n10 -= 1
+                        if n10 < 0:
+                            o3.assignment_epochs = None
+                        else:
+                            if n10 < 64:
+                                o3.assignment_epochs = list(_ARRAYS['i'][n10].unpack_from(b, p))
+                            else:
+                                o3.assignment_epochs = list(_unpack_from(">%di" % n10, b, p))
+                            p += 4 * n10
+                        if p != end9:
+                            raise DecodeError("ConsumerGroupCurrentMemberAssignmentValue: tagged field AssignmentEpochs has a bad size")
+                    else:
+                        if end9 > len(b):
+                            raise DecodeError("ConsumerGroupCurrentMemberAssignmentValue: tagged field runs past the frame")
+                        if u6 is None:
+                            u6 = []
+                        u6.append((tag8, b[p:end9]))
+                        p = end9
+                o3._unknown_tagged = u6
             a2(o3)
-    n6 = b[p] - 1
+    n11 = b[p] - 1
     p += 1
-    if n6 > 126:
-        n6, p = _uvt(b, p, n6 + 1)
-        n6 -= 1
-    if n6 < 0:
+    if n11 > 126:
+        n11, p = _uvt(b, p, n11 + 1)
+        n11 -= 1
+    if n11 < 0:
         raise DecodeError("ConsumerGroupCurrentMemberAssignmentValue: null in non-nullable field PartitionsPendingRevocation")
     else:
-        if n6 > len(b) - p:
+        if n11 > len(b) - p:
             raise DecodeError("ConsumerGroupCurrentMemberAssignmentValue: PartitionsPendingRevocation count exceeds the frame")
         o.partitions_pending_revocation = []
-        a7 = o.partitions_pending_revocation.append
-        for _ in range(n6):
-            o8 = _new(TopicPartitions)
-            o8.topic_id = _S1.unpack_from(b, p)[0]
+        a12 = o.partitions_pending_revocation.append
+        for _ in range(n11):
+            o13 = _new(TopicPartitions)
+            o13.topic_id = _S1.unpack_from(b, p)[0]
             p += 16
-            o8.topic_id = _uuid(o8.topic_id)
-            n9 = b[p] - 1
+            o13.topic_id = _uuid(o13.topic_id)
+            n14 = b[p] - 1
             p += 1
-            if n9 > 126:
-                n9, p = _uvt(b, p, n9 + 1)
-                n9 -= 1
-            if n9 < 0:
+            if n14 > 126:
+                n14, p = _uvt(b, p, n14 + 1)
+                n14 -= 1
+            if n14 < 0:
                 raise DecodeError("ConsumerGroupCurrentMemberAssignmentValue: null in non-nullable field Partitions")
             else:
-                if n9 < 64:
-                    o8.partitions = list(_ARRAYS['i'][n9].unpack_from(b, p))
+                if n14 < 64:
+                    o13.partitions = list(_ARRAYS['i'][n14].unpack_from(b, p))
                 else:
-                    o8.partitions = list(_unpack_from(">%di" % n9, b, p))
-                p += 4 * n9
-            t10 = b[p]
+                    o13.partitions = list(_unpack_from(">%di" % n14, b, p))
+                p += 4 * n14
+            t15 = b[p]
             p += 1
-            if t10:
-                if t10 > 127:
-                    t10, p = _uvt(b, p, t10)
-                o8._unknown_tagged, p = _read_unknown(b, p, t10)
-            else:
-                o8._unknown_tagged = None
-            a7(o8)
-    t11 = b[p]
+            o13.assignment_epochs = []
+            o13._unknown_tagged = None
+            if t15:
+                u16 = None
+                if t15 > 127:
+                    t15, p = _uvt(b, p, t15)
+                last17 = -1
+                for _ in range(t15):
+                    tag18, p = _ruv(b, p)
+                    end19, p = _ruv(b, p)
+                    end19 += p
+                    if tag18 <= last17:
+                        raise DecodeError("ConsumerGroupCurrentMemberAssignmentValue: tagged fields out of order")
+                    last17 = tag18
+                    if tag18 == 0:
+                        n20 = b[p] - 1
+                        p += 1
+                        if n20 > 126:
+                            n20, p = _uvt(b, p, n20 + 1)
+                            n20 -= 1
+                        if n20 < 0:
+                            o13.assignment_epochs = None
+                        else:
+                            if n20 < 64:
+                                o13.assignment_epochs = list(_ARRAYS['i'][n20].unpack_from(b, p))
+                            else:
+                                o13.assignment_epochs = list(_unpack_from(">%di" % n20, b, p))
+                            p += 4 * n20
+                        if p != end19:
+                            raise DecodeError("ConsumerGroupCurrentMemberAssignmentValue: tagged field AssignmentEpochs has a bad size")
+                    else:
+                        if end19 > len(b):
+                            raise DecodeError("ConsumerGroupCurrentMemberAssignmentValue: tagged field runs past the frame")
+                        if u16 is None:
+                            u16 = []
+                        u16.append((tag18, b[p:end19]))
+                        p = end19
+                o13._unknown_tagged = u16
+            a12(o13)
+    t21 = b[p]
     p += 1
-    if t11:
-        if t11 > 127:
-            t11, p = _uvt(b, p, t11)
-        o._unknown_tagged, p = _read_unknown(b, p, t11)
+    if t21:
+        if t21 > 127:
+            t21, p = _uvt(b, p, t21)
+        o._unknown_tagged, p = _read_unknown(b, p, t21)
     else:
         o._unknown_tagged = None
     if p > len(b):
@@ -193,26 +260,48 @@ def encode_v0(o: ConsumerGroupCurrentMemberAssignmentValue) -> bytes:
             w(_ARRAYS['i'][len(a4)].pack(*a4))
         else:
             w(_pack(">%di" % len(a4), *a4))
-        if e3._unknown_tagged:
-            _write_tagged(w, None, e3._unknown_tagged)
+        tg7 = []
+        if e3.assignment_epochs:
+            parts8: list[bytes] = []
+            a9 = e3.assignment_epochs
+            if a9 is None:
+                parts8.append(b"\x00")
+            else:
+                n10 = len(a9) + 1
+                parts8.append(_UV[n10] if n10 < 128 else _uv(n10))
+                if len(a9) < 64:
+                    parts8.append(_ARRAYS['i'][len(a9)].pack(*a9))
+                else:
+                    parts8.append(_pack(">%di" % len(a9), *a9))
+            tg7.append((0, b"".join(parts8)))
+        _write_tagged(w, tg7, e3._unknown_tagged)
+    a12 = o.partitions_pending_revocation
+    n13 = len(a12) + 1
+    w(_UV[n13] if n13 < 128 else _uv(n13))
+    for e14 in a12:
+        a15 = e14.partitions
+        w(_S1.pack(e14.topic_id.bytes))
+        n16 = len(a15) + 1
+        w(_UV[n16] if n16 < 128 else _uv(n16))
+        if len(a15) < 64:
+            w(_ARRAYS['i'][len(a15)].pack(*a15))
         else:
-            w(b"\x00")
-    a7 = o.partitions_pending_revocation
-    n8 = len(a7) + 1
-    w(_UV[n8] if n8 < 128 else _uv(n8))
-    for e9 in a7:
-        a10 = e9.partitions
-        w(_S1.pack(e9.topic_id.bytes))
-        n11 = len(a10) + 1
-        w(_UV[n11] if n11 < 128 else _uv(n11))
-        if len(a10) < 64:
-            w(_ARRAYS['i'][len(a10)].pack(*a10))
-        else:
-            w(_pack(">%di" % len(a10), *a10))
-        if e9._unknown_tagged:
-            _write_tagged(w, None, e9._unknown_tagged)
-        else:
-            w(b"\x00")
+            w(_pack(">%di" % len(a15), *a15))
+        tg18 = []
+        if e14.assignment_epochs:
+            parts19: list[bytes] = []
+            a20 = e14.assignment_epochs
+            if a20 is None:
+                parts19.append(b"\x00")
+            else:
+                n21 = len(a20) + 1
+                parts19.append(_UV[n21] if n21 < 128 else _uv(n21))
+                if len(a20) < 64:
+                    parts19.append(_ARRAYS['i'][len(a20)].pack(*a20))
+                else:
+                    parts19.append(_pack(">%di" % len(a20), *a20))
+            tg18.append((0, b"".join(parts19)))
+        _write_tagged(w, tg18, e14._unknown_tagged)
     if o._unknown_tagged:
         _write_tagged(w, None, o._unknown_tagged)
     else:

@@ -39,13 +39,13 @@ class ConsumerGroupMemberMetadataValue(Message):
     client_host: v0. Address the member connected from.
     subscribed_topic_names: v0. Topics subscribed by name.
     subscribed_topic_regex: v0 (nullable v0). RE2 pattern subscribed to, or null.
-    server_assignor: v0 (nullable v0). Assignor the member asked for, or null.
     rebalance_timeout_ms: v0. Time allowed for revoking partitions.
+    server_assignor: v0 (nullable v0). Assignor the member asked for, or null.
     classic_member_metadata: v0 (nullable v0, tag 0 v0). Set while the member speaks the classic protocol (online migration); null otherwise.
     """
 
-    __slots__ = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'rebalance_timeout_ms', 'classic_member_metadata', '_unknown_tagged')
-    _fields = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'server_assignor', 'rebalance_timeout_ms', 'classic_member_metadata')
+    __slots__ = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'rebalance_timeout_ms', 'server_assignor', 'classic_member_metadata', '_unknown_tagged')
+    _fields = ('instance_id', 'rack_id', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'rebalance_timeout_ms', 'server_assignor', 'classic_member_metadata')
 
     def __init__(
         self,
@@ -54,9 +54,9 @@ class ConsumerGroupMemberMetadataValue(Message):
         client_id: str = '',
         client_host: str = '',
         subscribed_topic_names: list[str] = MISSING,
-        subscribed_topic_regex: str | None = None,
-        server_assignor: str | None = None,
+        subscribed_topic_regex: str | None = '',
         rebalance_timeout_ms: int = -1,
+        server_assignor: str | None = '',
         classic_member_metadata: ClassicMemberMetadata | None = None,
         _unknown_tagged: list[tuple[int, bytes]] | None = None,
     ) -> None:
@@ -66,8 +66,8 @@ class ConsumerGroupMemberMetadataValue(Message):
         self.client_host = client_host
         self.subscribed_topic_names = [] if subscribed_topic_names is MISSING else subscribed_topic_names
         self.subscribed_topic_regex = subscribed_topic_regex
-        self.server_assignor = server_assignor
         self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.server_assignor = server_assignor
         self.classic_member_metadata = classic_member_metadata
         self._unknown_tagged = _unknown_tagged
 
@@ -188,6 +188,8 @@ def decode_v0(b: bytes, p: int = 0) -> tuple[ConsumerGroupMemberMetadataValue, i
     else:
         o.subscribed_topic_regex = b[p : p + n8].decode()
         p += n8
+    o.rebalance_timeout_ms = _S0.unpack_from(b, p)[0]
+    p += 4
     n9 = b[p] - 1
     p += 1
     if n9 > 126:
@@ -198,8 +200,6 @@ def decode_v0(b: bytes, p: int = 0) -> tuple[ConsumerGroupMemberMetadataValue, i
     else:
         o.server_assignor = b[p : p + n9].decode()
         p += n9
-    o.rebalance_timeout_ms = _S0.unpack_from(b, p)[0]
-    p += 4
     t10 = b[p]
     p += 1
     o.classic_member_metadata = None
@@ -341,13 +341,13 @@ def encode_v0(o: ConsumerGroupMemberMetadataValue) -> bytes:
     s15 = o.server_assignor
     if s15 is not None:
         s15 = s15.encode()
+    w(_S0.pack(o.rebalance_timeout_ms))
     if s15 is None:
         w(b"\x00")
     else:
         n16 = len(s15) + 1
         w(_UV[n16] if n16 < 128 else _uv(n16))
         w(s15)
-    w(_S0.pack(o.rebalance_timeout_ms))
     tg17 = []
     if o.classic_member_metadata is not None:
         parts18: list[bytes] = []

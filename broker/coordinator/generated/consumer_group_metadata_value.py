@@ -28,19 +28,27 @@ FIRST_FLEXIBLE_VERSION = 0
 
 
 _S0 = Struct('>i')
+_S1 = Struct('>q')
 
 
 class ConsumerGroupMetadataValue(Message):
     """ConsumerGroupMetadataValue, versions 0.
 
     epoch: v0. Current group epoch.
+    metadata_hash: v0 (tag 0 v0). Hash of the subscribed topics' metadata (Kafka 4.x, KIP-1101); 0 (absent) when not computed.
     """
 
-    __slots__ = ('epoch', '_unknown_tagged')
-    _fields = ('epoch',)
+    __slots__ = ('epoch', 'metadata_hash', '_unknown_tagged')
+    _fields = ('epoch', 'metadata_hash')
 
-    def __init__(self, epoch: int = 0, _unknown_tagged: list[tuple[int, bytes]] | None = None) -> None:
+    def __init__(
+        self,
+        epoch: int = 0,
+        metadata_hash: int = 0,
+        _unknown_tagged: list[tuple[int, bytes]] | None = None,
+    ) -> None:
         self.epoch = epoch
+        self.metadata_hash = metadata_hash
         self._unknown_tagged = _unknown_tagged
 
 
@@ -50,12 +58,33 @@ def decode_v0(b: bytes, p: int = 0) -> tuple[ConsumerGroupMetadataValue, int]:
     p += 4
     t1 = b[p]
     p += 1
+    o.metadata_hash = 0
+    o._unknown_tagged = None
     if t1:
+        u2 = None
         if t1 > 127:
             t1, p = _uvt(b, p, t1)
-        o._unknown_tagged, p = _read_unknown(b, p, t1)
-    else:
-        o._unknown_tagged = None
+        last3 = -1
+        for _ in range(t1):
+            tag4, p = _ruv(b, p)
+            end5, p = _ruv(b, p)
+            end5 += p
+            if tag4 <= last3:
+                raise DecodeError("ConsumerGroupMetadataValue: tagged fields out of order")
+            last3 = tag4
+            if tag4 == 0:
+                o.metadata_hash = _S1.unpack_from(b, p)[0]
+                p += 8
+                if p != end5:
+                    raise DecodeError("ConsumerGroupMetadataValue: tagged field MetadataHash has a bad size")
+            else:
+                if end5 > len(b):
+                    raise DecodeError("ConsumerGroupMetadataValue: tagged field runs past the frame")
+                if u2 is None:
+                    u2 = []
+                u2.append((tag4, b[p:end5]))
+                p = end5
+        o._unknown_tagged = u2
     if p > len(b):
         raise DecodeError("ConsumerGroupMetadataValue v0: frame ends inside the message")
     return o, p
@@ -65,10 +94,12 @@ def encode_v0(o: ConsumerGroupMetadataValue) -> bytes:
     out: list[bytes] = []
     w = out.append
     w(_S0.pack(o.epoch))
-    if o._unknown_tagged:
-        _write_tagged(w, None, o._unknown_tagged)
-    else:
-        w(b"\x00")
+    tg1 = []
+    if o.metadata_hash != 0:
+        parts2: list[bytes] = []
+        parts2.append(_S1.pack(o.metadata_hash))
+        tg1.append((0, b"".join(parts2)))
+    _write_tagged(w, tg1, o._unknown_tagged)
     return b"".join(out)
 
 

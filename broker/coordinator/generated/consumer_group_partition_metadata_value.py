@@ -49,27 +49,51 @@ class ConsumerGroupPartitionMetadataValue(Message):
         self._unknown_tagged = _unknown_tagged
 
 
+class PartitionMetadata(Message):
+    """PartitionMetadata inside ConsumerGroupPartitionMetadataValue.
+
+    partition: v0. Partition index.
+    racks: v0. Racks holding the partition.
+    """
+
+    __slots__ = ('partition', 'racks', '_unknown_tagged')
+    _fields = ('partition', 'racks')
+
+    def __init__(
+        self,
+        partition: int = 0,
+        racks: list[str] = MISSING,
+        _unknown_tagged: list[tuple[int, bytes]] | None = None,
+    ) -> None:
+        self.partition = partition
+        self.racks = [] if racks is MISSING else racks
+        self._unknown_tagged = _unknown_tagged
+
+
 class TopicMetadata(Message):
     """TopicMetadata inside ConsumerGroupPartitionMetadataValue.
 
     topic_id: v0. Topic id.
     topic_name: v0. Topic name.
     num_partitions: v0. Partition count.
+    partition_metadata: v0. Deprecated by Kafka (unused since 4.0, written empty): racks per partition.
     """
 
-    __slots__ = ('topic_id', 'topic_name', 'num_partitions', '_unknown_tagged')
-    _fields = ('topic_id', 'topic_name', 'num_partitions')
+    __slots__ = ('topic_id', 'topic_name', 'num_partitions', 'partition_metadata', '_unknown_tagged')
+    _fields = ('topic_id', 'topic_name', 'num_partitions', 'partition_metadata')
 
     def __init__(
         self,
         topic_id: UUID = _ZU,
         topic_name: str = '',
         num_partitions: int = 0,
+        partition_metadata: list[PartitionMetadata] = MISSING,
         _unknown_tagged: list[tuple[int, bytes]] | None = None,
     ) -> None:
         self.topic_id = topic_id
         self.topic_name = topic_name
         self.num_partitions = num_partitions
+        self.partition_metadata = [] if partition_metadata is MISSING else partition_metadata
         self._unknown_tagged = _unknown_tagged
 
 
@@ -104,21 +128,68 @@ def decode_v0(b: bytes, p: int = 0) -> tuple[ConsumerGroupPartitionMetadataValue
                 p += n4
             o3.num_partitions = _S1.unpack_from(b, p)[0]
             p += 4
-            t5 = b[p]
+            n5 = b[p] - 1
             p += 1
-            if t5:
-                if t5 > 127:
-                    t5, p = _uvt(b, p, t5)
-                o3._unknown_tagged, p = _read_unknown(b, p, t5)
+            if n5 > 126:
+                n5, p = _uvt(b, p, n5 + 1)
+                n5 -= 1
+            if n5 < 0:
+                raise DecodeError("ConsumerGroupPartitionMetadataValue: null in non-nullable field PartitionMetadata")
+            else:
+                if n5 > len(b) - p:
+                    raise DecodeError("ConsumerGroupPartitionMetadataValue: PartitionMetadata count exceeds the frame")
+                o3.partition_metadata = []
+                a6 = o3.partition_metadata.append
+                for _ in range(n5):
+                    o7 = _new(PartitionMetadata)
+                    o7.partition = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n8 = b[p] - 1
+                    p += 1
+                    if n8 > 126:
+                        n8, p = _uvt(b, p, n8 + 1)
+                        n8 -= 1
+                    if n8 < 0:
+                        raise DecodeError("ConsumerGroupPartitionMetadataValue: null in non-nullable field Racks")
+                    else:
+                        if n8 > len(b) - p:
+                            raise DecodeError("ConsumerGroupPartitionMetadataValue: Racks count exceeds the frame")
+                        o7.racks = []
+                        a9 = o7.racks.append
+                        for _ in range(n8):
+                            n10 = b[p] - 1
+                            p += 1
+                            if n10 > 126:
+                                n10, p = _uvt(b, p, n10 + 1)
+                                n10 -= 1
+                            if n10 < 0:
+                                raise DecodeError("ConsumerGroupPartitionMetadataValue: null string inside Racks")
+                            a9(b[p : p + n10].decode())
+                            p += n10
+                    t11 = b[p]
+                    p += 1
+                    if t11:
+                        if t11 > 127:
+                            t11, p = _uvt(b, p, t11)
+                        o7._unknown_tagged, p = _read_unknown(b, p, t11)
+                    else:
+                        o7._unknown_tagged = None
+                    a6(o7)
+            t12 = b[p]
+            p += 1
+            if t12:
+                if t12 > 127:
+                    t12, p = _uvt(b, p, t12)
+                o3._unknown_tagged, p = _read_unknown(b, p, t12)
             else:
                 o3._unknown_tagged = None
             a2(o3)
-    t6 = b[p]
+    t13 = b[p]
     p += 1
-    if t6:
-        if t6 > 127:
-            t6, p = _uvt(b, p, t6)
-        o._unknown_tagged, p = _read_unknown(b, p, t6)
+    if t13:
+        if t13 > 127:
+            t13, p = _uvt(b, p, t13)
+        o._unknown_tagged, p = _read_unknown(b, p, t13)
     else:
         o._unknown_tagged = None
     if p > len(b):
@@ -138,7 +209,24 @@ def encode_v0(o: ConsumerGroupPartitionMetadataValue) -> bytes:
         n5 = len(s4) + 1
         w(_UV[n5] if n5 < 128 else _uv(n5))
         w(s4)
+        a6 = e3.partition_metadata
         w(_S1.pack(e3.num_partitions))
+        n7 = len(a6) + 1
+        w(_UV[n7] if n7 < 128 else _uv(n7))
+        for e8 in a6:
+            a9 = e8.racks
+            w(_S1.pack(e8.partition))
+            n10 = len(a9) + 1
+            w(_UV[n10] if n10 < 128 else _uv(n10))
+            for e11 in a9:
+                e11 = e11.encode()
+                n12 = len(e11) + 1
+                w(_UV[n12] if n12 < 128 else _uv(n12))
+                w(e11)
+            if e8._unknown_tagged:
+                _write_tagged(w, None, e8._unknown_tagged)
+            else:
+                w(b"\x00")
         if e3._unknown_tagged:
             _write_tagged(w, None, e3._unknown_tagged)
         else:

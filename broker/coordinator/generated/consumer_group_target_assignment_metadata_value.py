@@ -28,23 +28,27 @@ FIRST_FLEXIBLE_VERSION = 0
 
 
 _S0 = Struct('>i')
+_S1 = Struct('>q')
 
 
 class ConsumerGroupTargetAssignmentMetadataValue(Message):
     """ConsumerGroupTargetAssignmentMetadataValue, versions 0.
 
     assignment_epoch: v0. Epoch of the target assignment.
+    assignment_timestamp: v0 (tag 0 v0). When the assignment was computed (ms, Kafka 4.x); 0 (absent) when not recorded.
     """
 
-    __slots__ = ('assignment_epoch', '_unknown_tagged')
-    _fields = ('assignment_epoch',)
+    __slots__ = ('assignment_epoch', 'assignment_timestamp', '_unknown_tagged')
+    _fields = ('assignment_epoch', 'assignment_timestamp')
 
     def __init__(
         self,
         assignment_epoch: int = 0,
+        assignment_timestamp: int = 0,
         _unknown_tagged: list[tuple[int, bytes]] | None = None,
     ) -> None:
         self.assignment_epoch = assignment_epoch
+        self.assignment_timestamp = assignment_timestamp
         self._unknown_tagged = _unknown_tagged
 
 
@@ -54,12 +58,33 @@ def decode_v0(b: bytes, p: int = 0) -> tuple[ConsumerGroupTargetAssignmentMetada
     p += 4
     t1 = b[p]
     p += 1
+    o.assignment_timestamp = 0
+    o._unknown_tagged = None
     if t1:
+        u2 = None
         if t1 > 127:
             t1, p = _uvt(b, p, t1)
-        o._unknown_tagged, p = _read_unknown(b, p, t1)
-    else:
-        o._unknown_tagged = None
+        last3 = -1
+        for _ in range(t1):
+            tag4, p = _ruv(b, p)
+            end5, p = _ruv(b, p)
+            end5 += p
+            if tag4 <= last3:
+                raise DecodeError("ConsumerGroupTargetAssignmentMetadataValue: tagged fields out of order")
+            last3 = tag4
+            if tag4 == 0:
+                o.assignment_timestamp = _S1.unpack_from(b, p)[0]
+                p += 8
+                if p != end5:
+                    raise DecodeError("ConsumerGroupTargetAssignmentMetadataValue: tagged field AssignmentTimestamp has a bad size")
+            else:
+                if end5 > len(b):
+                    raise DecodeError("ConsumerGroupTargetAssignmentMetadataValue: tagged field runs past the frame")
+                if u2 is None:
+                    u2 = []
+                u2.append((tag4, b[p:end5]))
+                p = end5
+        o._unknown_tagged = u2
     if p > len(b):
         raise DecodeError("ConsumerGroupTargetAssignmentMetadataValue v0: frame ends inside the message")
     return o, p
@@ -69,10 +94,12 @@ def encode_v0(o: ConsumerGroupTargetAssignmentMetadataValue) -> bytes:
     out: list[bytes] = []
     w = out.append
     w(_S0.pack(o.assignment_epoch))
-    if o._unknown_tagged:
-        _write_tagged(w, None, o._unknown_tagged)
-    else:
-        w(b"\x00")
+    tg1 = []
+    if o.assignment_timestamp != 0:
+        parts2: list[bytes] = []
+        parts2.append(_S1.pack(o.assignment_timestamp))
+        tg1.append((0, b"".join(parts2)))
+    _write_tagged(w, tg1, o._unknown_tagged)
     return b"".join(out)
 
 

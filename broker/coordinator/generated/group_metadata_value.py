@@ -76,7 +76,7 @@ class MemberMetadata(Message):
     group_instance_id: v3-4 (nullable v3-4). Static instance id, or null.
     client_id: v0-4. Client id of the member.
     client_host: v0-4. Address the member connected from.
-    rebalance_timeout: v1-4. Rebalance timeout (ms).
+    rebalance_timeout: v1-4. Rebalance timeout (ms); -1 (v0, which lacks it): the session timeout, as Kafka reads it.
     session_timeout: v0-4. Session timeout (ms).
     subscription: v0-4. Metadata of the selected protocol.
     assignment: v0-4. Assignment handed to the member.
@@ -91,7 +91,7 @@ class MemberMetadata(Message):
         group_instance_id: str | None = None,
         client_id: str = '',
         client_host: str = '',
-        rebalance_timeout: int = 0,
+        rebalance_timeout: int = -1,
         session_timeout: int = 0,
         subscription: bytes = b"",
         assignment: bytes = b"",
@@ -165,7 +165,7 @@ def decode_v0(b: bytes, p: int = 0) -> tuple[GroupMetadataValue, int]:
             else:
                 o6.client_host = b[p : p + n9].decode()
                 p += n9
-            o6.rebalance_timeout = 0
+            o6.rebalance_timeout = -1
             o6.session_timeout, n10 = _S3.unpack_from(b, p)
             p += 8
             if n10 < 0:

@@ -1,0 +1,53 @@
+"""Clients against a broker acting as an older Kafka release (kafka.version 3.9 and 4.0): each client
+negotiates down to that release's versions through ApiVersions and still passes the committed-offsets
+scenario of the group suites (a member delivers part of a topic, commits and leaves; the next member
+of the group resumes exactly there) -- kafka-python, confluent-kafka, aiokafka, and the Java client
+3.9 and 4.x."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.personas import PERSONAS
+from broker.protocol.generated.api_versions import ApiVersionsRequest
+from tests.support.groups import GROUP_CONFIG, MemberPool, resume_after_commit
+from tests.support.java import require_java
+from tests.support.wire import WireClient
+
+TOPIC = "orders"
+GROUP = "g"
+RELEASES = ("3.9", "4.0")
+
+
+def persona_broker(broker_factory, release):
+    b = broker_factory({**GROUP_CONFIG, "kafka.version": release})
+    with WireClient(b.port) as c:  # it really is that release's answer
+        fetch = next(k for k in c.call(18, 3, ApiVersionsRequest("t", "1")).api_keys if k.api_key == 1)
+    assert fetch.max_version == min(PERSONAS[release][1][1], 18)
+    return b
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("client", ["kafka-python", "confluent", "aiokafka"])
+def test_python_clients_negotiate_down(broker_factory, pool: MemberPool, client, release):
+    def start(b, name, limit):
+        return pool.python(
+            name, client=client, bootstrap=b.bootstrap, group=GROUP, topic=TOPIC, client_id=f"{client}-{name}",
+            session_ms=6000, heartbeat_ms=200, limit=limit,
+        )  # fmt: skip
+
+    resume_after_commit(lambda: persona_broker(broker_factory, release), None, GROUP, TOPIC, start)
+
+
+@pytest.mark.java
+@pytest.mark.usefixtures("java_clients")
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_java_client_negotiates_down(broker_factory, pool: MemberPool, release):
+    java = require_java()
+
+    def start(b, name, limit):
+        extra = {} if limit is None else {"probe.limit": limit}
+        props = {"client.id": f"java-{name}", "session.timeout.ms": 6000, "heartbeat.interval.ms": 200}
+        return pool.java(java, name, b.bootstrap, GROUP, TOPIC, **props, **extra)
+
+    resume_after_commit(lambda: persona_broker(broker_factory, release), None, GROUP, TOPIC, start)
