@@ -78,6 +78,13 @@ def main() -> None:
 @click.option("--control-host", default=None, help="Address of the control API [default: 127.0.0.1].")
 @click.option("--control-token", default=None, help="Bearer token the control API requires.")
 @click.option(
+    "--tls",
+    type=click.Choice(["self-signed"]),
+    default=None,
+    help="Serve TLS with a local CA and server certificate kept in <data dir>/tls (created once); "
+    "adds an SSL listener on port+1 unless the listeners have one, and prints the client settings.",
+)
+@click.option(
     "--kafka-version",
     type=click.Choice(sorted(PERSONAS)),
     default=None,
@@ -98,6 +105,7 @@ def serve(
     control_host: str | None,
     control_token: str | None,
     kafka_version: str | None,
+    tls: str | None,
 ) -> None:
     """Run the broker until SIGTERM or Ctrl-C (graceful: in-flight requests are answered and the
     logs fsynced; a second signal exits at once)."""
@@ -127,6 +135,8 @@ def serve(
         if data_dir is not None:
             values["log.dirs"] = data_dir
         config = Config(values)
+        if tls == "self-signed":
+            config = _self_signed(config, values)
     except ConfigError as e:
         raise click.UsageError(str(e)) from e
     from broker.server import new_event_loop
@@ -136,6 +146,8 @@ def serve(
     asyncio.set_event_loop(loop)
     try:
         loop.run_until_complete(_run(config, recover, Path(ready_file) if ready_file else None))
+    except ConfigError as e:  # e.g. a TLS listener whose key file cannot be read
+        raise click.UsageError(str(e)) from e
     except (ListenError, DataDirLocked) as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
@@ -152,6 +164,55 @@ def serve(
         sys.exit(1)
     finally:
         loop.close()
+
+
+def _self_signed(config: Config, values: dict[str, str]) -> Config:
+    """``--tls self-signed``: the CA and server certificate of broker.security.selfsigned as the
+    TLS listeners' key store; an SSL listener is added (port+1) when none is configured."""
+    from broker.security.selfsigned import ensure_self_signed
+
+    if any(k.startswith("ssl.keystore.") and k != "ssl.keystore.type" for k in values):
+        raise ConfigError("--tls self-signed makes its own key store: drop the ssl.keystore.* settings")
+    endpoints = config.endpoints()
+    if not any(ep.tls for ep in endpoints):
+        if "listeners" in config.explicit and config["listeners"].strip():
+            raise ConfigError("--tls self-signed: the listeners have no SSL or SASL_SSL listener; add one")
+        host, port = config["host"], config["port"]
+        ssl_port = port + 1 if port else 0
+        where = f"[{host}]" if ":" in host else host
+        values["listeners"] = f"PLAINTEXT://{where}:{port},SSL://{where}:{ssl_port}"
+        if config["advertised.host"] or config["advertised.port"]:
+            adv = config["advertised.host"] or host
+            values["advertised.listeners"] = (
+                f"PLAINTEXT://{adv}:{config['advertised.port'] or port},SSL://{adv}:{ssl_port}"
+            )
+        values.pop("host", None)
+        values.pop("port", None)
+        config = Config(values)
+    hosts = [h for ep in config.endpoints() for h in (ep.host, ep.advertised_host)]
+    ca, server = ensure_self_signed(config.data_dir, hosts)
+    values["ssl.keystore.location"] = str(server)
+    values["ssl.keystore.type"] = "PEM"
+    config = Config(values)
+    config.self_signed_ca = ca  # type: ignore[attr-defined]  # printed once the listeners are bound
+    return config
+
+
+def _print_tls_settings(broker: object, ca: object) -> None:
+    for b in broker.listener.bound:  # type: ignore[attr-defined]
+        ep = b.endpoint
+        if not ep.tls:
+            continue
+        host, port = broker.advertised[ep.name]  # type: ignore[attr-defined]
+        click.echo(
+            f"TLS listener {ep.name} (self-signed): client settings\n"
+            f"  bootstrap.servers={host}:{port}\n"
+            f"  security.protocol={ep.security_protocol}\n"
+            f"  ssl.ca.location={ca}                  # librdkafka; kafka-python/aiokafka: ssl_cafile\n"
+            f"  ssl.truststore.type=PEM\n"
+            f"  ssl.truststore.location={ca}          # Java",
+            err=True,
+        )
 
 
 def _raise_fd_limit() -> None:
@@ -183,6 +244,9 @@ async def _run(config: Config, recover: bool = False, ready_file: Path | None = 
     except BaseException:
         broker.close()
         raise
+    ca = getattr(config, "self_signed_ca", None)
+    if ca is not None:
+        _print_tls_settings(broker, ca)
     if ready_file is not None:
         write_ready_file(ready_file, broker.listener.addresses())
     try:

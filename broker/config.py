@@ -73,6 +73,42 @@ _SETTINGS = [
         "",
         "KRaft controller listeners: not opened here (this broker has no controller quorum).",
     ),
+    Setting("ssl.keystore.type", str, "PEM", "Key store format of TLS listeners (PEM only)."),
+    Setting("ssl.keystore.location", str, "", "PEM file with the TLS private key and certificate chain."),
+    Setting("ssl.keystore.password", str, "", "Password of the key in ssl.keystore.location (PEM)."),
+    Setting("ssl.key.password", str, "", "Password of the TLS private key (PEM)."),
+    Setting("ssl.keystore.certificate.chain", str, "", "The TLS certificate chain as PEM text."),
+    Setting("ssl.keystore.key", str, "", "The TLS private key as PEM text."),
+    Setting("ssl.truststore.type", str, "PEM", "Trust store format (PEM only)."),
+    Setting("ssl.truststore.location", str, "", "PEM file of the CAs client certificates are checked against."),
+    Setting("ssl.truststore.certificates", str, "", "The trusted CAs as PEM text."),
+    Setting(
+        "ssl.client.auth",
+        str,
+        "none",
+        "Client certificates on TLS listeners: none, requested or required (mTLS).",
+        choices=("none", "requested", "required"),
+    ),
+    Setting(
+        "ssl.principal.mapping.rules",
+        str,
+        "DEFAULT",
+        "Client certificate subject -> principal name: RULE:pattern/replacement/[LU],...,DEFAULT.",
+    ),
+    Setting(
+        "sasl.enabled.mechanisms",
+        str,
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "SASL mechanisms of SASL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).",
+    ),
+    Setting("sasl.users", str, "", "SASL users of every mechanism: name:password,name:password."),
+    Setting(
+        "connection.failed.authentication.delay.ms",
+        int,
+        100,
+        "Delay before answering and closing a failed authentication.",
+        0,
+    ),
     Setting("log.dirs", str, "./kafka-data", "Data directory (one)."),
     Setting("log.dir", str, "/tmp/kafka-logs", "Data directory when log.dirs is not set (as Kafka)."),
     Setting("auto.create.topics.enable", bool, True, "Create unknown topics named in Metadata requests."),
@@ -327,6 +363,8 @@ class Config:
         self._values: dict[str, Any] = {s.name: s.default for s in _SETTINGS}
         self.explicit: set[str] = set()
         self.unknown: dict[str, str] = {}
+        #: ``listener.name.<listener>.<property>`` overrides, as given
+        self.listener_props: dict[str, str] = {}
         for key, raw in (values or {}).items():
             self.set(key, raw)
         if "broker.id" in self.explicit and self["broker.id"] >= 0:
@@ -341,6 +379,9 @@ class Config:
 
     def set(self, key: str, raw: Any) -> None:
         setting = SETTINGS.get(key)
+        if setting is None and key.startswith("listener.name."):
+            self.listener_props[key] = str(raw)
+            return
         if setting is None:
             self.unknown[key] = str(raw)
             return
@@ -377,6 +418,16 @@ class Config:
                 value = -1 if value < 0 else value * factor
             out[known[0][0]] = value
         return out
+
+    def listener_prop(self, listener: str, key: str) -> str:
+        """``key`` for ``listener``: ``listener.name.<listener, lower case>.<key>`` when set, else the
+        broker-wide value ("" when neither is set), as Kafka resolves per-listener settings."""
+        override = self.listener_props.get(f"listener.name.{listener.lower()}.{key}")
+        if override is not None:
+            return override
+        if key in SETTINGS:
+            return str(self[key])
+        return self.unknown.get(key, "")
 
     @property
     def data_dir(self) -> Path:
@@ -426,11 +477,6 @@ class Config:
                         "(add it to listener.security.protocol.map)"
                     )
                 protocol = name
-            if protocol != "PLAINTEXT":
-                raise ConfigError(
-                    f"listeners: listener {name}://{host}:{port} uses security protocol {protocol}, "
-                    "which this broker does not support yet (only PLAINTEXT)"
-                )
             if name in advertised:
                 adv_host, adv_port = advertised[name]
             elif "listeners" in self.explicit and self["listeners"].strip():
@@ -444,7 +490,7 @@ class Config:
             else:  # the host/port shorthand, with advertised.host/advertised.port
                 adv_host = self["advertised.host"] or host
                 adv_port = self["advertised.port"] or port
-            out.append(Endpoint(name, host, port, adv_host, adv_port))
+            out.append(Endpoint(name, host, port, adv_host, adv_port, protocol))
         if not out:
             raise ConfigError("listeners: no listener left to open besides the controller listeners")
         return out
@@ -547,6 +593,16 @@ class Endpoint:
     port: int
     advertised_host: str
     advertised_port: int
+    #: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 def parse_listeners(key: str, text: str) -> list[tuple[str, str, int]]:

@@ -280,11 +280,15 @@ def test_listeners_win_over_host_and_port_and_the_command_line_wins_over_the_fil
     [
         (
             ["listeners=SSL://127.0.0.1:0"],
-            "listener SSL://127.0.0.1:0 uses security protocol SSL, which this broker does not support yet",
+            "listener SSL uses TLS: set ssl.keystore.location",
         ),
         (
-            ["listeners=EXTERNAL://127.0.0.1:0", "listener.security.protocol.map=EXTERNAL:SASL_PLAINTEXT"],
-            "uses security protocol SASL_PLAINTEXT, which this broker does not support yet",
+            [
+                "listeners=EXTERNAL://127.0.0.1:0",
+                "listener.security.protocol.map=EXTERNAL:SASL_PLAINTEXT",
+                "sasl.enabled.mechanisms=GSSAPI",
+            ],
+            "sasl.enabled.mechanisms (listener EXTERNAL): GSSAPI",
         ),
         (["listeners=EXTERNAL://127.0.0.1:0"], "no security protocol defined for listener EXTERNAL"),
         (

@@ -245,6 +245,8 @@ def to_json(value: Any, name: str = "") -> Any:
 
 
 def _bytes(data: bytes, name: str) -> Any:
+    if name == "auth_bytes":  # SASL tokens (a PLAIN token holds the password): their size only
+        return {"bytes": len(data), "redacted": True}
     if name == "records":
         return summarize_batches(data)
     if name in ("metadata", "member_metadata") and data:

@@ -23,6 +23,7 @@ HANDLERS = [
     "sync_group",  # 14
     "describe_groups",  # 15
     "list_groups",  # 16
+    "sasl_handshake",  # 17
     "api_versions",  # 18
     "create_topics",  # 19
     "delete_topics",  # 20
@@ -33,6 +34,7 @@ HANDLERS = [
     "alter_configs",  # 33
     "alter_replica_log_dirs",  # 34
     "describe_log_dirs",  # 35
+    "sasl_authenticate",  # 36
     "create_partitions",  # 37
     "delete_groups",  # 42
     "elect_leaders",  # 43

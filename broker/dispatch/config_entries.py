@@ -189,11 +189,23 @@ def topic_entries(config: Config, overrides: Mapping[str, str]) -> list[Entry]:
     return out
 
 
+#: Broker settings whose values are secrets: described as Kafka describes its PASSWORD settings
+#: (type PASSWORD, value null, is_sensitive).
+SENSITIVE = frozenset({
+    "ssl.key.password", "ssl.keystore.password", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+    "ssl.truststore.certificates", "sasl.users",
+})
+
+
 def broker_entries(config: Config) -> list[Entry]:
     """Every broker setting with its current value, sorted by name; all read-only (static)."""
     out = []
     for name in sorted(SETTINGS):
         setting = SETTINGS[name]
+        if name in SENSITIVE:
+            source = ConfigSource.STATIC_BROKER_CONFIG if name in config.explicit else ConfigSource.DEFAULT_CONFIG
+            out.append(Entry(name, None, source, True, ConfigType.PASSWORD, setting.doc, [(name, None, source)]))
+            continue
         synonyms: list[tuple[str, str | None, ConfigSource]] = []
         if name in config.explicit:
             synonyms.append((name, fmt(config[name]), ConfigSource.STATIC_BROKER_CONFIG))

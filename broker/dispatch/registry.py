@@ -52,6 +52,13 @@ class ClientInfo:
     software_version: str | None = None
     #: this connection's number in the broker (the control API lists and matches on it)
     connection_id: int = 0
+    #: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (the listener's security protocol)
+    security_protocol: str = "PLAINTEXT"
+    #: who the client is: ``User:<name>`` once SASL authenticated, the certificate's subject on
+    #: TLS with a client certificate, else ``User:ANONYMOUS`` (Kafka's principals)
+    principal: str = "User:ANONYMOUS"
+    #: the SASL session (broker.security.sasl.SaslSession) on a SASL listener, else None
+    sasl: Any = None
 
     def describe(self) -> str:
         sw = f" {self.software_name}/{self.software_version}" if self.software_name else ""

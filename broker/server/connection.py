@@ -35,10 +35,14 @@ from typing import TYPE_CHECKING
 
 from broker.dispatch.registry import ClientInfo
 from broker.protocol.framing import FrameError, FrameReader
+from broker.security.tls import principal_from_cert
 
 from .pipeline import Close, Pending, RequestPipeline
 
 if TYPE_CHECKING:
+    from broker.security.sasl import Authenticator
+    from broker.security.tls import PrincipalRules
+
     from .listener import Listener
 
 log = logging.getLogger(__name__)
@@ -51,19 +55,40 @@ MAX_OUT_BATCH = 256 << 10
 #: Most deferred responses (e.g. produces waiting for fsync) a connection may have outstanding.
 MAX_DEFERRED = 64
 
+#: Largest frame accepted before SASL authentication (Kafka's sasl.server.max.receive.size default).
+SASL_MAX_RECEIVE = 524288
+
 #: connection ids, unique in the process
 _connection_ids = itertools.count(1)
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, pipeline: RequestPipeline, listener: Listener, listener_name: str = "PLAINTEXT"):
+    def __init__(
+        self,
+        pipeline: RequestPipeline,
+        listener: Listener,
+        listener_name: str = "PLAINTEXT",
+        sasl: Authenticator | None = None,
+        security_protocol: str = "PLAINTEXT",
+        principal_rules: PrincipalRules | None = None,
+    ):
         """``listener``: the accepting side (it counts the connections and is told when one ends);
-        ``listener_name``: the Kafka listener the client connected to."""
+        ``listener_name``: the Kafka listener the client connected to; ``sasl``: its authenticator
+        on a SASL listener (requests go through the pre-authentication gate until authenticated)."""
         self.pipeline = pipeline
         self.listener = listener
         self.reader = FrameReader(listener.max_request_bytes)
         self.transport: asyncio.Transport | None = None
-        self.client = ClientInfo(peer="?", listener=listener_name, connection_id=next(_connection_ids))
+        self.client = ClientInfo(
+            peer="?", listener=listener_name, connection_id=next(_connection_ids), security_protocol=security_protocol
+        )
+        #: ssl.principal.mapping.rules on a TLS listener
+        self.principal_rules = principal_rules
+        if sasl is not None:  # until authenticated; the class's _handle (no gate) afterwards
+            self.client.sasl = sasl.session()
+            self._handle = self._handle_gated  # type: ignore[method-assign]
+            # Kafka's sasl.server.max.receive.size: the largest frame before authentication
+            self.reader.max_size = min(self.reader.max_size, SASL_MAX_RECEIVE)
         self.opened = time.time()
         self.queue: deque[bytes] = deque()
         self.busy = False
@@ -90,6 +115,8 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.client.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if transport.get_extra_info("sslcontext") is not None:
+            self.client.principal = principal_from_cert(transport.get_extra_info("peercert"), self.principal_rules)
         self.listener.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -202,7 +229,53 @@ class KafkaConnection(asyncio.Protocol):
         out = self.pipeline.handle(frame, self.client)
         if type(out) is bytes:
             self._write(out)
-        elif type(out) is Pending:
+        else:
+            self._take(out)
+
+    def _handle_gated(self, frame: bytes) -> None:
+        """``_handle`` before SASL authentication: the pipeline's gate decides, a failed
+        authentication is answered after ``connection.failed.authentication.delay.ms`` and closes
+        the connection, a successful one lifts the gate."""
+        session = self.client.sasl
+        out = self.pipeline.handle_unauthenticated(frame, self.client)
+        if session.failed:
+            self._fail_authentication(out)
+            return
+        if session.principal is not None:
+            self.client.principal = session.principal
+            del self._handle  # the class's _handle from now on: no gate on the hot path
+            self.reader.max_size = self.listener.max_request_bytes
+            log.info("%s authenticated as %s (%s)", self.client.peer, session.principal, session.mechanism)
+        if type(out) is bytes:
+            self._write(out)
+        else:
+            self._take(out)
+
+    def _fail_authentication(self, out: object) -> None:
+        session = self.client.sasl
+        log.warning(
+            "authentication failed for %s from %s with %s", session.user, self.client.peer, session.mechanism
+        )
+        # nothing more is handled on this connection; reading goes on (what arrives is queued, within
+        # the usual bounds, and dropped) so that closing sends FIN, not a RST that could discard the
+        # answer before the client reads it
+        self.busy = True
+        self.queue.clear()
+        loop = asyncio.get_running_loop()
+        loop.call_later(session.failure_delay_ms / 1000, self._answer_and_close, out)
+
+    def _answer_and_close(self, out: object) -> None:
+        if self.closed:
+            return
+        self._flush_out()
+        if type(out) is bytes:
+            self.transport.write(out)
+        self.closed = True
+        self.transport.close()  # gracefully: the answer goes out first
+
+    def _take(self, out: object) -> None:
+        """The non-bytes outcomes of ``_handle``."""
+        if type(out) is Pending:
             task = asyncio.ensure_future(out.awaitable)
             if out.deferred:  # answered later, in order; the next request goes on meanwhile
                 slot: list = [None]

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.config import Config, Endpoint, parse_ip_overrides
+from broker.security.listeners import ListenerSecurity, listener_security
 
 from .connection import KafkaConnection
 from .pipeline import RequestPipeline
@@ -70,6 +71,10 @@ class Bound:
 class Listener:
     def __init__(self, config: Config, endpoints: list[Endpoint]):
         self.endpoints = endpoints
+        #: listener name -> TLS context / SASL authenticator (raises ConfigError when unusable)
+        self.security: dict[str, ListenerSecurity] = listener_security(config, endpoints)
+        #: TLS handshakes in progress (each in its own task: a slow client never stalls accepting)
+        self._handshakes: set[asyncio.Task] = set()
         self.max_request_bytes: int = config["socket.request.max.bytes"]
         self.idle_ms: int = config["connections.max.idle.ms"]
         #: every open connection, on every listener
@@ -161,7 +166,7 @@ class Listener:
             sock.listen(1024)
         self._slot_freed = asyncio.Event()
         self._acceptors = [
-            asyncio.create_task(self._accept_loop(sock, b.endpoint.name)) for b in self.bound for sock in b.socks
+            asyncio.create_task(self._accept_loop(sock, b.endpoint)) for b in self.bound for sock in b.socks
         ]
         self._sweeper = asyncio.create_task(self._sweep_idle())
         return self.port
@@ -173,11 +178,18 @@ class Listener:
     def _limit_for(self, ip: str) -> int:
         return self.ip_overrides.get(ip, self.max_per_ip)
 
-    async def _accept_loop(self, sock: socket.socket, listener_name: str) -> None:
+    async def _accept_loop(self, sock: socket.socket, endpoint: Endpoint) -> None:
         loop = asyncio.get_running_loop()
         assert self._slot_freed is not None and self._pipeline is not None
         pipeline = self._pipeline
-        factory: Callable[[], KafkaConnection] = lambda: KafkaConnection(pipeline, self, listener_name)  # noqa: E731
+        listener_name = endpoint.name
+        security = self.security.get(listener_name) or ListenerSecurity()
+        sasl = security.sasl
+        protocol = endpoint.security_protocol
+        rules = security.principal_rules
+        factory: Callable[[], KafkaConnection] = lambda: KafkaConnection(  # noqa: E731
+            pipeline, self, listener_name, sasl, protocol, rules
+        )
         while True:
             while self.count >= self.max_connections:  # as Kafka's acceptor: wait for a free slot
                 self._slot_freed.clear()
@@ -204,6 +216,11 @@ class Listener:
             self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
             self.count += 1
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if security.tls is not None:
+                task = asyncio.create_task(self._tls_setup(factory, client, ip, security.tls))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+                continue
             try:
                 _transport, conn = await loop.connect_accepted_socket(factory, client)
             except OSError as e:
@@ -214,6 +231,36 @@ class Listener:
             conn.ip = ip
             if conn.closed:  # gone before we got here: connection_lost came without an ip
                 self._release(ip)
+
+    async def _tls_setup(
+        self, factory: Callable[[], KafkaConnection], client: socket.socket, ip: str, ctx: object
+    ) -> None:
+        """The TLS handshake of one accepted socket, then its connection (a failed handshake, e.g.
+        an untrusted or missing client certificate under ssl.client.auth=required, closes it)."""
+        loop = asyncio.get_running_loop()
+        made: list[KafkaConnection] = []
+
+        def make() -> KafkaConnection:
+            made.append(factory())
+            return made[-1]
+
+        try:
+            await loop.connect_accepted_socket(
+                make, client, ssl=ctx, ssl_handshake_timeout=self.idle_ms / 1000  # type: ignore[arg-type]
+            )
+        except (TimeoutError, OSError) as e:
+            log.warning("TLS handshake with %s failed: %s", ip, e)
+            client.close()
+            self._release(ip)
+            return
+        except asyncio.CancelledError:
+            client.close()
+            self._release(ip)
+            raise
+        conn = made[0]  # (uvloop returns its TLS protocol, not ours)
+        conn.ip = ip
+        if conn.closed:
+            self._release(ip)
 
     def connection_closed(self, conn: KafkaConnection) -> None:
         """Called by a connection once its socket is closed: frees its slot."""
@@ -245,7 +292,7 @@ class Listener:
 
     def stop_accepting(self) -> None:
         """Close the listening socket: new clients are refused from now on."""
-        for task in self._acceptors:
+        for task in (*self._acceptors, *self._handshakes):
             task.cancel()
         self._acceptors = []
         if self._sweeper is not None:

@@ -19,6 +19,7 @@ Bytes first: the common outcome is checked with one ``type(...) is bytes``.
 from __future__ import annotations
 
 import logging
+import struct
 from struct import error as StructError
 from typing import Any
 
@@ -28,6 +29,7 @@ from broker.dispatch.services import Services
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.framing import REQUEST_PREFIX, peek_client_id, response_frame
 from broker.protocol.primitives import DecodeError
+from broker.security.sasl import SaslFailure
 
 log = logging.getLogger(__name__)
 #: one DEBUG line per request (``--log-level debug``); checked once per request through
@@ -138,6 +140,31 @@ class RequestPipeline:
         if response is not None and hasattr(response, "__await__"):
             return Pending(response, False, api, version, request, correlation_id, client)
         return encode(api, version, correlation_id, response)
+
+    def handle_unauthenticated(self, frame: bytes, client: ClientInfo) -> Outcome:
+        """:meth:`handle` for a connection of a SASL listener that has not authenticated yet
+        (``client.sasl`` is its session). As Kafka: only ApiVersions and SaslHandshake, then
+        SaslAuthenticate, are served; any other request closes the connection without reaching a
+        handler. After a SaslHandshake v0 a frame is a bare SASL token, answered by a bare
+        length-prefixed token (a failure closes the connection)."""
+        session = client.sasl
+        if session.raw:
+            try:
+                token = session.step(frame)
+            except SaslFailure as e:
+                return Close(f"SASL authentication failed (user {session.user!r}): {e}")
+            return struct.pack(">i", len(token)) + token
+        try:
+            api_key, version, _corr = REQUEST_PREFIX.unpack_from(frame, 0)
+        except StructError:
+            return Close(f"frame of {len(frame)} bytes is too short for a request header")
+        refused = session.allows(api_key)
+        if refused is not None:
+            return _close_undecoded(frame, client, refused + " (not authenticated)")
+        if api_key == API_VERSIONS:
+            api = self.registry.get(API_VERSIONS)
+            session.versions_answered = api is not None and version in api.plans
+        return self.handle(frame, client)
 
     def call(self, api: Api, version: int, request: Any, correlation_id: int, client: ClientInfo) -> Any:
         """The handler's answer to a decoded request (a failure becomes its error response), or

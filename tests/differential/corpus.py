@@ -109,6 +109,8 @@ from broker.protocol.generated.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.protocol.generated.sasl_authenticate import SaslAuthenticateRequest
+from broker.protocol.generated.sasl_handshake import SaslHandshakeRequest
 from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 from broker.protocol.generated.update_features import FeatureUpdateKey, UpdateFeaturesRequest
 from tests.differential.engine import Peer, Step, trailing, truncate
@@ -485,6 +487,15 @@ def list_groups_cases(v: int, n: Names) -> Iterator[Case]:
             Step(16, v, ListGroupsRequest(["PreparingRebalance", "CompletingRebalance"], ["share"]))
         ]
         yield "unknown state", [Step(16, v, ListGroupsRequest(["NoSuchState"], []))]
+
+
+def sasl_handshake_cases(v: int, n: Names) -> Iterator[Case]:
+    # both brokers' differential listeners are PLAINTEXT: a handshake is out of place there
+    yield "on a PLAINTEXT listener", [Step(17, v, SaslHandshakeRequest("PLAIN"))]
+
+
+def sasl_authenticate_cases(v: int, n: Names) -> Iterator[Case]:
+    yield "on a PLAINTEXT listener", [Step(36, v, SaslAuthenticateRequest(b"\x00alice\x00secret"))]
 
 
 def api_versions_cases(v: int, n: Names) -> Iterator[Case]:
@@ -962,6 +973,7 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     14: sync_group_cases,
     15: describe_groups_cases,
     16: list_groups_cases,
+    17: sasl_handshake_cases,
     18: api_versions_cases,
     19: create_topics_cases,
     20: delete_topics_cases,
@@ -972,6 +984,7 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     33: alter_configs_cases,
     34: alter_replica_log_dirs_cases,
     35: describe_log_dirs_cases,
+    36: sasl_authenticate_cases,
     37: create_partitions_cases,
     42: delete_groups_cases,
     43: elect_leaders_cases,

@@ -50,6 +50,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                             every partition ([offset, timestamp] or null per partition)
  * </pre>
  *
+ * The environment variable PROBE_CLIENT_PROPERTIES may name a properties file whose settings every
+ * client gets (e.g. security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*).
+ *
  * valueOf(i) is "value-i|" followed by the first i % 97 characters of (0123456789abcdef)*8, the same
  * as the Python tests. A failed command prints {"cmd":..., "error":..., "message":...} and exits 1.
  */
@@ -108,6 +111,7 @@ public class ProduceConsumeProbe {
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         // everything else default: enable.idempotence=true, acks=all, max.in.flight=5
+        addClientProperties(props);
         for (String kv : extra.split(",")) {
             if (!kv.isEmpty()) {
                 String[] pair = kv.split("=", 2);
@@ -132,6 +136,21 @@ public class ProduceConsumeProbe {
         out.put("acksConfig", effective.getString(ProducerConfig.ACKS_CONFIG));
     }
 
+    /** The settings of the file named by PROBE_CLIENT_PROPERTIES, when set. */
+    private static void addClientProperties(Properties props) {
+        String path = System.getenv("PROBE_CLIENT_PROPERTIES");
+        if (path == null || path.isEmpty()) {
+            return;
+        }
+        try (java.io.Reader r = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(path))) {
+            Properties extra = new Properties();
+            extra.load(r);
+            props.putAll(extra);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
     private static KafkaConsumer<String, String> consumer(String bootstrap) {
         Properties props = new Properties();
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -140,6 +159,7 @@ public class ProduceConsumeProbe {
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "20000");
+        addClientProperties(props);
         return new KafkaConsumer<>(props);
     }
 

@@ -65,6 +65,8 @@ EXPECTED_APIS = {
     "DeleteGroups": 42,
     "ConsumerGroupHeartbeat": 68,
     "ConsumerGroupDescribe": 69,
+    "SaslHandshake": 17,
+    "SaslAuthenticate": 36,
     "DeleteRecords": 21,
     "DescribeTopicPartitions": 75,
     "DescribeLogDirs": 35,
