@@ -84,6 +84,7 @@ BROKER_TYPES: dict[str, ConfigType] = {
     "log.cleaner.max.compaction.lag.ms": ConfigType.LONG,
     "offsets.retention.check.interval.ms": ConfigType.LONG,
     "group.consumer.assignors": ConfigType.LIST,
+    "sasl.enabled.mechanisms": ConfigType.LIST,
     "log.dir": ConfigType.LIST,
     "log.dirs": ConfigType.LIST,
     "listeners": ConfigType.LIST,
