@@ -82,8 +82,13 @@ def _free_port() -> int:
 
 
 def random_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as kafka-storage makes)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (as kafka-storage makes);
+    never one that starts with "-" (Kafka's Uuid.randomUuid avoids those too: kafka-storage's
+    argument parser would take it for an option)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 class RealKafka:
