@@ -786,10 +786,14 @@ def list_config_resources_cases(v: int, n: Names) -> Iterator[Case]:
     yield "unsupported type", [Step(74, v, ListConfigResourcesRequest([2, 99]))]
     # every topic (an empty type list, or TOPIC) is not compared: the whole run's topics, in Kafka's hash
     # order (kafka-python's test in tests/integration/test_cluster_admin.py lists them)
+    group = n.group()
     yield "group with a config", [
-        create(t), Step(44, 1, IncrementalAlterConfigsRequest([AlterConfigsResource(32, n.group(), [
+        create(t), Step(44, 1, IncrementalAlterConfigsRequest([AlterConfigsResource(32, group, [
             AlterableConfig("consumer.session.timeout.ms", 0, "50000")])], False), compare=False),
-        Step(74, v, ListConfigResourcesRequest([32, 16])),
+        # Kafka applies the config through its metadata log a moment after answering: ask again
+        # (up to 10 s) until the group is listed
+        Step(74, v, ListConfigResourcesRequest([32, 16]),
+             until=lambda r: any(c.resource_name == group for c in r.config_resources)),
     ]
 
 
