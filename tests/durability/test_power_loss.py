@@ -13,8 +13,8 @@ group fsync that covers a write, so a power loss can take back only the writes o
 window, none of which was acknowledged. (``never`` makes no such promise and is not tested here.)
 
 Order of the snapshot: the recovery checkpoint is copied first, then the acknowledgements are read,
-then the fsynced sizes: everything acknowledged (or checkpointed) before was fsynced before, so it
-is inside the image. ``DURABILITY_SEED`` fixes the seed (printed).
+then the files, then the fsynced sizes: everything acknowledged (or checkpointed) before was fsynced
+before, so it is inside the image. ``DURABILITY_SEED`` fixes the seed (printed).
 """
 
 from __future__ import annotations
@@ -80,11 +80,18 @@ class SyncTracker(FileOps):
 def crash_image(
     data: Path, image: Path, tracker: SyncTracker, rng: random.Random, checkpoint: bytes | None
 ) -> int:
-    """Build the image; returns the number of unsynced bytes that were dropped."""
-    synced = tracker.snapshot()
+    """Build the image; returns the number of unsynced bytes that were dropped.
+
+    The broker keeps running while the image is built, so the fsynced sizes are read after the files
+    (a size recorded later is only larger). Read before, they could be older than a file's content:
+    a segment rolled meanwhile (fsynced whole, then the next one created) would be cut to its older
+    synced size beside its successor, a state no power loss can leave, since a roll fsyncs the
+    segment before the next one exists.
+    """
     dropped = 0
     shutil.rmtree(image, ignore_errors=True)
     image.mkdir()
+    logs: list[tuple[Path, Path, bytes]] = []
 
     def copy(src: Path, dst: Path) -> None:
         try:
@@ -102,13 +109,15 @@ def crash_image(
                     copy(f, image / entry.name / f.name)
                     continue
                 try:
-                    content = f.read_bytes()
+                    logs.append((f, image / entry.name / f.name, f.read_bytes()))
                 except FileNotFoundError:
                     continue  # a segment deleted by retention or compaction meanwhile
-                keep = synced.get(str(f), 0)
-                torn = rng.randrange(0, len(content) - keep + 1) if len(content) > keep else 0
-                (image / entry.name / f.name).write_bytes(content[: keep + torn])
-                dropped += len(content) - keep - torn
+    synced = tracker.snapshot()
+    for src, dst, content in logs:
+        keep = min(synced.get(str(src), 0), len(content))
+        torn = rng.randrange(0, len(content) - keep + 1)
+        dst.write_bytes(content[: keep + torn])
+        dropped += len(content) - keep - torn
     if checkpoint is not None:
         (image / CHECKPOINT).write_bytes(checkpoint)
     return dropped
