@@ -6,8 +6,14 @@ import socket
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.support.reference import ReferenceUnavailable, ensure_reference
+
+# No timed assertions: Hypothesis's default 200 ms deadline per example fails property tests on a
+# loaded or freshly booted machine, whatever the code does.
+settings.register_profile("pykbroker", deadline=None)
+settings.load_profile("pykbroker")
 
 # ---------------------------------------------------------------------------------- cost markers
 # Every test gets one marker saying what it costs (pyproject.toml lists them): ``pytest -m unit``

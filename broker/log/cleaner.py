@@ -751,9 +751,17 @@ class LogCleaner:
                     result.path.unlink(missing_ok=True)
                     return None
                 # the file operations (renames, unlinks, directory fsyncs) off the loop too: until the
-                # segments are swapped in memory the loop reads the old ones through open descriptors
-                await loop.run_in_executor(self._executor, _commit_and_finish, result)
-                plog.adopt_cleaned(start, segs)
+                # segments are swapped in memory the loop reads the old ones through open descriptors,
+                # pinned so that none is closed for room (re-opened by name, it would be gone or be
+                # the cleaned file)
+                for seg in segs:
+                    seg.pin()
+                try:
+                    await loop.run_in_executor(self._executor, _commit_and_finish, result)
+                    plog.adopt_cleaned(start, segs)
+                finally:
+                    for seg in segs:
+                        seg.unpin()
             finally:
                 plog.cleaning = False
             write_checkpoint(plog.dir, end)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 import shutil
 import uuid
 from collections.abc import Callable
@@ -36,7 +37,7 @@ from broker.protocol.errors import ErrorCode, KafkaError
 from .cleaner import LogCleaner
 from .config import LONG_MAX, LogConfig
 from .partition import PartitionLog, now_ms
-from .segment import SYSTEM_OPS, FileOps, Segment
+from .segment import SYSTEM_OPS, FileOps, OpenFiles, Segment
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,17 @@ def _fsync_all(segments: list[Segment]) -> None:
             except OSError:
                 if not seg.closed:  # closed meanwhile by a topic deletion: nothing to make durable
                     raise
+
+
+def open_files_limit(setting: int) -> int:
+    """log.max.open.files: the setting, or with 0 half the process's soft limit on open files (the
+    rest is for connections and everything else), at least 64; unbounded if that limit is."""
+    if setting > 0:
+        return setting
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 0
+    return max(64, soft // 2)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -125,6 +137,8 @@ class LogManager:
         #: log.flush=never: partitions with flush.messages / flush.ms and unflushed appends since when
         self._unflushed_since: dict[PartitionLog, float] = {}
         self._next_pid, self._pid_block_end = self._load_pid_block()
+        #: every segment's open file, at most log.max.open.files of them
+        self.files = OpenFiles(open_files_limit(broker_config["log.max.open.files"]))
 
     # ------------------------------------------------------------------ topics
 
@@ -149,6 +163,7 @@ class LogManager:
             recover=self.recover,
             ops=self.file_ops,
             log_start_offset=self.start_offsets.get(key, 0),
+            files=self.files,
         )
         self.logs[key] = plog
         if "compact" in plog.config.cleanup_policy and topic != COORDINATOR_TOPIC:

@@ -25,7 +25,7 @@ from . import cleaner, streaming
 from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets, read_header
 from .config import LogConfig
 from .producers import ProducerState
-from .segment import SYSTEM_OPS, FileOps, LogCorruption, Segment, segment_name
+from .segment import SYSTEM_OPS, UNBOUNDED, FileOps, LogCorruption, OpenFiles, Segment, segment_name
 from .streaming import EXPANSION_LIMIT
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,10 @@ class PartitionLog:
         recover: bool = False,
         ops: FileOps = SYSTEM_OPS,
         log_start_offset: int = 0,
+        files: OpenFiles = UNBOUNDED,
     ):
         self.ops = ops
+        self.files = files  # the open-file budget its segments share (log.max.open.files)
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -84,7 +86,7 @@ class PartitionLog:
         if not bases:
             bases = [0]
         for i, base in enumerate(bases):
-            seg = Segment(self.dir, base, self.config.index_interval_bytes, self.ops)
+            seg = Segment(self.dir, base, self.config.index_interval_bytes, self.ops, self.files)
             try:
                 last = i == len(bases) - 1
                 next_base = bases[i + 1] if not last else None
@@ -301,7 +303,7 @@ class PartitionLog:
         old.flush()
         old.write_index()
         self.durable_offset = max(self.durable_offset, self.log_end_offset)
-        seg = Segment(self.dir, self.log_end_offset, self.config.index_interval_bytes, self.ops)
+        seg = Segment(self.dir, self.log_end_offset, self.config.index_interval_bytes, self.ops, self.files)
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
         self.write_producer_snapshot()
@@ -498,7 +500,7 @@ class PartitionLog:
     def adopt_cleaned(self, start: int, replaced: list[Segment]) -> None:
         """After the swap is finished on disk (``cleaner.finish_swap``): serve the compacted segment
         in place of ``replaced``, whose files are gone (their open descriptors kept them readable)."""
-        seg = Segment(self.dir, start, self.config.index_interval_bytes, self.ops)
+        seg = Segment(self.dir, start, self.config.index_interval_bytes, self.ops, self.files)
         seg.recover(verify_crc=False, truncate_bad_tail=False)
         seg.write_index()
         for old in replaced:

@@ -14,15 +14,17 @@ import logging
 import os
 import struct
 import sys
+import threading
 from array import array
 from bisect import bisect_right
+from collections import OrderedDict
 from pathlib import Path
 
 from crc32c import crc32c
 
 from .batch import HEADER, HEADER_SIZE
 
-__all__ = ["HEADER_SIZE", "FileOps", "LogCorruption", "Segment", "segment_name"]
+__all__ = ["HEADER_SIZE", "FileOps", "LogCorruption", "OpenFiles", "Segment", "segment_name"]
 
 log = logging.getLogger(__name__)
 
@@ -60,27 +62,137 @@ class FileOps:
 
 SYSTEM_OPS = FileOps()
 
+_FLAGS = os.O_RDWR | os.O_APPEND
+
+
+class OpenFiles:
+    """The open ``.log`` files of every segment, at most ``limit`` of them (``log.max.open.files``):
+    a segment opens its file when it is used and the least recently used unpinned segment closes
+    its own to make room (second chance: a segment used since the last sweep is passed over once).
+    Kafka keeps every segment open; with thousands of partitions that needs a raised ulimit, this
+    does not.
+
+    Threads: only the event loop's thread (and start-up, before it runs) opens through ``acquire``,
+    which may close other segments' files. A worker thread (the fsync of a group commit) uses a
+    segment under ``pin``: pinned files are never closed, and a pinned open never closes others (it
+    may exceed the limit until the loop's next open). Closing a file with unsynced pages loses
+    nothing: the pages belong to the file, and the next fsync through any descriptor writes them
+    (and reports a write-back error no descriptor has seen yet).
+    """
+
+    def __init__(self, limit: int = 0):
+        self.limit = limit  # 0: unbounded
+        self._lock = threading.Lock()
+        self._open: OrderedDict[Segment, None] = OrderedDict()
+        self.opened = 0  # files opened (first opens and re-opens), for tests and benchmarks
+        self.closed_for_room = 0
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def acquire(self, seg: Segment) -> int:
+        """``seg``'s descriptor, opened now if it was closed for room (event-loop thread)."""
+        with self._lock:
+            fd = seg._fd
+            if fd is None:
+                fd = self._open_locked(seg)
+            if self.limit and len(self._open) > self.limit:
+                self._make_room(seg)
+            return fd
+
+    def register(self, seg: Segment, fd: int) -> None:
+        """A segment that opened (created) its file itself."""
+        with self._lock:
+            seg._fd = fd
+            self._open[seg] = None
+            self.opened += 1
+            if self.limit and len(self._open) > self.limit:
+                self._make_room(seg)
+
+    def _open_locked(self, seg: Segment) -> int:
+        if seg.closed:  # never use a descriptor number that may have been reused
+            raise OSError(errno.EBADF, f"{seg.path} is closed")
+        fd = os.open(seg.path, _FLAGS)
+        seg._fd = fd
+        self._open[seg] = None
+        self.opened += 1
+        return fd
+
+    def _make_room(self, keep: Segment) -> None:
+        for _ in range(2 * len(self._open)):
+            if len(self._open) <= self.limit:
+                return
+            seg = next(iter(self._open))
+            if seg is keep or seg._pins or seg._used:
+                seg._used = False
+                self._open.move_to_end(seg)
+                continue
+            del self._open[seg]
+            fd, seg._fd = seg._fd, None
+            if fd is not None:
+                os.close(fd)
+            self.closed_for_room += 1
+
+    def pin(self, seg: Segment) -> int:
+        """Keep ``seg``'s file open until ``unpin``; any thread. Returns its descriptor."""
+        with self._lock:
+            seg._pins += 1
+            fd = seg._fd
+            if fd is None:
+                try:
+                    fd = self._open_locked(seg)
+                except OSError:
+                    seg._pins -= 1
+                    raise
+            return fd
+
+    def unpin(self, seg: Segment) -> None:
+        with self._lock:
+            seg._pins -= 1
+
+    def forget(self, seg: Segment) -> int | None:
+        """The segment is closed for good: its descriptor, to close, if it had one open."""
+        with self._lock:
+            self._open.pop(seg, None)
+            fd, seg._fd = seg._fd, None
+            return fd
+
+
+#: the segments of logs opened without a LogManager (tools, tests): no limit
+UNBOUNDED = OpenFiles()
+
 
 class Segment:
     def __init__(
-        self, directory: Path, base_offset: int, index_interval: int = 4096, ops: FileOps = SYSTEM_OPS
+        self,
+        directory: Path,
+        base_offset: int,
+        index_interval: int = 4096,
+        ops: FileOps = SYSTEM_OPS,
+        files: OpenFiles = UNBOUNDED,
     ):
         self.ops = ops
+        self.files = files
         self.dir = directory
         self.base_offset = base_offset
         self.path = directory / (segment_name(base_offset) + ".log")
         self.index_path = directory / (segment_name(base_offset) + ".index")
         self.index_interval = index_interval
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        self._fd: int | None = None  # open while in ``files`` (see OpenFiles)
+        self._pins = 0
+        self._used = True
+        self.closed = False
+        fd = os.open(self.path, _FLAGS | os.O_CREAT, 0o644)
+        st = os.fstat(fd)
+        self.size = st.st_size
+        self.created = st.st_mtime
+        files.register(self, fd)
         self.next_offset = base_offset  # offset after the last batch
         self.max_timestamp = -1
-        self.created = os.fstat(self.fd).st_mtime
         self._idx_offsets = array("q")
         self._idx_positions = array("q")
         self._bytes_since_index = 0
         self._durable_offset = 0  # below this offset, damage is corruption (set by recover)
-        self.closed = False
         self._torn = False  # bytes of a failed write may lie past ``size``
 
     # ------------------------------------------------------------------ loading
@@ -276,13 +388,36 @@ class Segment:
             return os.pread(self.fd, length, position) if position + length <= limit else b""
         return data if end == len(data) else data[:end]
 
+    @property
+    def fd(self) -> int:
+        """The ``.log`` file's descriptor, re-opened if it was closed for room (event-loop thread;
+        use it at once, never keep the number: it may be closed by the next segment's open)."""
+        self._used = True
+        fd = self._fd
+        return fd if fd is not None else self.files.acquire(self)
+
     def flush(self) -> None:
-        self.ops.fsync(self.fd)
+        """fsync the file; any thread (the group commit's worker): the file stays open meanwhile."""
+        fd = self.files.pin(self)
+        try:
+            self.ops.fsync(fd)
+        finally:
+            self.files.unpin(self)
+
+    def pin(self) -> None:
+        """Keep the file open (and readable through its descriptor even once renamed or deleted)
+        until ``unpin``: the log cleaner pins the segments it replaces until they are swapped out."""
+        self.files.pin(self)
+
+    def unpin(self) -> None:
+        self.files.unpin(self)
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            os.close(self.fd)
+            fd = self.files.forget(self)
+            if fd is not None:
+                os.close(fd)
 
     def delete(self) -> None:
         self.close()
