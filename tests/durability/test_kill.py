@@ -7,7 +7,8 @@ window; small segments so that crashes also land around segment rolls) on one da
 one port. (``log.flush=always`` is killed 50 times under mixed load with consumer groups in
 test_kill_groups.py, which reuses this file's helpers.) A
 confluent-kafka producer in the test process (acks=all) writes continuously, at a fixed rate, to a
-2-partition topic; record ``seq`` goes to partition ``seq % 2`` and its value starts with ``seq``
+2-partition topic (once more with 1,000 partitions, so that each group commit fsyncs many files and
+each restart recovers them all); record ``seq`` goes to partition ``seq % 2`` and its value starts with ``seq``
 (then random padding, so batches have varied sizes). The broker is killed with SIGKILL 20-300 ms
 after it has acknowledged its first record since (re)starting (the client needs 0.1-1 s to reconnect
 and get going again, so counting from the moment it listens would mostly kill an idle broker), and
@@ -182,12 +183,19 @@ class BrokerProcess:
 
 
 class Load:
-    """The producer: record ``seq`` goes to partition ``seq % 2``; values start with ``seq``."""
+    """The producer: record ``seq`` goes to partition ``seq % partitions``; values start with ``seq``."""
 
     def __init__(
-        self, bootstrap: str, idempotent: bool, rng: random.Random, topic: str = TOPIC, rate: int = RATE
+        self,
+        bootstrap: str,
+        idempotent: bool,
+        rng: random.Random,
+        topic: str = TOPIC,
+        rate: int = RATE,
+        partitions: int = PARTITIONS,
     ):
         self.topic = topic
+        self.partitions = partitions
         self.rate = rate
         self.rng = rng
         self.values: list[bytes] = []
@@ -249,7 +257,7 @@ class Load:
                 value = b"%0*d:" % (SEQ_DIGITS, seq) + self.rng.randbytes(self.rng.randrange(0, 200))
                 self.values.append(value)
                 self.producer.produce(
-                    self.topic, value, partition=seq % PARTITIONS, on_delivery=self._delivered
+                    self.topic, value, partition=seq % self.partitions, on_delivery=self._delivered
                 )
             self.producer.poll(0)
             assert not self.fatal, f"fatal producer error: {self.fatal}"
@@ -262,7 +270,9 @@ class Load:
         )
 
 
-def read_back(bootstrap: str, topic: str = TOPIC) -> dict[int, list[tuple[int, bytes]]]:
+def read_back(
+    bootstrap: str, topic: str = TOPIC, partitions: int = PARTITIONS
+) -> dict[int, list[tuple[int, bytes]]]:
     """Every record of every partition, (offset, value), from the log start to the end offset."""
     from kafka import KafkaConsumer, TopicPartition
 
@@ -274,13 +284,13 @@ def read_back(bootstrap: str, topic: str = TOPIC) -> dict[int, list[tuple[int, b
         fetch_max_bytes=16 << 20,
     )
     try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
         consumer.seek_to_beginning()
         start = consumer.beginning_offsets(tps)
         end = consumer.end_offsets(tps)
         assert all(start[tp] == 0 for tp in tps), f"log start offsets moved: {start}"
-        out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
+        out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
         deadline = time.monotonic() + 60
         while any(consumer.position(tp) < end[tp] for tp in tps):
             assert time.monotonic() < deadline, "reading back took more than 60 s"
@@ -315,6 +325,7 @@ def check_broker_logs(paths: list[Path]) -> list[str]:
 
 def check_log(load: Load, log_: dict[int, list[tuple[int, bytes]]], idempotent: bool) -> dict[str, int]:
     values = load.values
+    partitions = load.partitions
     assert not load.failed, f"{len(load.failed)} records failed: {list(load.failed.items())[:5]}"
     assert len(load.acks) == len(values)
     where: dict[int, list[tuple[int, int]]] = {}  # seq -> [(partition, offset)] of its copies
@@ -324,15 +335,17 @@ def check_log(load: Load, log_: dict[int, list[tuple[int, bytes]]], idempotent: 
         for offset, value in recs:
             seq = int(value[:SEQ_DIGITS])
             assert seq < len(values) and value == values[seq], f"{p}@{offset}: a record we never produced"
-            assert seq % PARTITIONS == p, f"{p}@{offset}: record {seq} belongs in partition {seq % 2}"
+            assert seq % partitions == p, (
+                f"{p}@{offset}: record {seq} belongs in partition {seq % partitions}"
+            )
             where.setdefault(seq, []).append((p, offset))
     for seq, (p, offset) in load.acks.items():
-        assert p == seq % PARTITIONS, f"record {seq} acknowledged on partition {p}"
+        assert p == seq % partitions, f"record {seq} acknowledged on partition {p}"
         assert offset < len(log_[p]) and log_[p][offset][1] == values[seq], (
             f"acknowledged record {seq} is missing from {p}@{offset}"
             + (f"; it is at {where[seq]}" if seq in where else "; it is nowhere in the log")
         )
-    for p in range(PARTITIONS):
+    for p in range(partitions):
         acked = sorted((off, seq) for seq, (pp, off) in load.acks.items() if pp == p)
         seqs = [seq for _off, seq in acked]
         assert seqs == sorted(seqs), f"partition {p}: acknowledged records are out of produce order"
@@ -352,29 +365,36 @@ def check_log(load: Load, log_: dict[int, list[tuple[int, bytes]]], idempotent: 
     return {"duplicated records": len(dups), "extra copies": sum(len(c) - 1 for c in dups.values())}
 
 
-@pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "plain"])
-def test_acknowledged_records_survive_sigkill_with_interval_flush(tmp_path, idempotent):
+@pytest.mark.parametrize(
+    ("idempotent", "partitions", "kills"),
+    [(True, PARTITIONS, KILLS), (False, PARTITIONS, KILLS), (True, 1000, max(1, KILLS // 3))],
+    ids=["idempotent", "plain", "idempotent-1000-partitions"],
+)
+def test_acknowledged_records_survive_sigkill_with_interval_flush(tmp_path, idempotent, partitions, kills):
+    """With 1,000 partitions every group commit fsyncs many files, and a restart recovers them all."""
     seed = _seed()
     mode = "idempotent" if idempotent else "plain"
-    print(f"\nDURABILITY_SEED={seed} ({mode}, log.flush=interval, {KILLS} kills)")
+    print(f"\nDURABILITY_SEED={seed} ({mode}, {partitions} partitions, log.flush=interval, {kills} kills)")
     rng = random.Random(seed)
     (tmp_path / "logs").mkdir()
-    broker = BrokerProcess(tmp_path / "data", tmp_path / "logs", INTERVAL)
+    broker = BrokerProcess(
+        tmp_path / "data", tmp_path / "logs", {**INTERVAL, "num.partitions": str(partitions)}
+    )
     started = time.monotonic()
     try:
-        load = Load(broker.bootstrap, idempotent, rng)
+        load = Load(broker.bootstrap, idempotent, rng, partitions=partitions)
         startup: list[float] = []
         acked_per_life: list[int] = []
         resume: list[float] = []  # listening -> first acknowledgement
         in_flight: list[int] = []  # records produced but unreported at each kill
-        for life in range(KILLS + 1):
+        for life in range(kills + 1):
             broker.spawn()
             t0 = time.monotonic()
             while not broker.listening():
                 assert time.monotonic() - t0 < 30, "broker did not start listening within 30 s"
                 load.pump(0.005)
             startup.append(time.monotonic() - t0)
-            if life == KILLS:
+            if life == kills:
                 break
             # the kill delay counts from this broker's first acknowledgement: the client takes 0.1-1 s
             # to reconnect, and a kill before that would find the broker idle
@@ -390,7 +410,7 @@ def test_acknowledged_records_survive_sigkill_with_interval_flush(tmp_path, idem
             acked_per_life.append(len(load.acks) - before)
         load.finish(60)
         crash_time = time.monotonic() - started
-        log_ = read_back(broker.bootstrap)
+        log_ = read_back(broker.bootstrap, partitions=partitions)
         stats = check_log(load, log_, idempotent)
 
         # a clean stop and start must change nothing (recovery points, indexes and snapshots trusted)
@@ -400,13 +420,15 @@ def test_acknowledged_records_survive_sigkill_with_interval_flush(tmp_path, idem
         while not broker.listening():
             assert time.monotonic() - t0 < 30, "broker did not start listening within 30 s"
             time.sleep(0.01)
-        assert read_back(broker.bootstrap) == log_, "the log changed across a clean restart"
+        assert read_back(broker.bootstrap, partitions=partitions) == log_, (
+            "the log changed across a clean restart"
+        )
         assert broker.terminate() == 0
 
         truncations = check_broker_logs(broker.logs)
         print(
-            f"{mode}: seed {seed}, {KILLS} kills in {crash_time:.1f} s, {len(load.values)} records "
-            f"produced and acknowledged, partition sizes {[len(r) for r in log_.values()]}, {stats}, "
+            f"{mode}, {partitions} partitions: seed {seed}, {kills} kills in {crash_time:.1f} s, {len(load.values)} records "
+            f"produced and acknowledged, partition sizes {[len(r) for r in log_.values()][:10]}, {stats}, "
             f"acks per life min {min(acked_per_life)} / median {median(acked_per_life)}, "
             f"unreported records at the kills min {min(in_flight)} / median {median(in_flight)}, "
             f"start-up median {median(startup) * 1000:.0f} ms, "
