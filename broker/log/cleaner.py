@@ -507,16 +507,20 @@ def finish_swap(swap: Path) -> Path:
     return target
 
 
-def complete_swaps(directory: Path) -> None:
-    """At start-up: finish committed swaps, drop uncommitted cleaner output."""
-    for p in sorted(directory.glob("*" + CLEANED)):
-        log.info("%s: removing an unfinished cleaner output", p)
-        p.unlink()
-    for p in sorted(directory.glob("*" + SWAP)):
-        if parse_range(p.name) is None:
-            continue
-        log.info("%s: completing a log cleaner swap interrupted by a crash", p)
-        finish_swap(p)
+def complete_swaps(directory: Path, names: list[str] | None = None) -> bool:
+    """At start-up: finish committed swaps, drop uncommitted cleaner output. ``names``: the
+    directory's listing, when the caller has it. Returns whether the directory changed."""
+    if names is None:
+        names = os.listdir(directory)
+    cleaned = sorted(n for n in names if n.endswith(CLEANED))
+    swaps = sorted(n for n in names if n.endswith(SWAP) and parse_range(n) is not None)
+    for n in cleaned:
+        log.info("%s: removing an unfinished cleaner output", directory / n)
+        (directory / n).unlink()
+    for n in swaps:
+        log.info("%s: completing a log cleaner swap interrupted by a crash", directory / n)
+        finish_swap(directory / n)
+    return bool(cleaned or swaps)
 
 
 def read_checkpoint(directory: Path) -> int:

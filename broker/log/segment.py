@@ -193,6 +193,10 @@ class Segment:
         self._idx_positions = array("q")
         self._bytes_since_index = 0
         self._durable_offset = 0  # below this offset, damage is corruption (set by recover)
+        #: the file size the last successful fsync covered (the log sets it at load for a segment
+        #: its recovery point covers): a flush with nothing new to sync is skipped
+        self.synced_size = 0
+        self._index_size = -1  # the size the .index file on disk describes (-1: none, or stale)
         self._torn = False  # bytes of a failed write may lie past ``size``
 
     # ------------------------------------------------------------------ loading
@@ -205,6 +209,7 @@ class Segment:
         otherwise it raises LogCorruption naming the file and the byte position.
         """
         self._durable_offset = durable_offset
+        self._index_size = -1
         self._idx_offsets = array("q")
         self._idx_positions = array("q")
         self._bytes_since_index = 0
@@ -263,6 +268,7 @@ class Segment:
         os.ftruncate(self.fd, pos)
         os.fsync(self.fd)
         self.size = pos
+        self.synced_size = 0
         return dropped
 
     def load_index(self) -> bool:
@@ -283,10 +289,18 @@ class Segment:
         if any(p >= self.size or p < 0 for p in poss) or list(offs) != sorted(offs):
             return False
         self._idx_offsets, self._idx_positions = offs, poss
+        self._index_size = size
         self.next_offset, self.max_timestamp = next_offset, max_ts
         return True
 
+    def index_matches(self) -> None:
+        """The ``.index`` file describes the file as it is (it loaded, and a scan found the same
+        bytes valid): ``write_index`` has nothing to do until the segment changes."""
+        self._index_size = self.size
+
     def write_index(self) -> None:
+        if self._index_size == self.size:
+            return  # the file on disk already describes this content
         entries = array("q")
         for o, p in zip(self._idx_offsets, self._idx_positions, strict=True):
             entries.append(o)
@@ -298,6 +312,7 @@ class Segment:
             struct.pack(">qqq", self.size, self.next_offset, self.max_timestamp) + entries.tobytes()
         )
         os.replace(tmp, self.index_path)
+        self._index_size = self.size
 
     # ------------------------------------------------------------------ writing
 
@@ -343,6 +358,7 @@ class Segment:
         """Forget every batch from ``position`` (a batch boundary) on and cut the file there; if the
         cut fails, the next append retries it before writing."""
         self.size = position
+        self.synced_size = 0  # the cut itself is made durable by the next flush
         self._torn = True
         try:
             self.ops.truncate(self.fd, position)
@@ -397,12 +413,18 @@ class Segment:
         return fd if fd is not None else self.files.acquire(self)
 
     def flush(self) -> None:
-        """fsync the file; any thread (the group commit's worker): the file stays open meanwhile."""
+        """fsync the file unless nothing was written since the last fsync; any thread (the group
+        commit's worker): the file stays open meanwhile."""
+        target = self.size
+        if target <= self.synced_size:
+            return
         fd = self.files.pin(self)
         try:
             self.ops.fsync(fd)
         finally:
             self.files.unpin(self)
+        if target > self.synced_size:
+            self.synced_size = target
 
     def pin(self) -> None:
         """Keep the file open (and readable through its descriptor even once renamed or deleted)
