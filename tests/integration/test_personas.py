@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from broker.personas import PERSONAS
+from broker.personas_redpanda import REDPANDA
 from broker.protocol.generated.api_versions import ApiVersionsRequest
 from tests.support.groups import GROUP_CONFIG, MemberPool, resume_after_commit
 from tests.support.java import require_java
@@ -51,3 +52,22 @@ def test_the_java_client_negotiates_down(broker_factory, pool: MemberPool, relea
         return pool.java(java, name, b.bootstrap, GROUP, TOPIC, **props, **extra)
 
     resume_after_commit(lambda: persona_broker(broker_factory, release), None, GROUP, TOPIC, start)
+
+
+def redpanda_broker(broker_factory):
+    b = broker_factory({**GROUP_CONFIG, "persona": "redpanda"})
+    with WireClient(b.port) as c:  # it really is Redpanda's answer
+        keys = {k.api_key: k for k in c.call(18, 3, ApiVersionsRequest("t", "1")).api_keys}
+    assert keys[1].max_version == REDPANDA[1][1] and 68 not in keys  # Fetch v11, no KIP-848
+    return b
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_python_clients_against_the_redpanda_persona(broker_factory, pool: MemberPool, client):
+    def start(b, name, limit):
+        return pool.python(
+            name, client=client, bootstrap=b.bootstrap, group=GROUP, topic=TOPIC, client_id=f"{client}-{name}",
+            session_ms=6000, heartbeat_ms=200, limit=limit,
+        )  # fmt: skip
+
+    resume_after_commit(lambda: redpanda_broker(broker_factory), None, GROUP, TOPIC, start)
