@@ -71,3 +71,16 @@ def test_python_clients_against_the_redpanda_persona(broker_factory, pool: Membe
         )  # fmt: skip
 
     resume_after_commit(lambda: redpanda_broker(broker_factory), None, GROUP, TOPIC, start)
+
+
+@pytest.mark.java
+@pytest.mark.usefixtures("java_clients")
+def test_the_java_client_against_the_redpanda_persona(broker_factory, pool: MemberPool):
+    java = require_java()
+
+    def start(b, name, limit):
+        extra = {} if limit is None else {"probe.limit": limit}
+        props = {"client.id": f"java-{name}", "session.timeout.ms": 6000, "heartbeat.interval.ms": 200}
+        return pool.java(java, name, b.bootstrap, GROUP, TOPIC, **props, **extra)
+
+    resume_after_commit(lambda: redpanda_broker(broker_factory), None, GROUP, TOPIC, start)
