@@ -6,13 +6,16 @@ of the group resumes exactly there) -- kafka-python, confluent-kafka, aiokafka, 
 
 from __future__ import annotations
 
+import base64
+import uuid
+
 import pytest
 
 from broker.personas import PERSONAS
 from broker.personas_redpanda import REDPANDA
 from broker.protocol.generated.api_versions import ApiVersionsRequest
 from tests.support.groups import GROUP_CONFIG, MemberPool, resume_after_commit
-from tests.support.java import require_java
+from tests.support.java import json_lines, require_java
 from tests.support.wire import WireClient
 
 TOPIC = "orders"
@@ -84,3 +87,18 @@ def test_the_java_client_against_the_redpanda_persona(broker_factory, pool: Memb
         return pool.java(java, name, b.bootstrap, GROUP, TOPIC, **props, **extra)
 
     resume_after_commit(lambda: redpanda_broker(broker_factory), None, GROUP, TOPIC, start)
+
+
+@pytest.mark.java
+@pytest.mark.usefixtures("java_clients")
+def test_java_admin_describe_cluster_falls_back_to_metadata_against_redpanda(broker_factory):
+    # no DescribeCluster in Redpanda's ApiVersions: the Admin asks Metadata, and gets Redpanda's id
+    b = redpanda_broker(broker_factory)
+    rc, out, err = require_java().run("AdminProbe", [b.bootstrap, "cluster"])
+    assert rc == 0, err
+    (cluster,) = json_lines(out)
+    assert (
+        cluster["clusterId"]
+        == f"redpanda.{uuid.UUID(bytes=base64.urlsafe_b64decode(b.broker.cluster.cluster_id + '=='))}"
+    )
+    assert cluster["controller"]["id"] == 1 and [n["id"] for n in cluster["nodes"]] == [1]
