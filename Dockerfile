@@ -1,5 +1,8 @@
 # pykbroker: a Kafka wire-protocol broker. docker build -t pykbroker . && docker run -p 9092:9092 pykbroker
-FROM python:3.11-slim
+# BASE_IMAGE: any image with Python 3.11+ and pip on PATH as python/pip (the test suite passes a
+# locally built Debian one: scripts/docker-base.sh).
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

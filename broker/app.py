@@ -12,9 +12,12 @@ Start-up order: data directory identity, topic registry, API registry, then the 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import logging
 import shutil
 import socket
+import uuid
 from typing import TYPE_CHECKING
 
 from broker.clock import BrokerClock
@@ -43,6 +46,16 @@ log = logging.getLogger(__name__)
 SHUTDOWN_GRACE = 5.0
 
 
+def redpanda_cluster_id(cluster_id: str) -> str:
+    """The cluster id as Redpanda's Metadata gives it: ``redpanda.`` and its cluster UUID (ours is
+    Kafka's base64 form of one; any other id is kept as it is after the prefix)."""
+    try:
+        raw = base64.urlsafe_b64decode(cluster_id + "==")
+    except (binascii.Error, ValueError):
+        raw = b""
+    return f"redpanda.{uuid.UUID(bytes=raw)}" if len(raw) == 16 else f"redpanda.{cluster_id}"
+
+
 class Broker:
     def __init__(
         self, config: Config, recover: bool = False, file_ops: FileOps = SYSTEM_OPS, listen: bool = True
@@ -69,7 +82,9 @@ class Broker:
             self.lock.release()
             self.listener.close()
             raise
-        self.registry = build_registry(config["kafka.version"] or None)
+        self.registry = build_registry(config["kafka.version"] or None, config["persona"] or None)
+        if config["persona"] == "redpanda":
+            self.cluster_id = redpanda_cluster_id(self.cluster_id)
         self.rack: str | None = config["broker.rack"] or None
         #: listener name -> (host, port) given to clients connected to it
         self.advertised: dict[str, tuple[str, int]] = {}

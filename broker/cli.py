@@ -90,6 +90,12 @@ def main() -> None:
     default=None,
     help="Act as this Kafka release's broker: advertise and serve only its APIs and versions.",
 )
+@click.option(
+    "--persona",
+    type=click.Choice(["redpanda"]),
+    default=None,
+    help="Act as a Redpanda broker: its APIs and versions, cluster id and defaults (see README).",
+)
 def serve(
     host: str | None,
     port: int | None,
@@ -105,6 +111,7 @@ def serve(
     control_host: str | None,
     control_token: str | None,
     kafka_version: str | None,
+    persona: str | None,
     tls: str | None,
 ) -> None:
     """Run the broker until SIGTERM or Ctrl-C (graceful: in-flight requests are answered and the
@@ -129,6 +136,7 @@ def serve(
             ("control.host", control_host),
             ("control.token", control_token),
             ("kafka.version", kafka_version),
+            ("persona", persona),
         ):
             if val is not None:
                 values[key] = str(val)

@@ -310,6 +310,15 @@ _SETTINGS = [
         "does (broker/personas.py); empty: everything this broker implements.",
         choices=("", *PERSONAS),
     ),
+    Setting(
+        "persona",
+        str,
+        "",
+        "Act as another Kafka-compatible broker: redpanda (the APIs and versions Redpanda's broker "
+        "advertises, broker/personas_redpanda.py, and its observable defaults); empty: Apache Kafka "
+        "(see kafka.version).",
+        choices=("", "redpanda"),
+    ),
 ]
 SETTINGS: dict[str, Setting] = {s.name: s for s in _SETTINGS}
 
@@ -393,6 +402,11 @@ class Config:
                 raise ConfigError(
                     f"broker.id ({self['broker.id']}) and node.id ({self['node.id']}) must match"
                 )
+        if self["persona"] == "redpanda":
+            if self["kafka.version"]:
+                raise ConfigError("persona: redpanda cannot also act as Apache Kafka (kafka.version is set)")
+            if "auto.create.topics.enable" not in self.explicit:
+                self._values["auto.create.topics.enable"] = False  # Redpanda's auto_create_topics_enabled
         self.endpoints()  # the listener settings must agree with each other
         self._report_unknown()
 

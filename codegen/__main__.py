@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -39,7 +40,15 @@ def generate_cmd(check: bool) -> None:
 
 @main.command("personas")
 @click.option("--check", is_flag=True, help="Fail if broker/personas.py differs; write nothing.")
-def personas_cmd(check: bool) -> None:
+@click.option(
+    "--redpanda",
+    "redpanda",
+    type=click.Path(exists=True, file_okay=False),
+    default=None,
+    help="A git clone of redpanda-data/redpanda: also (re)generate broker/personas_redpanda.py from "
+    f"its {personas.REDPANDA_RELEASE} sources (without it that table is left as it is).",
+)
+def personas_cmd(check: bool, redpanda: str | None) -> None:
     """Regenerate broker/personas.py from the released kafka-clients jars in .reference."""
     drift = personas.generate(check=check)
     missing = [d for d in drift if d.startswith("missing")]
@@ -47,10 +56,12 @@ def personas_cmd(check: bool) -> None:
         click.echo(d, err=True)
     if missing:
         sys.exit(2)
+    if redpanda is not None:
+        drift += personas.generate_redpanda(Path(redpanda), check=check)
     if check and drift:
-        click.echo("broker/personas.py is out of date; run: python -m codegen personas", err=True)
+        click.echo(f"{', '.join(drift)} out of date; run: python -m codegen personas", err=True)
         sys.exit(1)
-    click.echo("wrote broker/personas.py" if drift else "broker/personas.py matches the releases")
+    click.echo(f"wrote {', '.join(drift)}" if drift else "the persona tables match their sources")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 from broker.personas import PERSONAS
+from broker.personas_redpanda import REDPANDA
 
 from .registry import Api, ClientInfo, CloseConnection, Registry, RequestContext
 
@@ -54,11 +55,16 @@ HANDLERS = [
 ]
 
 
-def build_registry(kafka_version: str | None = None) -> Registry:
+def build_registry(kafka_version: str | None = None, persona: str | None = None) -> Registry:
     """Every handler; with ``kafka_version`` (a key of broker.personas.PERSONAS) only the APIs and
-    versions that Kafka release's broker advertises."""
-    persona = PERSONAS[kafka_version] if kafka_version else None
-    return Registry((importlib.import_module(f"{__name__}.{name}") for name in HANDLERS), persona)
+    versions that Kafka release's broker advertises; with ``persona`` "redpanda" those Redpanda's
+    broker advertises (broker.personas_redpanda), and no feature levels (Redpanda sends none)."""
+    modules = (importlib.import_module(f"{__name__}.{name}") for name in HANDLERS)
+    if persona == "redpanda":
+        return Registry(modules, REDPANDA, reports_features=False)
+    if persona:
+        raise ValueError(f"unknown persona {persona!r}")
+    return Registry(modules, PERSONAS[kafka_version] if kafka_version else None)
 
 
 __all__ = ["Api", "ClientInfo", "CloseConnection", "Registry", "RequestContext", "build_registry", "HANDLERS"]

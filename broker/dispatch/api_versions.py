@@ -47,13 +47,18 @@ def handle(ctx: RequestContext, req: codec.ApiVersionsRequest) -> bytes | ApiVer
     cache = ctx.services.registry.cache
     body = cache.get(("api_versions", ctx.api_version))
     if body is None:
-        resp = ApiVersionsResponse(
-            error_code=0,
-            api_keys=_api_keys(ctx),
-            supported_features=[SupportedFeatureKey(n, lo, hi) for n, (lo, hi, _f) in features.FEATURES.items()],
-            finalized_features_epoch=features.FINALIZED_EPOCH,
-            finalized_features=[FinalizedFeatureKey(n, level, level) for n, level in features.finalized().items()],
-        )
+        levels = {}
+        if ctx.services.registry.reports_features:  # (the Redpanda persona's ApiVersions has none)
+            levels = dict(
+                supported_features=[
+                    SupportedFeatureKey(n, lo, hi) for n, (lo, hi, _f) in features.FEATURES.items()
+                ],
+                finalized_features_epoch=features.FINALIZED_EPOCH,
+                finalized_features=[
+                    FinalizedFeatureKey(n, lvl, lvl) for n, lvl in features.finalized().items()
+                ],
+            )
+        resp = ApiVersionsResponse(error_code=0, api_keys=_api_keys(ctx), **levels)
         body = codec.RESPONSE_ENCODERS[ctx.api_version](resp)
         cache[("api_versions", ctx.api_version)] = body
     return body

@@ -131,10 +131,17 @@ class Api:
 
 
 class Registry:
-    def __init__(self, modules: Iterable[ModuleType], persona: Mapping[int, tuple[int, int]] | None = None):
+    def __init__(
+        self,
+        modules: Iterable[ModuleType],
+        persona: Mapping[int, tuple[int, int]] | None = None,
+        reports_features: bool = True,
+    ):
         """``persona``: a Kafka release's advertised ranges (broker.personas): each API is served only
-        at the versions both that release and its handler know, and not at all if none."""
+        at the versions both that release and its handler know, and not at all if none.
+        ``reports_features``: ApiVersions v3+ lists the feature levels (KIP-584; Redpanda does not)."""
         self.apis: dict[int, Api] = {}
+        self.reports_features = reports_features
         #: Responses that depend only on (API, version), encoded once (e.g. ApiVersions).
         self.cache: dict[tuple, bytes] = {}
         for mod in modules:

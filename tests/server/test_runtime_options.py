@@ -12,6 +12,7 @@ from pathlib import Path
 
 import orjson
 
+from broker.protocol.generated.api_versions import ApiVersionsRequest
 from broker.protocol.generated.metadata import MetadataRequest
 from broker.testing import running_broker
 from tests.support.wire import WireClient
@@ -93,3 +94,24 @@ def test_request_lines_only_at_debug(tmp_path, caplog):
         "Metadata v12 correlation 1",
         "Metadata v12 correlation 2",
     ]
+
+
+def test_persona_option_makes_serve_answer_as_redpanda(tmp_path):
+    proc, ready = _serve(tmp_path, "--persona", "redpanda")
+    try:
+        port = int(ready.read_text().splitlines()[0].rsplit(":", 1)[1])
+        with WireClient(port) as c:
+            keys = {
+                k.api_key: (k.min_version, k.max_version)
+                for k in c.call(18, 3, ApiVersionsRequest("t", "1")).api_keys
+            }
+            assert keys[1] == (4, 11) and keys[18] == (0, 3) and 60 not in keys
+            assert c.call(3, 8, MetadataRequest(topics=None)).cluster_id.startswith("redpanda.")
+    finally:
+        _stop(proc)
+    refused = subprocess.run(
+        [sys.executable, "-m", "broker", "serve", "--persona", "redpanda", "--kafka-version", "4.0",
+         "--data-dir", str(tmp_path / "e")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "persona: redpanda cannot also act as Apache Kafka" in refused.stderr
