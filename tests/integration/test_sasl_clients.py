@@ -393,3 +393,41 @@ def test_kcat_wrong_password(secure, certs):
     assert "kcat-wrong" not in _topics(secure)
     ok = _kcat(secure, certs, "PLAIN", "alice-secret", "-L", "-m", "10")
     assert ok.returncode == 0 and "1 brokers" in ok.stdout, ok.stdout
+
+
+# ------------------------------------------------------------------- SCRAM users through an admin client
+
+
+def test_confluent_kafka_admin_manages_scram_users(secure, certs):
+    """confluent-kafka's AdminClient creates, describes and deletes a SCRAM user (KIP-554); the user
+    logs in at once, and no longer once deleted."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{secure.ports['PLAINTEXT']}"})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+    for f in admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion("erin", info, b"erin-secret")]
+    ).values():
+        f.result(10)
+    described = admin.describe_user_scram_credentials(["erin"])["erin"].result(10)
+    assert [(c.mechanism, c.iterations) for c in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_256, 8192)
+    ]
+    _ck_round_trip(_ck_config(secure, "SASL_SSL", certs, "SCRAM-SHA-256", "erin", "erin-secret"), n=3)
+    with pytest.raises(KafkaException) as e:  # too few iterations: Kafka's UNACCEPTABLE_CREDENTIAL
+        low = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 1000)
+        admin.alter_user_scram_credentials([UserScramCredentialUpsertion("erin", low, b"x")])["erin"].result(
+            10
+        )
+    assert e.value.args[0].name() == "UNACCEPTABLE_CREDENTIAL", e.value
+    deletion = UserScramCredentialDeletion("erin", ScramMechanism.SCRAM_SHA_256)
+    admin.alter_user_scram_credentials([deletion])["erin"].result(10)
+    reported = _ck_auth_error(_ck_config(secure, "SASL_SSL", certs, "SCRAM-SHA-256", "erin", "erin-secret"))
+    assert "SASL authentication error" in reported, reported
