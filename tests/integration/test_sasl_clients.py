@@ -431,3 +431,57 @@ def test_confluent_kafka_admin_manages_scram_users(secure, certs):
     admin.alter_user_scram_credentials([deletion])["erin"].result(10)
     reported = _ck_auth_error(_ck_config(secure, "SASL_SSL", certs, "SCRAM-SHA-256", "erin", "erin-secret"))
     assert "SASL authentication error" in reported, reported
+
+
+# ------------------------------------------------------------------------ OAUTHBEARER with a JWKS
+
+
+def test_confluent_kafka_signed_tokens_checked_against_a_jwks(broker_factory, certs, tmp_path):
+    """``sasl.oauthbearer.jwks.endpoint.url`` (file://): tokens signed by the JWKS key, for the
+    expected audience and issuer, authenticate; a token for another audience, signed by another key,
+    or unsigned is refused with {"status":"invalid_token"}."""
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+    jwk.update(kid="k1", alg="ES256")
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [jwk]}))
+    b = _start(
+        broker_factory,
+        certs,
+        **{
+            "sasl.enabled.mechanisms": MECHANISMS,
+            "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
+            "sasl.oauthbearer.expected.audience": "kafka",
+            "sasl.oauthbearer.expected.issuer": "https://issuer.example",
+        },
+    )
+
+    def conf(claims: dict, signer=key, headers: dict | None = None) -> dict:
+        now = int(time.time())
+        token = jwt.encode(
+            {"iat": now, "exp": now + 300, **claims},
+            signer,
+            algorithm="ES256",
+            headers=headers or {"kid": "k1"},
+        )
+        c = _ck_config(b, "SASL_SSL", certs)
+        c.update(
+            {
+                "sasl.mechanism": "OAUTHBEARER",
+                "oauth_cb": lambda _config: (token, time.time() + 300, claims.get("sub", "x")),
+            }
+        )
+        return c
+
+    good = {"sub": "svc", "aud": "kafka", "iss": "https://issuer.example"}
+    _ck_round_trip(conf(good), n=3)
+    for bad in (
+        conf({**good, "aud": "other"}),
+        conf(good, ec.generate_private_key(ec.SECP256R1())),
+        conf({**good, "iss": "https://evil.example"}),
+    ):
+        reported = _ck_auth_error(bad)
+        assert '{"status":"invalid_token"}' in reported, reported
