@@ -101,6 +101,7 @@ class Broker:
             registry=self.registry,
             advertised_address=self.advertised_address,
             quotas=self.quotas,
+            scram=self.scram,
         )
         self.pipeline = RequestPipeline(self.registry, self.services)
         #: the test control plane (fault rules, live state); served over HTTP when control.port is set
@@ -132,6 +133,9 @@ class Broker:
         self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
         self.quotas = ClientQuotas(data_dir, config["quota.window.num"], config["quota.window.size.seconds"])
+        #: SCRAM credentials: sasl.users, then those set through AlterUserScramCredentials (data dir)
+        self.scram = self.listener.scram
+        self.scram.open(data_dir)
 
     @property
     def connections(self) -> set:

@@ -47,8 +47,10 @@ if [ "${1:-}" = test ]; then
   command -v javac >/dev/null 2>&1 || apt_install openjdk-17-jdk-headless
   command -v mvn >/dev/null 2>&1 || apt_install maven
   command -v go >/dev/null 2>&1 || apt_install golang-go  # an older go fetches go.mod's toolchain itself
+  command -v kcat >/dev/null 2>&1 || apt_install kcat  # the kcat SASL tests (tests/integration)
   PYTHON=.venv/bin/python scripts/reference.sh >/dev/null
   PYTHON=.venv/bin/python scripts/spark-kafka.sh
   scripts/kafka.sh >/dev/null
   scripts/clients.sh
+  scripts/kafkajs.sh  # kafkajs (npm) into .reference/kafkajs
 fi

@@ -1,4 +1,4 @@
-"""The admin command line: ``pykbroker topics|groups|produce|consume|cluster`` (issue 17), and the
+"""The admin command line: ``pykbroker topics|groups|produce|consume|cluster|users`` (issue 17), and the
 offline ``pykbroker dump`` (broker/dump).
 
 The commands speak the Kafka protocol to ``--bootstrap-server`` through kafka-python (a pure-Python
@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "produce": ("broker.cli_admin.data:produce", "Produce one record per line of stdin."),
     "consume": ("broker.cli_admin.data:consume", "Print records of topics (group or assigned partitions)."),
     "cluster": ("broker.cli_admin.cluster:cluster", "The cluster: id, controller, brokers."),
+    "users": ("broker.cli_admin.users:users", "SCRAM users: add (or change a password), list, delete."),
     "dump": ("broker.dump.cli:dump", "Read a data directory offline: segments, indexes, coordinator log."),
 }
 

@@ -45,6 +45,8 @@ HANDLERS = [
     "offset_delete",  # 47
     "describe_client_quotas",  # 48
     "alter_client_quotas",  # 49
+    "describe_user_scram_credentials",  # 50
+    "alter_user_scram_credentials",  # 51
     "describe_quorum",  # 55
     "update_features",  # 57
     "describe_cluster",  # 60

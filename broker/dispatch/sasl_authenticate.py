@@ -2,8 +2,9 @@
 
 A failed exchange answers SASL_AUTHENTICATION_FAILED with Kafka's message for the mechanism; the
 connection then closes (after ``connection.failed.authentication.delay.ms``). On an authenticated
-connection, or one that never hand-shook, the answer is ILLEGAL_SASL_STATE. v1+ reports a session
-lifetime of 0 (no re-authentication required)."""
+connection, or one that never hand-shook, the answer is ILLEGAL_SASL_STATE. v1+ reports the
+session lifetime once the exchange completes (KIP-368: ``connections.max.reauth.ms`` or the
+credential's expiry, whichever is sooner; 0 when the session does not expire)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def handle(ctx: RequestContext, req: SaslAuthenticateRequest) -> SaslAuthenticat
             session_lifetime_ms=0,
         )
     try:
-        token = session.step(bytes(req.auth_bytes))
+        token = session.step(bytes(req.auth_bytes), ctx.api_version)
     except SaslFailure as e:
         return SaslAuthenticateResponse(
             error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
@@ -34,4 +35,7 @@ def handle(ctx: RequestContext, req: SaslAuthenticateRequest) -> SaslAuthenticat
             auth_bytes=b"",
             session_lifetime_ms=0,
         )
-    return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=0)
+    lifetime = session.session_lifetime_ms if session.state == "done" else 0
+    return SaslAuthenticateResponse(
+        error_code=ErrorCode.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=lifetime
+    )

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from broker.coordinator import GroupCoordinator
     from broker.log.manager import LogManager
     from broker.quotas import ClientQuotas
+    from broker.security.scram_store import ScramCredentials
     from broker.topic_admin import TopicAdmin
 
     from .registry import Registry
@@ -44,3 +45,5 @@ class Services:
     advertised_address: Callable[[str], tuple[str, int]]
     #: client quotas (DescribeClientQuotas/AlterClientQuotas) and their enforcement
     quotas: ClientQuotas
+    #: SCRAM credentials (DescribeUserScramCredentials/AlterUserScramCredentials, SCRAM authentication)
+    scram: ScramCredentials

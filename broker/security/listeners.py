@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from broker.config import Config, Endpoint
 
 from .sasl import Authenticator, build_authenticator, parse_users, scram_credentials
+from .scram_store import ScramCredentials
 from .tls import PrincipalRules, server_context
 
 
@@ -21,11 +22,21 @@ class ListenerSecurity:
     principal_rules: PrincipalRules | None = None
 
 
-def listener_security(config: Config, endpoints: list[Endpoint]) -> dict[str, ListenerSecurity]:
-    """Listener name -> its TLS context and SASL authenticator (both None for PLAINTEXT)."""
+def configured_scram(config: Config) -> ScramCredentials:
+    """The SCRAM credentials of ``sasl.users`` (salted here; the passwords are not kept)."""
+    return ScramCredentials(scram_credentials(parse_users(config["sasl.users"])))
+
+
+def listener_security(
+    config: Config, endpoints: list[Endpoint], scram: ScramCredentials | None = None
+) -> dict[str, ListenerSecurity]:
+    """Listener name -> its TLS context and SASL authenticator (both None for PLAINTEXT).
+    ``scram``: the broker's SCRAM credentials (default: those of ``sasl.users``), shared by every
+    SASL listener."""
     out: dict[str, ListenerSecurity] = {}
-    scram_store: dict[str, dict[str, tuple]] | None = None
+    scram_store = scram
     for ep in endpoints:
+
         def prop(key: str, name: str = ep.name) -> str:
             return config.listener_prop(name, key)
 
@@ -34,7 +45,7 @@ def listener_security(config: Config, endpoints: list[Endpoint]) -> dict[str, Li
         sasl = None
         if ep.sasl:
             if scram_store is None:  # salted once, whatever the number of SASL listeners
-                scram_store = scram_credentials(parse_users(config["sasl.users"]))
+                scram_store = configured_scram(config)
             sasl = build_authenticator(
                 ep.name, prop, scram_store, config["connection.failed.authentication.delay.ms"]
             )

@@ -237,19 +237,49 @@ class KafkaConnection(asyncio.Protocol):
         authentication is answered after ``connection.failed.authentication.delay.ms`` and closes
         the connection, a successful one lifts the gate."""
         session = self.client.sasl
+        reauthenticating = session.reauthenticating
         out = self.pipeline.handle_unauthenticated(frame, self.client)
         if session.failed:
             self._fail_authentication(out)
             return
-        if session.principal is not None:
+        if session.state == "done":
             self.client.principal = session.principal
-            del self._handle  # the class's _handle from now on: no gate on the hot path
+            if session.expires_at_ms is None:
+                del self._handle  # the class's _handle from now on: no gate on the hot path
+            else:  # KIP-368: the session expires; each request checks it first
+                self._handle = self._handle_expiring  # type: ignore[method-assign]
             self.reader.max_size = self.listener.max_request_bytes
-            log.info("%s authenticated as %s (%s)", self.client.peer, session.principal, session.mechanism)
+            log.info(
+                "%s %s as %s (%s%s)",
+                self.client.peer,
+                "re-authenticated" if reauthenticating else "authenticated",
+                session.principal,
+                session.mechanism,
+                f", session lifetime {session.session_lifetime_ms} ms" if session.expires_at_ms is not None else "",
+            )
         if type(out) is bytes:
             self._write(out)
         else:
             self._take(out)
+
+    def _handle_expiring(self, frame: bytes) -> None:
+        """``_handle`` of an authenticated connection whose session expires (KIP-368), as Kafka's
+        SocketServer: a SaslHandshake starts a re-authentication (through the gate again); any other
+        request after the expiry closes the connection."""
+        session = self.client.sasl
+        api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+        if api_key == 17 and session.begin_reauthentication():
+            self._handle = self._handle_gated  # type: ignore[method-assign]
+            self.reader.max_size = min(self.reader.max_size, SASL_MAX_RECEIVE)
+            self._handle_gated(frame)
+            return
+        if session.expired():
+            self.close(
+                f"SASL session of {session.principal} expired without re-authentication "
+                "(connections.max.reauth.ms or the credential's lifetime)"
+            )
+            return
+        KafkaConnection._handle(self, frame)
 
     def _fail_authentication(self, out: object) -> None:
         session = self.client.sasl

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.config import Config, Endpoint, parse_ip_overrides
-from broker.security.listeners import ListenerSecurity, listener_security
+from broker.security.listeners import ListenerSecurity, configured_scram, listener_security
 
 from .connection import KafkaConnection
 from .pipeline import RequestPipeline
@@ -72,7 +72,9 @@ class Listener:
     def __init__(self, config: Config, endpoints: list[Endpoint]):
         self.endpoints = endpoints
         #: listener name -> TLS context / SASL authenticator (raises ConfigError when unusable)
-        self.security: dict[str, ListenerSecurity] = listener_security(config, endpoints)
+        #: the broker's SCRAM credentials (sasl.users; the data directory's are added by the broker)
+        self.scram = configured_scram(config)
+        self.security: dict[str, ListenerSecurity] = listener_security(config, endpoints, self.scram)
         #: TLS handshakes in progress (each in its own task: a slow client never stalls accepting)
         self._handshakes: set[asyncio.Task] = set()
         self.max_request_bytes: int = config["socket.request.max.bytes"]

@@ -35,6 +35,11 @@ from broker.protocol.generated.alter_replica_log_dirs import (
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirTopic,
 )
+from broker.protocol.generated.alter_user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    ScramCredentialDeletion,
+    ScramCredentialUpsertion,
+)
 from broker.protocol.generated.api_versions import ApiVersionsRequest
 from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest
 from broker.protocol.generated.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
@@ -66,6 +71,10 @@ from broker.protocol.generated.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsRequestCursor,
     TopicRequest,
+)
+from broker.protocol.generated.describe_user_scram_credentials import (
+    DescribeUserScramCredentialsRequest,
+    UserName,
 )
 from broker.protocol.generated.elect_leaders import ElectLeadersRequest, TopicPartitions
 from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
@@ -906,6 +915,86 @@ def describe_client_quotas_cases(v: int, n: Names) -> Iterator[Case]:
     ]
 
 
+#: a fixed salt and salted password (any bytes do: the broker derives the keys from them)
+_SALT, _SALTED = b"differential-salt", bytes(range(32))
+
+
+def _upsert(name: str, mechanism: int = 1, iterations: int = 4096) -> ScramCredentialUpsertion:
+    return ScramCredentialUpsertion(name, mechanism, iterations, _SALT, _SALTED)
+
+
+def _alter_scram(v: int, deletions: list[tuple[str, int]] = (), upsertions: list[ScramCredentialUpsertion] = (),
+                 compare: bool = True) -> Step:
+    return Step(51, v, AlterUserScramCredentialsRequest(
+        [ScramCredentialDeletion(n, m) for n, m in deletions], list(upsertions)), compare=compare)
+
+
+def _describe_scram(v: int, users: list[str] | None, found: bool | None = None, iterations: int = 0) -> Step:
+    """``found``: after an alteration, ask again until the first user's credentials are there (True;
+    with ``iterations``, the first one salted that many times) or gone (False): Kafka's broker sees a
+    change once its controller's record reaches it."""
+
+    def until(r: Any) -> bool:
+        first = r.results[0]
+        if not found:
+            return first.error_code != 0
+        return first.error_code == 0 and (not iterations or first.credential_infos[0].iterations == iterations)
+
+    if found is None:
+        until = None  # type: ignore[assignment]
+    return Step(50, v, DescribeUserScramCredentialsRequest(None if users is None else [UserName(u) for u in users]),
+                until=until)
+
+
+def alter_user_scram_credentials_cases(v: int, n: Names) -> Iterator[Case]:
+    u = f"scram{n.n}-u"
+    # one mechanism at a time: Kafka lists a user's mechanisms in the order of a hash map keyed by
+    # enum constants (identity hash codes), which differs from run to run
+    yield "upsert, describe, replace, delete", [
+        _alter_scram(v, upsertions=[_upsert(u, 1)]),
+        _describe_scram(0, [u], found=True),
+        _alter_scram(v, upsertions=[_upsert(u, 1, 8192)]),
+        _describe_scram(0, [u], found=True, iterations=8192),
+        _alter_scram(v, deletions=[(u, 1)]),
+        _describe_scram(0, [u], found=False),
+        _alter_scram(v, upsertions=[_upsert(u, 2, 16384)]),
+        _describe_scram(0, [u], found=True),
+        _alter_scram(v, deletions=[(u, 2)]),
+        _describe_scram(0, [u], found=False),
+    ]
+    yield "refused: unknown credential, empty name, unknown mechanism, iterations", [
+        _alter_scram(v, deletions=[(u + "-missing", 1)]),
+        _alter_scram(v, deletions=[("", 1)]),
+        _alter_scram(v, upsertions=[_upsert("", 1)]),
+        _alter_scram(v, upsertions=[_upsert(u + "-m", 0)]),
+        _alter_scram(v, upsertions=[_upsert(u + "-m", 3)]),
+        _alter_scram(v, deletions=[(u + "-m", 9)]),
+        _alter_scram(v, upsertions=[_upsert(u + "-i", 1, 4095)]),
+        _alter_scram(v, upsertions=[_upsert(u + "-i", 2, 16385)]),
+        _alter_scram(v, upsertions=[_upsert(u + "-i", 2, -1)]),
+    ]
+    yield "one user twice in a request", [
+        _alter_scram(v, upsertions=[_upsert(u + "-d", 1), _upsert(u + "-d", 2)]),
+        _alter_scram(v, deletions=[(u + "-d", 1)], upsertions=[_upsert(u + "-d", 2)]),
+        _alter_scram(v, deletions=[(u + "-d", 1), (u + "-d", 1)]),
+        _describe_scram(0, [u + "-d"]),
+    ]
+    yield "empty request", [_alter_scram(v)]
+
+
+def describe_user_scram_credentials_cases(v: int, n: Names) -> Iterator[Case]:
+    u = f"scramd{n.n}-u"
+    yield "a user, unknown users, a user twice", [
+        _alter_scram(0, upsertions=[_upsert(u, 2, 10000)], compare=False),
+        _describe_scram(v, [u], found=True),
+        _describe_scram(v, [u + "-missing"]),
+        _describe_scram(v, [u, u]),
+        _describe_scram(v, [""]),
+        _alter_scram(0, deletions=[(u, 2)], compare=False),
+        _describe_scram(v, [u], found=False),
+    ]
+
+
 def _remember_log_dir(resp: Any, mem: dict) -> None:
     mem["log_dir"] = resp.results[0].log_dir
 
@@ -998,6 +1087,8 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     47: offset_delete_cases,
     48: describe_client_quotas_cases,
     49: alter_client_quotas_cases,
+    50: describe_user_scram_credentials_cases,
+    51: alter_user_scram_credentials_cases,
     55: describe_quorum_cases,
     57: update_features_cases,
     60: describe_cluster_cases,

@@ -159,6 +159,10 @@ STRING_POOLS: dict[str, list[str | None]] = {
     "states_filter": ["Stable", "Empty", "PreparingRebalance", "Dead", "bogus", ""],
     "types_filter": ["classic", "consumer", "bogus", ""],
     "entity_type": ["user", "client-id", "ip", "", "group"],
+    # DescribeUserScramCredentials / AlterUserScramCredentials (a user the fuzz creates, others)
+    "UserName.name": ["fuzz-user", "", "nobody", "é☃"],
+    "ScramCredentialDeletion.name": ["fuzz-user", "", "nobody"],
+    "ScramCredentialUpsertion.name": ["fuzz-user", "", "é☃", "x" * 300],
     "entity_name": [None, "fuzz-entity", "", "127.0.0.1", "not a host!"],
     "match": [None, "fuzz", ""],
     "OpData.key": [
@@ -182,6 +186,9 @@ PARTITIONS = [0, 0, 1, 2, 3, -1, 2**31 - 1, -(2**31)]
 EPOCHS = [-1, 0, 1, 2, -2, 2**31 - 1, -(2**31)]
 OFFSETS = [0, 1, 2, 5, 1000, -1, -2, 2**63 - 1, -(2**63)]
 INT_POOLS: dict[str, list[int]] = {
+    # SCRAM: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512, others unknown; Kafka accepts 4096..16384 iterations
+    "mechanism": [1, 2, 0, 3, -1, 127, -128],
+    "iterations": [4096, 16384, 4095, 16385, 0, -1, 2**31 - 1, -(2**31)],
     "partition": PARTITIONS,
     "partition_index": PARTITIONS,
     "index": PARTITIONS,

@@ -299,6 +299,7 @@ def test_aiokafka_scram_over_ssl(secure, certs):
     "listener, mechanism, module",
     [
         ("SASL_SSL", "SCRAM-SHA-512", "org.apache.kafka.common.security.scram.ScramLoginModule"),
+        ("SASL_SSL", "SCRAM-SHA-256", "org.apache.kafka.common.security.scram.ScramLoginModule"),
         ("SASL_PLAINTEXT", "PLAIN", "org.apache.kafka.common.security.plain.PlainLoginModule"),
     ],
 )

@@ -39,6 +39,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                             timestamp BASE_TS + i) for i in 0..N-1; prints the effective
  *                             idempotence/acks settings and "acks": [[partition, offset], ...]
  *                             indexed by i
+ *   paced TOPIC N PAUSE_MS    one KafkaProducer sends record i (as produce, timestamp now) one at a
+ *                             time, waiting for its ack, then PAUSE_MS before the next; prints
+ *                             "acks" (a long-lived client: e.g. across SASL re-authentications)
  *   consume TOPIC N           KafkaConsumer without a group: assign() every partition,
  *                             seekToBeginning, poll until N records (30 s at most); prints
  *                             "records": [[partition, offset, timestamp, key, value], ...]
@@ -78,6 +81,9 @@ public class ProduceConsumeProbe {
                     case "produce":
                         produce(out, args[0], words[1], Integer.parseInt(words[2]), Long.parseLong(words[3]),
                                 words.length > 4 ? words[4] : "");
+                        break;
+                    case "paced":
+                        paced(out, args[0], words[1], Integer.parseInt(words[2]), Long.parseLong(words[3]));
                         break;
                     case "consume":
                         consume(out, args[0], words[1], Integer.parseInt(words[2]));
@@ -134,6 +140,27 @@ public class ProduceConsumeProbe {
         ProducerConfig effective = new ProducerConfig(props);
         out.put("idempotence", effective.getBoolean(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG));
         out.put("acksConfig", effective.getString(ProducerConfig.ACKS_CONFIG));
+    }
+
+    private static void paced(Map<String, Object> out, String bootstrap, String topic, int n, long pauseMs)
+            throws Exception {
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ProducerConfig.CLIENT_ID_CONFIG, "paced-probe");
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        addClientProperties(props);
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
+            List<Object> acks = new ArrayList<>(n);
+            for (int i = 0; i < n; i++) {
+                RecordMetadata md = producer.send(new ProducerRecord<>(topic, Integer.toString(i), valueOf(i))).get();
+                acks.add(List.of(md.partition(), md.offset()));
+                if (i + 1 < n) {
+                    Thread.sleep(pauseMs);
+                }
+            }
+            out.put("acks", acks);
+        }
     }
 
     /** The settings of the file named by PROBE_CLIENT_PROPERTIES, when set. */

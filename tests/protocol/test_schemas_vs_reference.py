@@ -80,6 +80,8 @@ EXPECTED_APIS = {
     "AlterConfigs": 33,
     "DescribeClientQuotas": 48,
     "AlterClientQuotas": 49,
+    "DescribeUserScramCredentials": 50,
+    "AlterUserScramCredentials": 51,
 }
 
 #: Our validVersions where they deliberately differ from the union of the reference ranges.

@@ -60,6 +60,8 @@ APIS: dict[int, ApiInfo] = {
     47: ApiInfo(47, 'OffsetDelete', 'offset_delete', 0, 0, None),
     48: ApiInfo(48, 'DescribeClientQuotas', 'describe_client_quotas', 0, 1, 1),
     49: ApiInfo(49, 'AlterClientQuotas', 'alter_client_quotas', 0, 1, 1),
+    50: ApiInfo(50, 'DescribeUserScramCredentials', 'describe_user_scram_credentials', 0, 0, 0),
+    51: ApiInfo(51, 'AlterUserScramCredentials', 'alter_user_scram_credentials', 0, 0, 0),
     55: ApiInfo(55, 'DescribeQuorum', 'describe_quorum', 0, 2, 0),
     57: ApiInfo(57, 'UpdateFeatures', 'update_features', 0, 2, 0),
     60: ApiInfo(60, 'DescribeCluster', 'describe_cluster', 0, 2, 0),
