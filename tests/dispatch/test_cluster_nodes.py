@@ -25,13 +25,23 @@ from broker.protocol.generated.delete_records import (
     DeleteRecordsTopic,
 )
 from broker.protocol.generated.describe_cluster import DescribeClusterRequest
+from broker.protocol.generated.describe_groups import DescribeGroupsRequest
 from broker.protocol.generated.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     TopicRequest,
 )
 from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
+from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
+from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
+from broker.protocol.generated.list_groups import ListGroupsRequest
 from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
+from broker.protocol.generated.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
 from broker.protocol.generated.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
@@ -355,3 +365,96 @@ def test_min_insync_replicas_counts_the_live_replicas(cluster):
         cluster.broker.nodes.node_down(2)
         refused = c.call(PRODUCE, 9, req()).responses[0].partition_responses[0]
     assert refused.error_code == ErrorCode.NOT_ENOUGH_REPLICAS and "Set(1)" in refused.error_message
+
+
+# ---------------------------------------------------------------- coordinators: layer 4
+
+FIND_COORDINATOR, JOIN_GROUP, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, DESCRIBE_GROUPS = 10, 11, 8, 9, 16, 15
+
+
+def groups_by_coordinator(b, count=40):
+    """Group ids keyed by the node coordinating them."""
+    out: dict[int, list[str]] = {}
+    for i in range(count):
+        g = f"group-{i}"
+        out.setdefault(b.broker.nodes.coordinator(g), []).append(g)
+    return out
+
+
+def test_find_coordinator_maps_groups_as_kafka(cluster):
+    nodes = cluster.broker.nodes
+    by_node = groups_by_coordinator(cluster)
+    assert set(by_node) == {1, 2, 3}  # 50 slots striped over 3 nodes
+    for node, groups in by_node.items():
+        for asked in (1, 2, 3):  # every node gives the same answer
+            with cluster.client(asked) as c:
+                one = c.call(FIND_COORDINATOR, 3, FindCoordinatorRequest(key=groups[0], key_type=0))
+                many = c.call(
+                    FIND_COORDINATOR, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=groups[:2])
+                )
+            assert (one.error_code, one.node_id, one.port) == (0, node, 9000 + node)
+            assert [(k.node_id, k.error_code) for k in many.coordinators] == [(node, 0)] * len(groups[:2])
+    # the slot is Kafka's: abs(String.hashCode) % offsets.topic.num.partitions
+    assert nodes.slot_of("group-0") == abs(java_hash("group-0")) % 50
+
+
+def java_hash(s):
+    h = 0
+    for ch in s:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def test_group_apis_on_another_node_get_not_coordinator(cluster):
+    by_node = groups_by_coordinator(cluster)
+    g = by_node[2][0]
+    join = JoinGroupRequest(
+        group_id=g,
+        session_timeout_ms=10000,
+        rebalance_timeout_ms=10000,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[JoinGroupRequestProtocol("range", b"")],
+    )
+    with cluster.client(1) as c:
+        assert c.call(JOIN_GROUP, 9, join).error_code == ErrorCode.NOT_COORDINATOR
+    with cluster.client(2) as c:
+        assert c.call(JOIN_GROUP, 9, join).error_code == ErrorCode.MEMBER_ID_REQUIRED
+    mine, other = by_node[1][0], by_node[3][0]
+    req = OffsetFetchRequest(
+        groups=[OffsetFetchRequestGroup(mine, None, -1, None), OffsetFetchRequestGroup(other, None, -1, None)]
+    )
+    with cluster.client(1) as c:
+        resp = c.call(OFFSET_FETCH, 9, req)
+        described = c.call(DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=[mine, other]))
+    assert [(r.group_id, r.error_code) for r in resp.groups] == [
+        (mine, 0),
+        (other, ErrorCode.NOT_COORDINATOR),
+    ]
+    assert [(r.group_id, r.error_code) for r in described.groups] == [
+        (mine, 0),
+        (other, ErrorCode.NOT_COORDINATOR),
+    ]
+
+
+def test_list_groups_lists_the_groups_of_this_node(cluster):
+    g = groups_by_coordinator(cluster)[3][0]
+    create(cluster, "t", partitions=1, rf=1)
+    commit = OffsetCommitRequest(
+        group_id=g,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[OffsetCommitRequestTopic(name="t", partitions=[OffsetCommitRequestPartition(0, 0)])],
+    )
+    with cluster.client(1) as c:
+        refused = c.call(OFFSET_COMMIT, 8, commit)
+    assert refused.topics[0].partitions[0].error_code == ErrorCode.NOT_COORDINATOR
+    with cluster.client(3) as c:
+        assert c.call(OFFSET_COMMIT, 8, commit).topics[0].partitions[0].error_code == 0
+    listed = {}
+    for node in (1, 2, 3):
+        with cluster.client(node) as c:
+            listed[node] = [
+                x.group_id for x in c.call(LIST_GROUPS, 4, ListGroupsRequest(states_filter=[])).groups
+            ]
+    assert listed == {1: [], 2: [], 3: [g]}
