@@ -162,6 +162,7 @@ class Broker:
         self.alter_topic_configs = self.admin.alter_topic_configs
         self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
+        self.nodes.on_coordinators_moved.append(self._coordinators_moved)
         self.quotas = ClientQuotas(data_dir, config["quota.window.num"], config["quota.window.size.seconds"])
 
     @property
@@ -211,6 +212,11 @@ class Broker:
     def addresses(self) -> list[tuple[str, int]]:
         """(host, port) of every listener of every node, node by node (the ready file's lines)."""
         return [a for listener in self.listeners for a in listener.addresses()]
+
+    def _coordinators_moved(self, slots: set[int]) -> None:
+        """Nodes: these coordinator slots have a new leader; their groups fail over."""
+        slot_of = self.nodes.slot_of
+        self.groups.reload_groups(lambda group_id: slot_of(group_id) in slots)
 
     def _node_down(self, node: int) -> None:
         """Nodes.node_down: the node's listeners close and its clients are disconnected."""

@@ -122,8 +122,9 @@ class Nodes:
         self.placer = StripedPlacer(self.rng)
         #: node id -> listener name -> (host, port) advertised to clients (set by the broker)
         self.addresses: dict[int, dict[str, tuple[str, int]]] = {}
-        #: called with (slot, old leader, new leader) when a coordinator slot changes leader
-        self.on_coordinator_moved: list[Callable[[int, int, int], None]] = []
+        #: called with the coordinator slots whose leader changed, once per operation
+        self.on_coordinators_moved: list[Callable[[set[int]], None]] = []
+        self._moved_slots: set[int] = set()
         #: called with the node id when a node goes down / comes back (the broker's listeners)
         self.on_node_down: list[Callable[[int], None]] = []
         self.on_node_up: list[Callable[[int], None]] = []
@@ -262,8 +263,14 @@ class Nodes:
             why,
         )
         if topic is self.slots and old != leader:
-            for callback in self.on_coordinator_moved:
-                callback(partition, old, leader)
+            self._moved_slots.add(partition)
+
+    def _notify(self) -> None:
+        """Tell the coordinator which slots moved in the operation that just ended."""
+        moved, self._moved_slots = self._moved_slots, set()
+        if moved:
+            for callback in self.on_coordinators_moved:
+                callback(moved)
 
     def move_leader(self, topic_name: str, partition: int, target: int | str = "next") -> tuple[int, int]:
         """Make ``target`` (a live replica, or "next": the next live replica after the leader in
@@ -291,6 +298,7 @@ class Nodes:
             raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"node {target} is down")
         self._set_leader(topic, partition, target, why)
         self._save(topic)
+        self._notify()
         return state.leader, target
 
     def shuffle(self) -> int:
@@ -343,6 +351,9 @@ class Nodes:
             return self.first if self.first in self.live else NO_LEADER
         return self.slots.leaders[self.slot_of(key)]  # type: ignore[index]
 
+    def coordinator_of_slot(self, slot: int) -> int:
+        return self.slots.leaders[slot] if self.slots is not None else self.first  # type: ignore[index]
+
     def move_coordinator(self, key: str, target: int | str = "next") -> tuple[int, int]:
         """Move the coordinator of group ``key`` (the leader of its slot, so every group of that
         slot moves with it, as in Kafka); returns (old, new) node."""
@@ -369,6 +380,7 @@ class Nodes:
                     self._set_leader(topic, p, self.first_live_leader(state.replicas), f"node {node} down")
                     moved += 1
         self._save_all()
+        self._notify()
         for callback in self.on_node_down:
             callback(node)
         return moved
@@ -388,6 +400,7 @@ class Nodes:
                     self._set_leader(topic, p, node, f"node {node} up")
                     elected += 1
         self._save_all()
+        self._notify()
         for callback in self.on_node_up:
             callback(node)
         return elected
