@@ -8,6 +8,7 @@ loop (``running_broker(...).control`` forwards calls there from the test's threa
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -167,6 +168,12 @@ class Control:
         log.info("control: %s -> %s", what, out)
         return out
 
+    def _journal(self, kind: str, details: dict[str, Any], groups: list[str] | None = None) -> None:
+        """With tracing on, the operation is a line of the trace journal too."""
+        journal = getattr(self.pipeline, "tracer", None)
+        if journal is not None:
+            journal.event(kind, details, groups)
+
     def move_leader(self, topic: str, partition: int, to: int | str = "next") -> dict[str, Any]:
         """Make node ``to`` (a live replica, or "next") the partition's leader; its epoch grows."""
         target = _node(to)
@@ -188,7 +195,9 @@ class Control:
 
     def shuffle_leaders(self) -> dict[str, Any]:
         """A random live replica leads each partition (another one where there is a choice)."""
-        return {"moved": self._cluster_op("shuffle every partition leader", self.services.nodes.shuffle)}
+        out = {"moved": self._cluster_op("shuffle every partition leader", self.services.nodes.shuffle)}
+        self._journal("shuffle-leaders", out)
+        return out
 
     def move_coordinator(self, group_id: str, to: int | str = "next") -> dict[str, Any]:
         """Move the coordinator of ``group_id`` (its coordinator slot: every group of the slot moves
@@ -202,19 +211,46 @@ class Control:
             group_id,
             target,
         )
-        return {"group_id": group_id, "slot": nodes.slot_of(group_id), "from": old, "to": new}
+        out = {"group_id": group_id, "slot": nodes.slot_of(group_id), "from": old, "to": new}
+        self._journal("move-coordinator", out, [group_id])
+        return out
 
     def node_down(self, node: int) -> dict[str, Any]:
         """Take a node down: its listeners close, its connections drop, its leaderships and
         coordinators move to live replicas."""
         moved = self._cluster_op(f"node {node} down", self.services.nodes.node_down, int(node))
-        return {"node": int(node), "live": False, "leaders_moved": moved}
+        out = {"node": int(node), "live": False, "leaders_moved": moved}
+        self._journal("node-down", out)
+        return out
 
     def node_up(self, node: int) -> dict[str, Any]:
         """Bring a node back: it listens again on its ports; partitions left without a leader that
         it replicates get it as leader."""
         elected = self._cluster_op(f"node {node} up", self.services.nodes.node_up, int(node))
-        return {"node": int(node), "live": True, "leaders_elected": elected}
+        out = {"node": int(node), "live": True, "leaders_elected": elected}
+        self._journal("node-up", out)
+        return out
+
+    def rolling_restart(self, pause_ms: int = 1000) -> Any:
+        """Take each node down and bring it back, one after the other, ``pause_ms`` down each and
+        between them (as a rolling restart of a real cluster). Returns at once: an awaitable of
+        the nodes restarted (the HTTP route waits for it)."""
+        if pause_ms < 0:
+            raise Refused("pause_ms must be >= 0")
+        if not self.services.nodes.multi:
+            raise Refused("a rolling restart needs more than one node (cluster.nodes)")
+        self._journal("rolling-restart", {"pause_ms": pause_ms})
+        return asyncio.ensure_future(self._rolling_restart(pause_ms))
+
+    async def _rolling_restart(self, pause_ms: int) -> list[int]:
+        done = []
+        for node in list(self.services.nodes.ids):
+            self.node_down(node)
+            await asyncio.sleep(pause_ms / 1000)
+            self.node_up(node)
+            done.append(node)
+            await asyncio.sleep(pause_ms / 1000)
+        return done
 
     # ------------------------------------------------------------------ virtual clock (clock.py)
 

@@ -259,3 +259,12 @@ def cluster_down(ctx: click.Context, node: int) -> None:
 @click.pass_context
 def cluster_up(ctx: click.Context, node: int) -> None:
     _run(_client(ctx).node_up, node)
+
+
+@cluster.command("rolling-restart")
+@click.option(
+    "--pause-ms", type=int, default=1000, show_default=True, help="Down time of each node, and between nodes."
+)
+@click.pass_context
+def cluster_rolling_restart(ctx: click.Context, pause_ms: int) -> None:
+    _run(_client(ctx).rolling_restart, pause_ms)

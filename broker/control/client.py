@@ -138,3 +138,7 @@ class ControlClient:
 
     def node_up(self, node: int) -> dict[str, Any]:
         return self.request("POST", f"/cluster/nodes/{int(node)}/up")
+
+    def rolling_restart(self, pause_ms: int = 1000) -> list[int]:
+        """Every node down and up in turn; returns once all are back."""
+        return self.request("POST", "/cluster/rolling-restart", {"pause_ms": pause_ms})["restarted"]

@@ -158,7 +158,8 @@ def cluster_routes(control: Any) -> list[web.RouteDef]:
     """The simulated cluster (broker/nodes.py): ``GET /cluster``; ``POST /cluster/leaders``
     ``{"topic", "partition", "to": node id | "next"}``; ``POST /cluster/shuffle``;
     ``POST /cluster/coordinators`` ``{"group", "to": node id | "next"}``;
-    ``POST /cluster/nodes/{id}/down`` and ``/up``. A refused operation is 409."""
+    ``POST /cluster/nodes/{id}/down`` and ``/up``; ``POST /cluster/rolling-restart``
+    ``{"pause_ms": N}`` (answered once every node is back). A refused operation is 409."""
 
     async def body(request: web.Request) -> dict:
         try:
@@ -205,6 +206,16 @@ def cluster_routes(control: Any) -> list[web.RouteDef]:
     async def up(request: web.Request) -> web.Response:
         return web.json_response(control.node_up(node_id(request)))
 
+    async def rolling(request: web.Request) -> web.Response:
+        try:
+            b = await body(request)
+            pause = b.get("pause_ms", 1000)
+            if not isinstance(pause, int):
+                raise BadRequest('give {"pause_ms": N}')
+        except BadRequest as e:
+            return _bad(e)
+        return web.json_response({"restarted": await control.rolling_restart(pause)})
+
     return [
         web.get("/cluster", read),
         web.post("/cluster/leaders", leaders),
@@ -212,4 +223,5 @@ def cluster_routes(control: Any) -> list[web.RouteDef]:
         web.post("/cluster/coordinators", coordinators),
         web.post("/cluster/nodes/{id}/down", down),
         web.post("/cluster/nodes/{id}/up", up),
+        web.post("/cluster/rolling-restart", rolling),
     ]

@@ -5,6 +5,7 @@ NOT_COORDINATOR, the persisted generation kept); the control API drives all of i
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 
@@ -12,12 +13,14 @@ import pytest
 
 from broker.control import ControlClient
 from broker.control.client import ControlError
+from broker.log.records import simple_batch
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.describe_groups import DescribeGroupsRequest
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.heartbeat import HeartbeatRequest
 from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from broker.protocol.generated.metadata import MetadataRequest
+from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 from tests.support.wire import WireClient
 
@@ -172,3 +175,49 @@ def test_control_api_moves_leaders_and_refuses_what_cannot_be(bt, tmp_path):
         ctl.node_down(3)
     assert e.value.status == 409
     assert [n["live"] for n in ctl.cluster()["nodes"]] == [False, False, True]
+
+
+def test_rolling_restart_brings_every_node_back(bt):
+    ctl = ControlClient(bt.control_url)
+    bt.call(bt.broker.create_topic, "t", 3, None, False, False, 3)
+    assert ctl.rolling_restart(pause_ms=20) == [1, 2, 3]
+    state = ctl.cluster()
+    assert [n["live"] for n in state["nodes"]] == [True, True, True]
+    assert all(p["epoch"] >= 1 and p["leader"] in (1, 2, 3) for p in state["topics"]["t"])
+    for port in ports(bt).values():  # every node listens again
+        with WireClient(port) as c:
+            assert len(c.call(METADATA, 12, MetadataRequest(topics=None)).brokers) == 3
+
+
+def test_cluster_operations_are_journaled_with_tracing_on(bt, tmp_path):
+    journal = tmp_path / "trace.jsonl"
+    bt.control.start_trace(str(journal))
+    bt.control.move_coordinator("g")
+    bt.control.node_down(2)
+    bt.control.node_up(2)
+    bt.control.stop_trace()
+    events = [json.loads(line) for line in journal.read_text().splitlines()]
+    kinds = [e["event"] for e in events if "event" in e]
+    assert kinds == ["move-coordinator", "node-down", "node-up"]
+    assert events[0]["groups"] == ["g"] and events[0]["details"]["group_id"] == "g"
+
+
+def test_a_fault_rule_names_the_real_leader_in_its_hint(bt):
+    bt.call(bt.broker.create_topic, "h", 1, None, False, False, 3)
+    topic = bt.call(lambda: bt.broker.topics.get("h"))
+    leader, epoch = bt.call(lambda: bt.broker.nodes.leader(topic, 0))
+    bt.control.add_rule(api="Produce", error="NOT_LEADER_OR_FOLLOWER", times=1)
+    req = ProduceRequest(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            TopicProduceData(name="h", partition_data=[PartitionProduceData(0, simple_batch([b"v"]))])
+        ],
+    )
+    with WireClient(ports(bt)[leader]) as c:
+        resp = c.call(0, 10, req)
+    p = resp.responses[0].partition_responses[0]
+    assert p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (leader, epoch)
+    assert [(e.node_id, e.port) for e in resp.node_endpoints] == [(leader, ports(bt)[leader])]
