@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections import Counter
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -148,6 +149,20 @@ def test_confluent_kafka_through_shuffles_and_a_node_down_and_up(cluster):
     assert len(acked) == RECORDS and not errors
     assert acked <= seen, f"{len(acked - seen)} acknowledged records never consumed"
     assert chaos.last and chaos.backwards == []  # commits were watched, none went back
+    # the idempotent producer wrote each record once, whatever it retried through the moves
+    in_log = Counter(read_all(cluster))
+    assert set(in_log) == acked and max(in_log.values()) == 1
+
+
+def read_all(bt) -> list[bytes]:
+    """Every record value of the topic, read from the start of each partition."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap(bt), auto_offset_reset="earliest", consumer_timeout_ms=3000
+    )
+    consumer.assign([TopicPartition("events", p) for p in range(PARTITIONS)])
+    values = [r.value for r in consumer]
+    consumer.close()
+    return values
 
 
 def test_kafka_python_through_shuffles_and_a_node_down_and_up(cluster):
@@ -267,3 +282,48 @@ def test_kcat_and_admin_clients_list_three_brokers_from_node_2_alone(cluster):
     got = {r.partition for r in consumer}
     consumer.close()
     assert got == set(range(PARTITIONS))
+
+
+def test_a_coordinator_move_keeps_kip848_member_epochs(cluster):
+    group = f"cg-{uuid.uuid4().hex[:6]}"
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap(cluster),
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["events"])
+    give_up = time.monotonic() + GIVE_UP_S
+
+    def consume_until(values: set[bytes]) -> None:
+        while values and time.monotonic() < give_up:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                values.discard(msg.value())
+                consumer.commit(message=msg, asynchronous=False)
+
+    def epochs() -> tuple[int, list[int]]:
+        g = cluster.control.group(group)
+        return g["group_epoch"], [m["member_epoch"] for m in g["members"]]
+
+    before = {f"a{i}".encode() for i in range(30)}
+    for v in before:
+        producer.produce("events", value=v)
+    producer.flush(30)
+    consume_until(set(before))
+    group_epoch, member_epochs = epochs()
+    assert member_epochs == [group_epoch]  # reconciled: the member holds the group's assignment
+    moved = cluster.control.move_coordinator(group)
+    assert moved["from"] != moved["to"]
+    after = {f"b{i}".encode() for i in range(30)}
+    for v in after:
+        producer.produce("events", value=v)
+    producer.flush(30)
+    consume_until(set(after))
+    assert sum(o["offset"] for o in cluster.control.offsets(group)["events"].values()) >= 60
+    assert epochs() == (group_epoch, member_epochs)  # no new epoch: the move caused no rebalance
+    consumer.close()
