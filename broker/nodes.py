@@ -301,6 +301,36 @@ class Nodes:
         self._notify()
         return state.leader, target
 
+    def elect(self, topic: Topic, partition: int, unclean: bool = False) -> ErrorCode:
+        """ElectLeaders: the preferred replica (the first) leads again when it is live; unclean:
+        a leaderless partition gets its first live replica. Kafka's answers otherwise."""
+        state = self.state(topic, partition)
+        if unclean:
+            if state.leader != NO_LEADER:
+                return ErrorCode.ELECTION_NOT_NEEDED
+            if not state.isr:
+                return ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+            target = state.isr[0]
+        else:
+            target = state.replicas[0]
+            if state.leader == target:
+                return ErrorCode.ELECTION_NOT_NEEDED
+            if target not in self.live:
+                return ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        self._set_leader(topic, partition, target, "elected")
+        self.topics.save()
+        return ErrorCode.NONE
+
+    def reassign(self, topic: Topic, partition: int, replicas: list[int]) -> None:
+        """AlterPartitionReassignments: the partition's replicas become ``replicas`` at once (one
+        log: nothing to copy); a leader that is not among them hands over to the first live one."""
+        self.materialize(topic)
+        assert topic.replicas is not None and topic.leaders is not None
+        topic.replicas[partition] = list(replicas)
+        if topic.leaders[partition] not in replicas:
+            self._set_leader(topic, partition, self.first_live_leader(replicas), "reassigned")
+        self.topics.save()
+
     def shuffle(self) -> int:
         """A random live replica leads each partition of every topic (another one than now where
         there is a choice), each change bumping the epoch; returns how many moved."""

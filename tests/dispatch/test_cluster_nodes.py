@@ -12,6 +12,11 @@ import pytest
 
 from broker.log.records import simple_batch
 from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    ReassignablePartition,
+    ReassignableTopic,
+)
 from broker.protocol.generated.create_partitions import CreatePartitionsRequest, CreatePartitionsTopic
 from broker.protocol.generated.create_topics import (
     CreatableReplicaAssignment,
@@ -30,6 +35,8 @@ from broker.protocol.generated.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     TopicRequest,
 )
+from broker.protocol.generated.elect_leaders import ElectLeadersRequest
+from broker.protocol.generated.elect_leaders import TopicPartitions as ElectTopicPartitions
 from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
@@ -458,3 +465,45 @@ def test_list_groups_lists_the_groups_of_this_node(cluster):
                 x.group_id for x in c.call(LIST_GROUPS, 4, ListGroupsRequest(states_filter=[])).groups
             ]
     assert listed == {1: [], 2: [], 3: [g]}
+
+
+# ---------------------------------------------------------------- ElectLeaders, reassignments
+
+ELECT_LEADERS, ALTER_REASSIGNMENTS = 43, 45
+
+
+def test_elect_leaders_brings_back_the_preferred_replica(cluster):
+    one_partition(cluster, replicas=(1, 2, 3))
+    nodes = cluster.broker.nodes
+
+    def elect(kind):
+        with cluster.client() as c:
+            req = ElectLeadersRequest(election_type=kind, topic_partitions=[ElectTopicPartitions("t", [0])])
+            return c.call(ELECT_LEADERS, 2, req).replica_election_results[0].partition_result[0].error_code
+
+    assert elect(0) == ErrorCode.ELECTION_NOT_NEEDED
+    nodes.move_leader("t", 0, 3)
+    nodes.node_down(1)
+    assert elect(0) == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    nodes.node_up(1)
+    assert elect(0) == 0
+    p = metadata(cluster, "t").topics[0].partitions[0]
+    assert (p.leader_id, p.leader_epoch) == (1, 2)
+    assert elect(1) == ErrorCode.ELECTION_NOT_NEEDED
+
+
+def test_a_reassignment_completes_at_once_and_moves_a_leader_left_out(cluster):
+    one_partition(cluster, replicas=(1, 2))
+    req = AlterPartitionReassignmentsRequest(
+        topics=[ReassignableTopic("t", [ReassignablePartition(0, [3, 2])])],
+        allow_replication_factor_change=False,
+    )
+    with cluster.client() as c:
+        resp = c.call(ALTER_REASSIGNMENTS, 1, req)
+    assert resp.responses[0].partitions[0].error_code == 0
+    p = metadata(cluster, "t").topics[0].partitions[0]
+    assert (p.replica_nodes, p.leader_id, p.leader_epoch) == ([3, 2], 3, 1)
+    req.topics[0].partitions[0].replicas = [1]
+    with cluster.client() as c:
+        refused = c.call(ALTER_REASSIGNMENTS, 1, req).responses[0].partitions[0]
+    assert refused.error_code == ErrorCode.INVALID_REPLICATION_FACTOR
