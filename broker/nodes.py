@@ -165,6 +165,10 @@ class Nodes:
     # ------------------------------------------------------------------ partitions
 
     def state(self, topic: Topic, partition: int) -> PartitionState:
+        if (
+            not self.multi
+        ):  # one node leads everything at epoch 0 (a cluster's replica lists kept as they are)
+            return PartitionState(self.first, 0, [self.first], [self.first], [])
         if topic.replicas is None:
             replicas = [self.first]
             leader = self.first if self.first in self.live else NO_LEADER
@@ -179,6 +183,8 @@ class Nodes:
 
     def leader(self, topic: Topic, partition: int) -> tuple[int, int]:
         """(leader, leader epoch) of a partition; leader -1 when no replica is live."""
+        if not self.multi:
+            return self.first, 0
         if topic.replicas is None:
             return (self.first if self.first in self.live else NO_LEADER), 0
         return topic.leaders[partition], topic.leader_epochs[partition]  # type: ignore[index]

@@ -96,6 +96,9 @@ class TopicAdmin:
             assert topic.replicas is not None
             if replicas is None:
                 replicas = self.nodes.assign(count - topic.partitions, len(topic.replicas[0]))
+        elif self.nodes is not None and topic.replicas is not None:
+            # a topic of a multi-node cluster grown by a single node: the new partitions are its own
+            replicas = [[self.nodes.first] for _ in range(count - topic.partitions)]
         else:
             replicas = None
         self.logs.open_topic(name, count, topic.configs, first=topic.partitions)

@@ -507,3 +507,23 @@ def test_a_reassignment_completes_at_once_and_moves_a_leader_left_out(cluster):
     with cluster.client() as c:
         refused = c.call(ALTER_REASSIGNMENTS, 1, req).responses[0].partitions[0]
     assert refused.error_code == ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+def test_a_cluster_data_directory_grown_by_a_single_node(node_factory, tmp_path):
+    data = tmp_path / "multi"
+    b = node_factory({"cluster.nodes": 3}, data_dir=data)
+    create(b, "t", partitions=2, rf=3)
+    b.stop()
+    single = node_factory(data_dir=data)
+    with single.client() as c:
+        resp = c.call(
+            CREATE_PARTITIONS, 3, CreatePartitionsRequest([CreatePartitionsTopic("t", 3, None)], 1000, False)
+        )
+    assert resp.results[0].error_code == 0
+    parts = metadata(single, "t").topics[0].partitions
+    # one node leads everything at epoch 0; the cluster's replica lists are kept for a later cluster
+    assert [(p.leader_id, p.leader_epoch, p.replica_nodes) for p in parts] == [(1, 0, [1])] * 3
+    assert (
+        single.broker.topics.get("t").replicas[2] == [1]
+        and len(single.broker.topics.get("t").replicas[0]) == 3
+    )
