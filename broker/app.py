@@ -18,11 +18,12 @@ import logging
 import shutil
 import socket
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from broker.clock import BrokerClock
 from broker.cluster import ClusterMeta, TopicRegistry
-from broker.config import Config
+from broker.config import Config, Endpoint
 from broker.control import Control
 from broker.control.trace import start_from_config as start_trace
 from broker.control.trace import stop as stop_trace
@@ -32,6 +33,7 @@ from broker.dispatch import build_registry
 from broker.dispatch.services import Services
 from broker.log.manager import LogManager
 from broker.log.segment import SYSTEM_OPS, FileOps
+from broker.nodes import Nodes
 from broker.quotas import ClientQuotas
 from broker.server import Listener
 from broker.server.pipeline import RequestPipeline
@@ -54,6 +56,17 @@ def redpanda_cluster_id(cluster_id: str) -> str:
     except (binascii.Error, ValueError):
         raw = b""
     return f"redpanda.{uuid.UUID(bytes=raw)}" if len(raw) == 16 else f"redpanda.{cluster_id}"
+def node_endpoints(endpoints: list[Endpoint], index: int) -> list[Endpoint]:
+    """The listeners of the node at ``index`` (0: the first): each port, and each advertised port
+    that is set, ``index`` higher (port 0 stays 0: every node gets its own free port)."""
+    return [
+        replace(
+            ep,
+            port=ep.port + index if ep.port else 0,
+            advertised_port=ep.advertised_port + index if ep.advertised_port else 0,
+        )
+        for ep in endpoints
+    ]
 
 
 class Broker:
@@ -70,9 +83,25 @@ class Broker:
         by hand: in-process handler tests); :meth:`start` binds then."""
         self.config = config
         self.node_id: int = config["node.id"]
-        self.listener = Listener(config, config.endpoints())
+        count = config["cluster.nodes"]
+        endpoints = config.endpoints()
+        if count == 1:
+            self.listeners = [Listener(config, endpoints)]
+        else:  # one listener set per node, ports offset by the node's index, one connection set
+            shared: set = set()
+            self.listeners = [
+                Listener(config, node_endpoints(endpoints, k), self.node_id + k, shared) for k in range(count)
+            ]
+        #: the first node's listeners (all of a single-node broker's)
+        self.listener = self.listeners[0]
         if listen:
-            self.listener.bind()
+            try:
+                for listener in self.listeners:
+                    listener.bind()
+            except OSError:
+                for listener in self.listeners:
+                    listener.close()
+                raise
         self.port: int = self.listener.port
         self.lock = DataDirLock(config.data_dir)
         try:
@@ -80,7 +109,8 @@ class Broker:
             self._load(config, recover, file_ops)
         except BaseException:
             self.lock.release()
-            self.listener.close()
+            for listener in self.listeners:
+                listener.close()
             raise
         self.registry = build_registry(config["kafka.version"] or None, config["persona"] or None)
         if config["persona"] == "redpanda":
@@ -102,6 +132,7 @@ class Broker:
             advertised_address=self.advertised_address,
             quotas=self.quotas,
             scram=self.scram,
+            nodes=self.nodes,
         )
         self.pipeline = RequestPipeline(self.registry, self.services)
         #: the test control plane (fault rules, live state); served over HTTP when control.port is set
@@ -109,6 +140,8 @@ class Broker:
         self.control_server: ControlServer | None = None  # the control API's HTTP server
         self.control_port: int | None = None
         self._stopped = asyncio.Event()
+        #: nodes whose listeners a node_down closed
+        self._down: set[int] = set()
 
     def _load(self, config: Config, recover: bool, file_ops: FileOps) -> None:
         data_dir = config.data_dir
@@ -117,6 +150,17 @@ class Broker:
         self.cluster = ClusterMeta(data_dir, self.node_id)
         self.cluster_id = self.cluster.cluster_id
         self.topics = TopicRegistry(data_dir)
+        #: node ids, live nodes, partition leaders and group coordinators (broker/nodes.py)
+        self.nodes = Nodes(
+            self.node_id,
+            config["cluster.nodes"],
+            self.topics,
+            data_dir,
+            config["offsets.topic.num.partitions"],
+            config["offsets.topic.replication.factor"],
+        )
+        self.nodes.on_node_down.append(self._node_down)
+        self.nodes.on_node_up.append(self._node_up)
         for leftover in data_dir.glob("*-delete"):
             shutil.rmtree(leftover, ignore_errors=True)  # a topic deletion interrupted by a crash
         self.logs = LogManager(data_dir, config, file_ops, recover=recover, time_ms=self.clock.now_ms)
@@ -124,7 +168,7 @@ class Broker:
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
         self.logs.recover = False  # only what was on disk at start-up
-        self.admin = TopicAdmin(config, self.topics, self.logs)
+        self.admin = TopicAdmin(config, self.topics, self.logs, self.nodes)
         # topic administration for callers holding the broker (tests, benches, the control plane)
         self.create_topic = self.admin.create_topic
         self.delete_topic = self.admin.delete_topic
@@ -132,6 +176,7 @@ class Broker:
         self.alter_topic_configs = self.admin.alter_topic_configs
         self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
+        self.nodes.on_coordinators_moved.append(self._coordinators_moved)
         self.quotas = ClientQuotas(data_dir, config["quota.window.num"], config["quota.window.size.seconds"])
         #: SCRAM credentials: sasl.users, then those set through AlterUserScramCredentials (data dir)
         self.scram = self.listener.scram
@@ -156,29 +201,61 @@ class Broker:
             )
             self.control_port = await self.control_server.start()
         self.logs.start()
-        self.port = await self.listener.start(self.pipeline)
+        for listener in self.listeners:
+            await listener.start(self.pipeline)
+        self.port = self.listener.port
         start_trace(self, self.config)  # trace.file
-        for b in self.listener.bound:
-            ep = b.endpoint
-            host = ep.advertised_host
-            if host in ("0.0.0.0", "::", ""):
-                host = socket.getfqdn()
-            self.advertised[ep.name] = (host, ep.advertised_port or b.port)
-            log.info(
-                "broker %d of cluster %s listening on %s:%d (listener %s, advertised as %s:%d), data in %s",
-                self.node_id,
-                self.cluster_id,
-                ep.host or "0.0.0.0",
-                b.port,
-                ep.name,
-                *self.advertised[ep.name],
-                self.config.data_dir,
-            )
+        for k, listener in enumerate(self.listeners):
+            node = self.node_id + k
+            addresses = self.nodes.addresses.setdefault(node, {})
+            for b in listener.bound:
+                ep = b.endpoint
+                host = ep.advertised_host
+                if host in ("0.0.0.0", "::", ""):
+                    host = socket.getfqdn()
+                addresses[ep.name] = (host, ep.advertised_port or b.port)
+                log.info(
+                    "broker %d of cluster %s listening on %s:%d (listener %s, advertised as %s:%d), data in %s",
+                    node,
+                    self.cluster_id,
+                    ep.host or "0.0.0.0",
+                    b.port,
+                    ep.name,
+                    *addresses[ep.name],
+                    self.config.data_dir,
+                )
+        self.advertised.update(self.nodes.addresses[self.node_id])
+
+    def addresses(self) -> list[tuple[str, int]]:
+        """(host, port) of every listener of every node, node by node (the ready file's lines)."""
+        return [a for listener in self.listeners for a in listener.addresses()]
+
+    def _coordinators_moved(self, slots: set[int]) -> None:
+        """Nodes: these coordinator slots have a new leader; their groups fail over."""
+        slot_of = self.nodes.slot_of
+        self.groups.reload_groups(lambda group_id: slot_of(group_id) in slots)
+
+    def _node_down(self, node: int) -> None:
+        """Nodes.node_down: the node's listeners close and its clients are disconnected."""
+        listener = self.listeners[node - self.node_id]
+        if listener.accepting:
+            listener.go_down(f"node {node} went down")
+            self._down.add(node)
+            log.info("node %d is down: its listeners are closed", node)
+
+    def _node_up(self, node: int) -> None:
+        """Nodes.node_up: the node listens again on the same ports."""
+        listener = self.listeners[node - self.node_id]
+        if node in self._down:  # (a broker that never listened, e.g. in-process tests, stays so)
+            self._down.discard(node)
+            listener.start_now(self.pipeline)
+            log.info("node %d is up: listening on %s", node, listener.addresses())
 
     def close(self) -> None:
         """Release a broker that was constructed but never started (or whose start failed): its
         listeners and the data directory lock. ``stop`` does this for a started broker."""
-        self.listener.close()
+        for listener in self.listeners:
+            listener.close()
         self.lock.release()
 
     async def stop(self, grace: float = SHUTDOWN_GRACE) -> None:
@@ -186,7 +263,8 @@ class Broker:
         (waiting at most ``grace`` seconds; produces waiting for a group commit get it now), close
         the connections (parked long polls and joins are cancelled), then flush and fsync the logs
         (the coordinator's included) and write their recovery checkpoint."""
-        self.listener.stop_accepting()
+        for listener in self.listeners:
+            listener.stop_accepting()
         self.listener.stop_reading()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace

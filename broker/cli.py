@@ -85,6 +85,13 @@ def main() -> None:
     "adds an SSL listener on port+1 unless the listeners have one, and prints the client settings.",
 )
 @click.option(
+    "--nodes",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Simulate a cluster of this many nodes in one process (config cluster.nodes), listening on "
+    "port .. port+N-1 [default: 1].",
+)
+@click.option(
     "--kafka-version",
     type=click.Choice(sorted(PERSONAS)),
     default=None,
@@ -113,6 +120,7 @@ def serve(
     kafka_version: str | None,
     persona: str | None,
     tls: str | None,
+    nodes: int | None,
 ) -> None:
     """Run the broker until SIGTERM or Ctrl-C (graceful: in-flight requests are answered and the
     logs fsynced; a second signal exits at once)."""
@@ -137,6 +145,7 @@ def serve(
             ("control.token", control_token),
             ("kafka.version", kafka_version),
             ("persona", persona),
+            ("cluster.nodes", nodes),
         ):
             if val is not None:
                 values[key] = str(val)
@@ -256,7 +265,7 @@ async def _run(config: Config, recover: bool = False, ready_file: Path | None = 
     if ca is not None:
         _print_tls_settings(broker, ca)
     if ready_file is not None:
-        write_ready_file(ready_file, broker.listener.addresses())
+        write_ready_file(ready_file, broker.addresses())
     try:
         await stop.wait()
         logging.getLogger("broker").info("shutting down (a second SIGTERM or Ctrl-C exits at once)")

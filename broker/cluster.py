@@ -68,6 +68,27 @@ class Topic:
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
+    #: per partition, its replicas (the first is the preferred leader); None: every partition's
+    #: replica list is [the first node] (topics of a single-node broker, see broker/nodes.py)
+    replicas: list[list[int]] | None = None
+    #: per partition, its leader (-1: none live) and leader epoch; None with ``replicas``
+    leaders: list[int] | None = None
+    leader_epochs: list[int] | None = None
+
+
+def _topic_doc(t: Topic) -> dict:
+    doc: dict = {
+        "name": t.name,
+        "id": str(t.topic_id),
+        "partitions": t.partitions,
+        "configs": t.configs,
+        "internal": t.internal,
+    }
+    if t.replicas is not None:  # only topics of a multi-node cluster: single-node files stay as they were
+        doc["replicas"] = t.replicas
+        doc["leaders"] = t.leaders
+        doc["leader_epochs"] = t.leader_epochs
+    return doc
 
 
 class ClusterMeta:
@@ -108,6 +129,9 @@ class TopicRegistry:
                     partitions=t["partitions"],
                     configs=t.get("configs", {}),
                     internal=t.get("internal", False),
+                    replicas=t.get("replicas"),
+                    leaders=t.get("leaders"),
+                    leader_epochs=t.get("leader_epochs"),
                 )
                 self._index(topic)
 
@@ -116,20 +140,12 @@ class TopicRegistry:
         self._by_id[topic.topic_id] = topic
 
     def _save(self) -> None:
-        doc = {
-            "version": 1,
-            "topics": [
-                {
-                    "name": t.name,
-                    "id": str(t.topic_id),
-                    "partitions": t.partitions,
-                    "configs": t.configs,
-                    "internal": t.internal,
-                }
-                for t in self._by_name.values()
-            ],
-        }
+        doc = {"version": 1, "topics": [_topic_doc(t) for t in self._by_name.values()]}
         _atomic_write(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+
+    def save(self) -> None:
+        """Persist the registry after a change made to a topic in place (its leaders and epochs)."""
+        self._save()
 
     def get(self, name: str) -> Topic | None:
         return self._by_name.get(name)
@@ -158,8 +174,14 @@ class TopicRegistry:
                 )
 
     def create(
-        self, name: str, partitions: int, configs: dict[str, str] | None = None, internal: bool = False
+        self,
+        name: str,
+        partitions: int,
+        configs: dict[str, str] | None = None,
+        internal: bool = False,
+        replicas: list[list[int]] | None = None,
     ) -> Topic:
+        """``replicas``: each partition's replica list (leaders: the first of each, epoch 0)."""
         self.check_new(name)
         if partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
@@ -167,6 +189,10 @@ class TopicRegistry:
         while topic_id.int == 0 or topic_id in self._by_id:
             topic_id = uuid.uuid4()
         topic = Topic(name, topic_id, partitions, dict(configs or {}), internal)
+        if replicas is not None:
+            topic.replicas = [list(r) for r in replicas]
+            topic.leaders = [r[0] for r in replicas]
+            topic.leader_epochs = [0] * partitions
         self._index(topic)
         self._save()
         log.info(
@@ -198,8 +224,9 @@ class TopicRegistry:
         log.info("deleted topic %s (id %s)", name, kafka_uuid_str(topic.topic_id))
         return topic
 
-    def set_partitions(self, name: str, partitions: int) -> Topic:
-        """Grow a topic to ``partitions`` partitions (never shrinks: INVALID_PARTITIONS)."""
+    def set_partitions(self, name: str, partitions: int, replicas: list[list[int]] | None = None) -> Topic:
+        """Grow a topic to ``partitions`` partitions (never shrinks: INVALID_PARTITIONS);
+        ``replicas``: the new partitions' replica lists (a topic with replica lists needs them)."""
         topic = self._require(name)
         if partitions <= topic.partitions:
             raise KafkaError(
@@ -207,11 +234,21 @@ class TopicRegistry:
                 f"topic {name!r} has {topic.partitions} partition(s); {partitions} would not be an increase",
             )
         old = topic.partitions
+        saved = (topic.replicas, topic.leaders, topic.leader_epochs)
         topic.partitions = partitions
+        if replicas is not None:  # (a topic without replica lists gets them first: broker/nodes.py)
+            assert (
+                topic.replicas is not None and topic.leaders is not None and topic.leader_epochs is not None
+            )
+            new = [list(r) for r in replicas]
+            topic.replicas = [*topic.replicas, *new]
+            topic.leaders = [*topic.leaders, *(r[0] for r in new)]
+            topic.leader_epochs = [*topic.leader_epochs, *([0] * len(new))]
         try:
             self._save()
         except BaseException:
             topic.partitions = old
+            topic.replicas, topic.leaders, topic.leader_epochs = saved
             raise
         log.info("topic %s grew from %d to %d partitions", name, old, partitions)
         return topic

@@ -264,6 +264,30 @@ _SETTINGS = [
     Setting("log.local.retention.ms", int, -2, "Default local.retention.ms (tiered storage only).", -2),
     Setting("log.local.retention.bytes", int, -2, "Default local.retention.bytes (tiered storage only).", -2),
     Setting("offsets.topic.segment.bytes", int, 104857600, "Segment size of the __consumer_offsets log.", 14),
+    Setting(
+        "offsets.topic.num.partitions",
+        int,
+        50,
+        "Coordinator slots groups hash to (abs(hashCode(group)) % this); with cluster.nodes > 1 each "
+        "slot's leader is the group's coordinator.",
+        1,
+    ),
+    Setting(
+        "offsets.topic.replication.factor",
+        int,
+        3,
+        "Replicas of each coordinator slot (at most cluster.nodes).",
+        1,
+        maximum=32767,
+    ),
+    Setting(
+        "cluster.nodes",
+        int,
+        1,
+        "Simulated nodes in this process (ids node.id .. node.id+N-1; listener ports port .. port+N-1).",
+        1,
+        maximum=64,
+    ),
     Setting("min.insync.replicas", int, 1, "Reported default for topics (one replica always).", 1),
     Setting(
         "control.port",

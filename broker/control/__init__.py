@@ -8,9 +8,12 @@ loop (``running_broker(...).control`` forwards calls there from the test's threa
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from broker.protocol.errors import KafkaError
 
 from . import invariants, report, state, trace
 from .client import ControlClient
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BadRule", "Control", "ControlClient", "NotFound"]
+__all__ = ["BadRule", "Control", "ControlClient", "NotFound", "Refused"]
 
 
 class NotFound(KeyError):
@@ -32,6 +35,26 @@ class NotFound(KeyError):
     def __init__(self, what: str):
         super().__init__(what)
         self.message = what
+
+
+class Refused(ValueError):
+    """A cluster operation the cluster cannot do (HTTP 409): the node is the last one, the target
+    is not a live replica, the cluster has one node."""
+
+    def __init__(self, message: str, code: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def _node(value: int | str) -> int | str:
+    """A target node: an id, or "next"."""
+    if value == "next":
+        return "next"
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise Refused(f'a node is an id or "next", not {value!r}') from None
 
 
 class Control:
@@ -100,6 +123,134 @@ class Control:
 
     def connections(self) -> list[dict[str, Any]]:
         return state.connections(list(self.connections_set))
+
+    # ------------------------------------------------------------------ the cluster (broker/nodes.py)
+
+    def cluster(self) -> dict[str, Any]:
+        """The nodes (live or down, with their addresses), the controller, and per topic each
+        partition's leader, epoch, replicas and ISR."""
+        nodes = self.services.nodes
+        topics = {}
+        for topic in self.services.topics.all():
+            parts = []
+            for p in range(topic.partitions):
+                st = nodes.state(topic, p)
+                parts.append(
+                    {
+                        "partition": p,
+                        "leader": st.leader,
+                        "epoch": st.leader_epoch,
+                        "replicas": st.replicas,
+                        "isr": st.isr,
+                    }
+                )
+            topics[topic.name] = parts
+        return {
+            "nodes": [
+                {
+                    "id": n,
+                    "live": nodes.is_live(n),
+                    "addresses": [f"{h}:{p}" for h, p in nodes.addresses.get(n, {}).values()],
+                }
+                for n in nodes.ids
+            ],
+            "controller": nodes.controller(),
+            "topics": topics,
+        }
+
+    def _cluster_op(self, what: str, fn: Any, *args: Any) -> Any:
+        try:
+            out = fn(*args)
+        except KafkaError as e:
+            if e.code.name in ("UNKNOWN_TOPIC_OR_PARTITION",):
+                raise NotFound(e.message or what) from None
+            raise Refused(f"{what}: {e.message or e.code.name}", e.code.name) from None
+        log.info("control: %s -> %s", what, out)
+        return out
+
+    def _journal(self, kind: str, details: dict[str, Any], groups: list[str] | None = None) -> None:
+        """With tracing on, the operation is a line of the trace journal too."""
+        journal = getattr(self.pipeline, "tracer", None)
+        if journal is not None:
+            journal.event(kind, details, groups)
+
+    def move_leader(self, topic: str, partition: int, to: int | str = "next") -> dict[str, Any]:
+        """Make node ``to`` (a live replica, or "next") the partition's leader; its epoch grows."""
+        target = _node(to)
+        old, new = self._cluster_op(
+            f"move leader of {topic}-{partition} to {target}",
+            self.services.nodes.move_leader,
+            topic,
+            int(partition),
+            target,
+        )
+        t = self.services.topics.get(topic)
+        return {
+            "topic": topic,
+            "partition": int(partition),
+            "from": old,
+            "to": new,
+            "epoch": self.services.nodes.leader(t, int(partition))[1],
+        }
+
+    def shuffle_leaders(self) -> dict[str, Any]:
+        """A random live replica leads each partition (another one where there is a choice)."""
+        out = {"moved": self._cluster_op("shuffle every partition leader", self.services.nodes.shuffle)}
+        self._journal("shuffle-leaders", out)
+        return out
+
+    def move_coordinator(self, group_id: str, to: int | str = "next") -> dict[str, Any]:
+        """Move the coordinator of ``group_id`` (its coordinator slot: every group of the slot moves
+        with it, as in Kafka). The old node answers NOT_COORDINATOR; the group is loaded again
+        from the log on the new one."""
+        nodes = self.services.nodes
+        target = _node(to)
+        old, new = self._cluster_op(
+            f"move the coordinator of group {group_id!r} to {target}",
+            nodes.move_coordinator,
+            group_id,
+            target,
+        )
+        out = {"group_id": group_id, "slot": nodes.slot_of(group_id), "from": old, "to": new}
+        self._journal("move-coordinator", out, [group_id])
+        return out
+
+    def node_down(self, node: int) -> dict[str, Any]:
+        """Take a node down: its listeners close, its connections drop, its leaderships and
+        coordinators move to live replicas."""
+        moved = self._cluster_op(f"node {node} down", self.services.nodes.node_down, int(node))
+        out = {"node": int(node), "live": False, "leaders_moved": moved}
+        self._journal("node-down", out)
+        return out
+
+    def node_up(self, node: int) -> dict[str, Any]:
+        """Bring a node back: it listens again on its ports; partitions left without a leader that
+        it replicates get it as leader."""
+        elected = self._cluster_op(f"node {node} up", self.services.nodes.node_up, int(node))
+        out = {"node": int(node), "live": True, "leaders_elected": elected}
+        self._journal("node-up", out)
+        return out
+
+    def rolling_restart(self, pause_ms: int = 1000) -> Any:
+        """Take each node down and bring it back, one after the other, ``pause_ms`` down each and
+        between them (as a rolling restart of a real cluster). Returns at once: an awaitable of
+        the nodes restarted (the HTTP route waits for it)."""
+        if pause_ms < 0:
+            raise Refused("pause_ms must be >= 0")
+        if not self.services.nodes.multi:
+            raise Refused("a rolling restart needs more than one node (cluster.nodes)")
+        self._journal("rolling-restart", {"pause_ms": pause_ms})
+        return asyncio.ensure_future(self._rolling_restart(pause_ms))
+
+    async def _rolling_restart(self, pause_ms: int) -> list[int]:
+        done = []
+        for node in list(self.services.nodes.ids):
+            self.node_down(node)
+            await asyncio.sleep(pause_ms / 1000)
+            self.node_up(node)
+            done.append(node)
+            await asyncio.sleep(pause_ms / 1000)
+        return done
 
     # ------------------------------------------------------------------ virtual clock (clock.py)
 

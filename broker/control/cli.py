@@ -211,3 +211,60 @@ def rebalances(ctx: click.Context, group_id: str | None, enabled: bool | None) -
         _run(client.report_rebalances, enabled)
     else:
         _run(client.rebalances, group_id)
+
+
+@ctl.group()
+def cluster() -> None:
+    """The simulated cluster (serve --nodes N): leaders, coordinators, nodes down and up."""
+
+
+@cluster.command("show")
+@click.pass_context
+def cluster_show(ctx: click.Context) -> None:
+    _run(_client(ctx).cluster)
+
+
+@cluster.command("move-leader")
+@click.argument("topic")
+@click.argument("partition", type=int)
+@click.option("--to", default="next", show_default=True, help='A node id, or "next".')
+@click.pass_context
+def cluster_move_leader(ctx: click.Context, topic: str, partition: int, to: str) -> None:
+    _run(_client(ctx).move_leader, topic, partition, int(to) if to.isdigit() else to)
+
+
+@cluster.command("shuffle")
+@click.pass_context
+def cluster_shuffle(ctx: click.Context) -> None:
+    _run(_client(ctx).shuffle_leaders)
+
+
+@cluster.command("move-coordinator")
+@click.argument("group_id")
+@click.option("--to", default="next", show_default=True, help='A node id, or "next".')
+@click.pass_context
+def cluster_move_coordinator(ctx: click.Context, group_id: str, to: str) -> None:
+    _run(_client(ctx).move_coordinator, group_id, int(to) if to.isdigit() else to)
+
+
+@cluster.command("down")
+@click.argument("node", type=int)
+@click.pass_context
+def cluster_down(ctx: click.Context, node: int) -> None:
+    _run(_client(ctx).node_down, node)
+
+
+@cluster.command("up")
+@click.argument("node", type=int)
+@click.pass_context
+def cluster_up(ctx: click.Context, node: int) -> None:
+    _run(_client(ctx).node_up, node)
+
+
+@cluster.command("rolling-restart")
+@click.option(
+    "--pause-ms", type=int, default=1000, show_default=True, help="Down time of each node, and between nodes."
+)
+@click.pass_context
+def cluster_rolling_restart(ctx: click.Context, pause_ms: int) -> None:
+    _run(_client(ctx).rolling_restart, pause_ms)

@@ -118,3 +118,27 @@ class ControlClient:
 
     def rebalances(self, group_id: str | None = None) -> dict[str, Any]:
         return self.request("GET", "/rebalances" + (f"?group={quote(group_id)}" if group_id else ""))
+
+    # ------------------------------------------------------------------ the cluster
+
+    def cluster(self) -> dict[str, Any]:
+        return self.request("GET", "/cluster")
+
+    def move_leader(self, topic: str, partition: int, to: int | str = "next") -> dict[str, Any]:
+        return self.request("POST", "/cluster/leaders", {"topic": topic, "partition": partition, "to": to})
+
+    def shuffle_leaders(self) -> dict[str, Any]:
+        return self.request("POST", "/cluster/shuffle")
+
+    def move_coordinator(self, group_id: str, to: int | str = "next") -> dict[str, Any]:
+        return self.request("POST", "/cluster/coordinators", {"group": group_id, "to": to})
+
+    def node_down(self, node: int) -> dict[str, Any]:
+        return self.request("POST", f"/cluster/nodes/{int(node)}/down")
+
+    def node_up(self, node: int) -> dict[str, Any]:
+        return self.request("POST", f"/cluster/nodes/{int(node)}/up")
+
+    def rolling_restart(self, pause_ms: int = 1000) -> list[int]:
+        """Every node down and up in turn; returns once all are back."""
+        return self.request("POST", "/cluster/rolling-restart", {"pause_ms": pause_ms})["restarted"]

@@ -450,20 +450,42 @@ def _produce(req: Any, version: int, code: ErrorCode, services: Services) -> Any
         for p in t.partition_data:
             pr = produce_codec.PartitionProduceResponse(index=p.index, error_code=int(code), base_offset=-1)
             if hint:
-                pr.current_leader = produce_codec.LeaderIdAndEpoch(services.node_id, 0)
+                pr.current_leader = produce_codec.LeaderIdAndEpoch(*_leader(services, t.name, p.index))
             parts.append(pr)
         topics.append(
             produce_codec.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=parts)
         )
     resp = produce_codec.ProduceResponse(responses=topics)
     if hint:
-        resp.node_endpoints = [_endpoint(produce_codec.NodeEndpoint, services)]
+        leaders = {pr.current_leader.leader_id for t in topics for pr in t.partition_responses}
+        resp.node_endpoints = _endpoints(produce_codec.NodeEndpoint, services, leaders)
     return resp
 
 
-def _endpoint(cls: Any, services: Services) -> Any:
-    host, port = services.advertised_address("PLAINTEXT")
-    return cls(node_id=services.node_id, host=host, port=port, rack=services.rack)
+def _leader(services: Services, name: str | None, partition: int, topic_id: Any = None) -> tuple[int, int]:
+    """The partition's leader and epoch (this node at epoch 0 on a single node, or when unknown)."""
+    nodes = getattr(services, "nodes", None)
+    if nodes is None or not nodes.multi:
+        return services.node_id, 0
+    topic = services.topics.get(name) if name else services.topics.by_id(topic_id)
+    if topic is None or not 0 <= partition < topic.partitions:
+        return services.node_id, 0
+    return nodes.leader(topic, partition)
+
+
+def _endpoints(cls: Any, services: Services, leaders: set[int]) -> list[Any]:
+    """The endpoints of the leaders named (this node's alone on a single node)."""
+    nodes = getattr(services, "nodes", None)
+    if nodes is None or not nodes.multi:
+        return [_endpoint(cls, services)]
+    return [_endpoint(cls, services, n) for n in sorted(leaders) if n >= 0]
+
+
+def _endpoint(cls: Any, services: Services, node: int | None = None) -> Any:
+    nodes = getattr(services, "nodes", None)
+    address = nodes.address(node, "PLAINTEXT") if nodes is not None and node is not None else None
+    host, port = address or services.advertised_address("PLAINTEXT")
+    return cls(node_id=services.node_id if node is None else node, host=host, port=port, rack=services.rack)
 
 
 _FETCH_SESSION_ERRORS = (
@@ -489,14 +511,17 @@ def _fetch(req: Any, version: int, code: ErrorCode, services: Services) -> Any:
                 partition_index=p.partition, error_code=int(code), high_watermark=-1
             )
             if hint:
-                pd.current_leader = fetch_codec.LeaderIdAndEpoch(services.node_id, 0)
+                pd.current_leader = fetch_codec.LeaderIdAndEpoch(
+                    *_leader(services, t.topic, p.partition, t.topic_id)
+                )
             parts.append(pd)
         topics.append(
             fetch_codec.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=parts)
         )
     resp = fetch_codec.FetchResponse(error_code=0, session_id=req.session_id, responses=topics)
     if hint:
-        resp.node_endpoints = [_endpoint(fetch_codec.NodeEndpoint, services)]
+        leaders = {pd.current_leader.leader_id for t in topics for pd in t.partitions}
+        resp.node_endpoints = _endpoints(fetch_codec.NodeEndpoint, services, leaders)
     return resp
 
 

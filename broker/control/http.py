@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from . import BadRule, NotFound
-from .http_features import clock_routes, invariant_routes, rebalance_routes, trace_routes
+from . import BadRule, NotFound, Refused
+from .http_features import clock_routes, cluster_routes, invariant_routes, rebalance_routes, trace_routes
 
 if TYPE_CHECKING:
     from . import Control
@@ -107,6 +107,7 @@ def _feature_routes(control: Control) -> list[web.RouteDef]:
         *trace_routes(control),
         *invariant_routes(control),
         *rebalance_routes(control),
+        *cluster_routes(control),
     ]
 
 
@@ -126,6 +127,8 @@ def build_app(control: Control) -> web.Application:
             return _json(e.to_json(), 400)
         except NotFound as e:
             return _json({"error": e.message}, 404)
+        except Refused as e:
+            return _json({"error": e.message, "code": e.code}, 409)
         except web.HTTPException as e:
             if e.status >= 400:
                 return _json({"error": e.reason}, e.status)

@@ -152,3 +152,76 @@ async def _enabled(request: web.Request) -> bool | web.Response:
     if not isinstance(enabled, bool):
         return web.json_response({"error": 'give {"enabled": true} or {"enabled": false}'}, status=400)
     return enabled
+
+
+def cluster_routes(control: Any) -> list[web.RouteDef]:
+    """The simulated cluster (broker/nodes.py): ``GET /cluster``; ``POST /cluster/leaders``
+    ``{"topic", "partition", "to": node id | "next"}``; ``POST /cluster/shuffle``;
+    ``POST /cluster/coordinators`` ``{"group", "to": node id | "next"}``;
+    ``POST /cluster/nodes/{id}/down`` and ``/up``; ``POST /cluster/rolling-restart``
+    ``{"pause_ms": N}`` (answered once every node is back). A refused operation is 409."""
+
+    async def body(request: web.Request) -> dict:
+        try:
+            data = await request.json() if request.can_read_body else {}
+        except ValueError as e:
+            raise BadRequest(f"the body is not JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise BadRequest("give a JSON object")
+        return data
+
+    async def read(request: web.Request) -> web.Response:
+        return web.json_response(control.cluster())
+
+    async def leaders(request: web.Request) -> web.Response:
+        try:
+            b = await body(request)
+            if not isinstance(b.get("topic"), str) or not isinstance(b.get("partition"), int):
+                raise BadRequest('give {"topic": NAME, "partition": N, "to": NODE or "next"}')
+        except BadRequest as e:
+            return _bad(e)
+        return web.json_response(control.move_leader(b["topic"], b["partition"], b.get("to", "next")))
+
+    async def shuffle(request: web.Request) -> web.Response:
+        return web.json_response(control.shuffle_leaders())
+
+    async def coordinators(request: web.Request) -> web.Response:
+        try:
+            b = await body(request)
+            if not isinstance(b.get("group"), str):
+                raise BadRequest('give {"group": GROUP_ID, "to": NODE or "next"}')
+        except BadRequest as e:
+            return _bad(e)
+        return web.json_response(control.move_coordinator(b["group"], b.get("to", "next")))
+
+    def node_id(request: web.Request) -> int:
+        try:
+            return int(request.match_info["id"])
+        except ValueError:
+            raise web.HTTPBadRequest(reason="a node id is an integer") from None
+
+    async def down(request: web.Request) -> web.Response:
+        return web.json_response(control.node_down(node_id(request)))
+
+    async def up(request: web.Request) -> web.Response:
+        return web.json_response(control.node_up(node_id(request)))
+
+    async def rolling(request: web.Request) -> web.Response:
+        try:
+            b = await body(request)
+            pause = b.get("pause_ms", 1000)
+            if not isinstance(pause, int):
+                raise BadRequest('give {"pause_ms": N}')
+        except BadRequest as e:
+            return _bad(e)
+        return web.json_response({"restarted": await control.rolling_restart(pause)})
+
+    return [
+        web.get("/cluster", read),
+        web.post("/cluster/leaders", leaders),
+        web.post("/cluster/shuffle", shuffle),
+        web.post("/cluster/coordinators", coordinators),
+        web.post("/cluster/nodes/{id}/down", down),
+        web.post("/cluster/nodes/{id}/up", up),
+        web.post("/cluster/rolling-restart", rolling),
+    ]

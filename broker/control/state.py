@@ -202,6 +202,7 @@ def connections(conns: Iterable[Any]) -> list[dict[str, Any]]:
                 "id": ci.connection_id,
                 "peer": ci.peer,
                 "listener": ci.listener,
+                "node": ci.node_id,
                 "client_id": ci.client_id,
                 "client_software_name": ci.software_name,
                 "client_software_version": ci.software_version,

@@ -125,6 +125,18 @@ class TraceJournal:
         """The fault injector's report: ``rule`` (JSON-able) fired on this request."""
         self._faults[(id(client), correlation_id)] = rule
 
+    def event(self, kind: str, details: dict, groups: list[str] | None = None) -> None:
+        """A line for something the broker did on command (a cluster operation: leader and
+        coordinator moves, nodes down and up), between the requests it affects."""
+        entry = {
+            "wall_ms": round(time.time() * 1000, 3),
+            "virtual_ms": self.clock.now_ms() if self.clock is not None else None,
+            "event": kind,
+            "details": details,
+            "groups": groups or [],
+        }
+        self._write(orjson.dumps(entry, default=_default) + b"\n")
+
     def _failed(self, frame: bytes) -> None:
         self.failures += 1
         if self.failures <= 5:
@@ -457,6 +469,8 @@ def render(lines: list[dict]) -> str:
 
 def _render_one(e: dict, t0: float) -> str:
     ts = time.strftime("%H:%M:%S", time.gmtime(e["wall_ms"] / 1000)) + f".{int(e['wall_ms'] % 1000):03d}"
+    if "event" in e:  # a cluster operation (TraceJournal.event)
+        return f"{ts} +{(e['wall_ms'] - t0) / 1000:7.3f}s  ** {e['event']} {e.get('details')}"
     who = e.get("client_id") or "?"
     head = f"{ts} +{(e['wall_ms'] - t0) / 1000:7.3f}s  {who:<16} {e['api']} v{e['version']} #{e['correlation_id']}"
     req = _summary(e["api"], e.get("request") or {}, request=True)

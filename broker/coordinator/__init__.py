@@ -25,9 +25,10 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.heartbeat import RESPONSE_ENCODERS as HB_ENCODERS
 from broker.protocol.generated.heartbeat import HeartbeatResponse
 
@@ -36,9 +37,11 @@ from .consumer import describe as cg_describe
 from .group_configs import GroupConfigStore
 from .journal import RebalanceJournal
 from .layout import ensure_kafka_layout_from
+from .loader import load as load_log
 from .result import Result
 from .runtime import CoordinatorRuntime, LoopTimers, SystemClock
 from .state import ConsumerGroupConfig, GroupConfig
+from .timers import ManualClock, ManualTimers
 
 if TYPE_CHECKING:
     from broker.config import Config
@@ -108,6 +111,7 @@ class GroupCoordinator:
             journal=self.journal,
         )
         self._log = _LazyLog(admin)
+        self._kafka_layout_from = 0
         self._heartbeat_ok: dict[int, bytes] = {}
         self.runtime = CoordinatorRuntime(self.state, admin.logs, None, clock)
 
@@ -117,7 +121,10 @@ class GroupCoordinator:
         """Replay the coordinator log (if the topic exists) and restart the members' timers."""
         plog = self.logs.get(OFFSETS_TOPIC, 0)
         # before any record can be appended: from where the log has Kafka's layouts (layout.py)
-        kafka_layout_from = ensure_kafka_layout_from(self.data_dir, None if plog is None else plog.log_end_offset)
+        kafka_layout_from = ensure_kafka_layout_from(
+            self.data_dir, None if plog is None else plog.log_end_offset
+        )
+        self._kafka_layout_from = kafka_layout_from
         if plog is None:
             groups.restore_timers(self.state, self.runtime.clock.now_ms())
             return
@@ -138,6 +145,65 @@ class GroupCoordinator:
         self.timers.cancel_all()
         self.journal.close()
 
+    def reload_groups(self, owns: Callable[[str], bool]) -> list[str]:
+        """A coordinator failover of the groups ``owns`` selects (those whose coordinator moved on a
+        multi-node cluster, broker/nodes.py), as Kafka unloads a coordinator partition on the old
+        leader and loads it on the new one: their parked JoinGroups and SyncGroups are answered
+        NOT_COORDINATOR, their timers cancelled and their in-memory state dropped, then they are
+        loaded again from the coordinator log (the persisted generation, members, assignments,
+        member epochs and offsets; a classic rebalance in progress is lost, as in Kafka) and their
+        members get fresh session timers. Returns the group ids reloaded."""
+        st = self.state
+        ids = {g for g in (*st.groups, *st.consumer_groups, *st.offsets) if owns(g)}
+        moved = KafkaError(ErrorCode.NOT_COORDINATOR, "the group's coordinator moved")
+        for gid in ids:
+            group = st.groups.get(gid)
+            if group is None:
+                continue
+            for member in group.members.values():
+                for parked in (member.join, member.sync):
+                    if parked is not None and not parked[0].done():
+                        parked[0].set_exception(moved)
+                member.join = member.sync = None
+        for key in list(self.timers.deadlines):
+            rest = key.split(":", 1)[-1]
+            if rest in ids or rest.rsplit(":", 1)[0] in ids:
+                self.timers.cancel(key)
+        for gid in ids:
+            st.groups.pop(gid, None)
+            st.consumer_groups.pop(gid, None)
+            st.offsets.pop(gid, None)
+        plog = self.runtime.plog
+        if plog is None:
+            return sorted(ids)
+        # the records of operations still waiting for their group commit are part of the groups'
+        # state already (their answers follow): the reload reads them too
+        plog.mark_flushed(*plog.flush_target(), durable=False)
+        fresh = groups.new_state(
+            st.config,
+            ManualTimers(ManualClock()),  # replay arms nothing; the members' timers come below
+            st.consumer_config,
+            topics=self.topics,
+            group_configs=self.configs,
+        )
+        load_log(plog, fresh, kafka_layout_from=self._kafka_layout_from)
+        loaded = set()
+        for gid, g in fresh.groups.items():
+            if owns(gid):
+                st.groups[gid] = g
+                loaded.add(gid)
+        for gid, cg in fresh.consumer_groups.items():
+            if owns(gid):
+                st.consumer_groups[gid] = cg
+                loaded.add(gid)
+        for gid, o in fresh.offsets.items():
+            if owns(gid):
+                st.offsets[gid] = o
+                loaded.add(gid)
+        groups.restore_timers(st, self.runtime.clock.now_ms(), only=loaded)
+        log.info("coordinator: %d group(s) unloaded and loaded again from the log", len(ids | loaded))
+        return sorted(ids | loaded)
+
     # ------------------------------------------------------------------ operations
 
     def ensure_log(self) -> None:
@@ -154,7 +220,9 @@ class GroupCoordinator:
         host = ctx.client.peer.rsplit(":", 1)[0]
         client_id = ctx.client_id or ""
         return self._run(
-            lambda now: groups.join_group(self.state, req, ctx.api_version, client_id, "/" + host, waiter, now)
+            lambda now: groups.join_group(
+                self.state, req, ctx.api_version, client_id, "/" + host, waiter, now
+            )
         )
 
     def sync_group(self, ctx: Any, req: Any) -> Any:

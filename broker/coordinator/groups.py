@@ -76,16 +76,20 @@ def new_state(
     )
 
 
-def restore_timers(st: CoordinatorState, now: int) -> None:
+def restore_timers(st: CoordinatorState, now: int, only: set[str] | None = None) -> None:
     """After start-up replay: every member gets a fresh session timer (fail-over: they keep going),
-    and offset expiry is scheduled."""
+    and offset expiry is scheduled. ``only``: just these groups' members (a group loaded by a
+    coordinator that took it over)."""
     for group in st.groups.values():
-        for member in group.members.values():
-            classic_join.schedule_session(st, group, member, now)
-    offsets.schedule_expiry(st, now)
+        if only is None or group.group_id in only:
+            for member in group.members.values():
+                classic_join.schedule_session(st, group, member, now)
+    if only is None:
+        offsets.schedule_expiry(st, now)
     for cgroup in st.consumer_groups.values():
-        for cmember in cgroup.members.values():
-            consumer.schedule_session(st, cgroup.group_id, cmember, now)
+        if only is None or cgroup.group_id in only:
+            for cmember in cgroup.members.values():
+                consumer.schedule_session(st, cgroup.group_id, cmember, now)
 
 
 # ---------------------------------------------------------------------- the decision

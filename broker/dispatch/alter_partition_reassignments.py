@@ -7,7 +7,9 @@ list must be non-empty, name only registered brokers (this node) and each once, 
 INVALID_REPLICA_ASSIGNMENT (checked on the sorted ids, as Kafka); with AllowReplicationFactorChange
 false, a target of another size than the current one is INVALID_REPLICATION_FACTOR. The only valid
 target is this node, which is the current assignment: nothing moves, NONE (and nothing is listed
-by ListPartitionReassignments).
+by ListPartitionReassignments). On a multi-node cluster (broker/nodes.py) any registered nodes may
+be named: the reassignment completes at once (one log: nothing to copy), a leader left out hands
+over to the first live new replica, and there is never one in progress to list.
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ def _alter(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             "The manual partition assignment includes an empty replica list.",
         )
+    nodes = ctx.services.nodes
     previous = None
     for broker_id in sorted(target.replicas):
-        if broker_id != ctx.services.node_id:
+        if broker_id not in nodes.ids:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
@@ -57,11 +60,14 @@ def _alter(
                 f"The manual partition assignment includes the broker {broker_id} more than once.",
             )
         previous = broker_id
-    if not allow_rf_change and len(target.replicas) != 1:
+    current = nodes.state(topic, target.partition_index).replicas
+    if not allow_rf_change and len(target.replicas) != len(current):
         raise KafkaError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"The replication factor is changed from 1 to {len(target.replicas)}",
+            f"The replication factor is changed from {len(current)} to {len(target.replicas)}",
         )
+    if nodes.multi and list(target.replicas) != current:  # completes at once: one log, nothing to copy
+        nodes.reassign(topic, target.partition_index, list(target.replicas))
 
 
 def handle(

@@ -8,10 +8,12 @@ from typing import Any
 
 from broker.protocol.generated.consumer_group_heartbeat import ConsumerGroupHeartbeatRequest
 
+from . import coordinating
 from .registry import RequestContext
 
 API_KEY = 68
 
 
 def handle(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest) -> Any:
+    coordinating.require(ctx, req.group_id)
     return ctx.services.groups.consumer_group_heartbeat(ctx, req)

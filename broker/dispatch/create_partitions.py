@@ -39,7 +39,9 @@ def _result(
 
 def _grow(ctx: RequestContext, t: CreatePartitionsTopic, validate_only: bool) -> None:
     services = ctx.services
-    topic = services.admin.create_partitions(t.name, t.count, validate_only=True)  # unknown topic, not an increase
+    topic = services.admin.create_partitions(
+        t.name, t.count, validate_only=True
+    )  # unknown topic, not an increase
     additional = t.count - topic.partitions
     if t.assignments is not None:
         if len(t.assignments) != additional:
@@ -49,10 +51,11 @@ def _grow(ctx: RequestContext, t: CreatePartitionsTopic, validate_only: bool) ->
                 "assignment(s) were specified.",
             )
         for a in t.assignments:
-            check_replicas(a.broker_ids, services.node_id)
+            check_replicas(a.broker_ids, services.nodes.ids)
     check_partition_count(additional)
     if not validate_only:
-        services.admin.create_partitions(t.name, t.count)
+        manual = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
+        services.admin.create_partitions(t.name, t.count, replicas=manual)
 
 
 def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:

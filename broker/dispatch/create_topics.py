@@ -7,10 +7,10 @@ Checks per topic, in Kafka's order: a name given twice in one request (INVALID_R
 for the name, nothing created); the name (INVALID_TOPIC_EXCEPTION, also for a '.'/'_' collision);
 existence (TOPIC_ALREADY_EXISTS); configs (INVALID_CONFIG: null or invalid values, unknown names);
 then either an explicit assignment (partition count and replication factor must be -1:
-INVALID_REQUEST; each partition once, 0-based and consecutive, with exactly this node as its only
-replica: INVALID_REPLICA_ASSIGNMENT) or the counts (INVALID_REPLICATION_FACTOR, INVALID_PARTITIONS;
-one node, so the replication factor is 1 or -1 for ``default.replication.factor``, and -1
-partitions means ``num.partitions``). More than 10000 partitions at once is a POLICY_VIOLATION, as
+INVALID_REQUEST; each partition once, 0-based and consecutive, with known nodes as its replicas,
+none twice: INVALID_REPLICA_ASSIGNMENT) or the counts (INVALID_REPLICATION_FACTOR above the
+cluster's node count, ``cluster.nodes``; -1 for ``default.replication.factor``; INVALID_PARTITIONS;
+-1 partitions means ``num.partitions``). Replicas are placed by broker/nodes.py as Kafka places them. More than 10000 partitions at once is a POLICY_VIOLATION, as
 Kafka's controller batch limit makes it. validate_only checks all of this and creates nothing (its
 results carry the zero topic id: no topic exists). ``__cluster_metadata`` cannot be created
 (INVALID_REQUEST); ``__consumer_offsets`` and ``__transaction_state`` are created as internal
@@ -48,8 +48,10 @@ METADATA_TOPIC = "__cluster_metadata"
 log = logging.getLogger(__name__)
 
 
-def check_replicas(broker_ids: Iterable[int], node_id: int) -> None:
-    """One partition's manual assignment: non-empty, no repeats, only brokers that exist (this one)."""
+def check_replicas(broker_ids: Iterable[int], node_ids: int | Iterable[int]) -> None:
+    """One partition's manual assignment: non-empty, no repeats, only brokers that exist
+    (``node_ids``: the cluster's nodes, or the one node's id)."""
+    known = [node_ids] if isinstance(node_ids, int) else list(node_ids)
     previous = None
     ids = sorted(broker_ids)
     if not ids:
@@ -58,11 +60,16 @@ def check_replicas(broker_ids: Iterable[int], node_id: int) -> None:
             "The manual partition assignment includes an empty replica list.",
         )
     for b in ids:
-        if b != node_id:
+        if b not in known:
+            where = (
+                f"this cluster is the single broker {known[0]}"
+                if len(known) == 1
+                else f"this cluster's brokers are {', '.join(map(str, known))}"
+            )
             raise KafkaError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 f"The manual partition assignment includes broker {b}, but no such broker is registered "
-                f"(this cluster is the single broker {node_id}).",
+                f"({where}).",
             )
         if b == previous:
             raise KafkaError(
@@ -92,8 +99,9 @@ def _error(name: str, code: ErrorCode, message: str | None) -> CreatableTopicRes
     )
 
 
-def _partition_count(ctx: RequestContext, t: CreatableTopic) -> int:
-    node = ctx.services.node_id
+def _partition_count(ctx: RequestContext, t: CreatableTopic) -> tuple[int, int, list[list[int]] | None]:
+    """(partition count, replication factor, manual replica lists or None)."""
+    nodes = ctx.services.nodes
     if t.assignments:
         if t.replication_factor != -1:
             raise KafkaError(
@@ -105,21 +113,22 @@ def _partition_count(ctx: RequestContext, t: CreatableTopic) -> int:
                 ErrorCode.INVALID_REQUEST,
                 "A manual partition assignment was specified, but numPartitions was not set to -1.",
             )
-        placed: set[int] = set()
+        placed: dict[int, list[int]] = {}
         for a in t.assignments:
             if a.partition_index in placed:
                 raise KafkaError(
                     ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                     f"Found multiple manual partition assignments for partition {a.partition_index}",
                 )
-            check_replicas(a.broker_ids, node)
-            placed.add(a.partition_index)
-        if placed != set(range(len(placed))):
+            check_replicas(a.broker_ids, nodes.ids)
+            placed[a.partition_index] = list(a.broker_ids)
+        if set(placed) != set(range(len(placed))):
             raise KafkaError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                 "partitions should be a consecutive 0-based integer sequence",
             )
-        return len(placed)
+        replicas = [placed[i] for i in range(len(placed))]
+        return len(placed), len(replicas[0]), replicas if nodes.multi else None
     if t.replication_factor < -1 or t.replication_factor == 0:
         raise KafkaError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -132,13 +141,9 @@ def _partition_count(ctx: RequestContext, t: CreatableTopic) -> int:
     rf = t.replication_factor
     if rf == -1:
         rf = ctx.services.config["default.replication.factor"]
-    if rf != 1:
-        raise KafkaError(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
-            "cannot be reached because only 1 broker(s) are registered.",
-        )
-    return ctx.services.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions
+    nodes.check_replication_factor(rf)
+    count = ctx.services.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions
+    return count, rf, None
 
 
 def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
@@ -152,17 +157,25 @@ def _create(ctx: RequestContext, t: CreatableTopic, validate_only: bool) -> Crea
     configs = {c.name: c.value for c in t.configs}
     for key, value in configs.items():  # config errors come before count errors, as in Kafka
         parse_topic_config(key, value)
-    count = _partition_count(ctx, t)
+    count, rf, replicas = _partition_count(ctx, t)
     check_partition_count(count)
     internal = t.name in INTERNAL_TOPICS
-    topic = services.admin.create_topic(t.name, count, configs, internal=internal, validate_only=validate_only)
+    topic = services.admin.create_topic(
+        t.name,
+        count,
+        configs,
+        internal=internal,
+        validate_only=validate_only,
+        replication_factor=rf,
+        replicas=replicas,
+    )
     return CreatableTopicResult(
         name=t.name,
         topic_id=topic.topic_id,
         error_code=0,
         error_message=None,
         num_partitions=count,
-        replication_factor=1,
+        replication_factor=rf,
         configs=[
             CreatableTopicConfigs(
                 name=e.name,

@@ -12,13 +12,27 @@ from broker.protocol.generated.delete_groups import (
     DeleteGroupsResponse,
 )
 
+from . import coordinating
 from .registry import RequestContext
 
 API_KEY = 42
 
 
 def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
-    return ctx.services.groups.delete_groups(ctx, req)
+    away = [g for g in req.groups_names if coordinating.refused(ctx, g)]
+    if not away:
+        return ctx.services.groups.delete_groups(ctx, req)
+    order = list(req.groups_names)
+    req.groups_names = [g for g in order if g not in away]
+    refused = [DeletableGroupResult(g, int(ErrorCode.NOT_COORDINATOR)) for g in away]
+    if not req.groups_names:
+        return DeleteGroupsResponse(throttle_time_ms=0, results=refused)
+
+    def fix(resp: Any) -> Any:
+        resp.results = sorted([*resp.results, *refused], key=lambda r: order.index(r.group_id))
+        return resp
+
+    return coordinating.then(ctx.services.groups.delete_groups(ctx, req), fix)
 
 
 def error_response(req: DeleteGroupsRequest, version: int, code: ErrorCode) -> DeleteGroupsResponse:

@@ -26,6 +26,7 @@ from broker.protocol.generated.delete_records import (
     DeleteRecordsTopicResult,
 )
 
+from . import leadership
 from .registry import RequestContext
 
 API_KEY = 21
@@ -43,6 +44,9 @@ def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> int
     t = services.topics.get(topic)
     if plog is None or t is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    refused = leadership.check(ctx, t, partition)
+    if refused:
+        raise KafkaError(refused)
     if t.internal or topic in INTERNAL_TOPICS:
         raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot delete records of internal topic {topic}"

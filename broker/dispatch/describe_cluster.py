@@ -26,28 +26,29 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
         # the answer names the endpoint type this is (brokers)
         controllers = req.endpoint_type == CONTROLLERS
         return DescribeClusterResponse(
-            error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE if controllers else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-            error_message="this is a broker endpoint" if controllers else "only the broker endpoint type is served",
+            error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE
+            if controllers
+            else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message="this is a broker endpoint"
+            if controllers
+            else "only the broker endpoint type is served",
             endpoint_type=BROKERS,
             cluster_id=b.cluster_id,
             controller_id=-1,
         )
-    host, port = b.advertised_address(ctx.client.listener)
+    brokers = []
+    for node in b.nodes.live_ids():
+        host, port = b.nodes.address(node, ctx.client.listener) or b.advertised_address(ctx.client.listener)
+        brokers.append(
+            DescribeClusterBroker(broker_id=node, host=host, port=port, rack=b.rack, is_fenced=False)
+        )
     return DescribeClusterResponse(
         error_code=0,
         error_message=None,
         endpoint_type=BROKERS,
         cluster_id=b.cluster_id,
-        controller_id=b.node_id,
-        brokers=[
-            DescribeClusterBroker(
-                broker_id=b.node_id,
-                host=host,
-                port=port,
-                rack=b.rack,
-                is_fenced=False,
-            )
-        ],
+        controller_id=b.nodes.controller(),
+        brokers=brokers,
         cluster_authorized_operations=(
             acl.CLUSTER_OPS if req.include_cluster_authorized_operations else acl.NOT_REQUESTED
         ),

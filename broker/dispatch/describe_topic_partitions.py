@@ -49,7 +49,6 @@ def handle(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Describe
     if cursor is not None and cursor.partition_index < 0:
         return error_response(req, 0, ErrorCode.INVALID_REQUEST)
 
-    node = services.node_id
     remaining = max(min(services.config["max.request.partition.size.limit"], req.response_partition_limit), 1)
     out: list[DescribeTopicPartitionsResponseTopic] = []
     next_cursor = None
@@ -64,20 +63,22 @@ def handle(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Describe
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         upper = min(topic.partitions, start + remaining)
-        parts = [
-            DescribeTopicPartitionsResponsePartition(
-                error_code=0,
-                partition_index=i,
-                leader_id=node,
-                leader_epoch=0,
-                replica_nodes=[node],
-                isr_nodes=[node],
-                eligible_leader_replicas=[],
-                last_known_elr=[],
-                offline_replicas=[],
+        parts = []
+        for i in range(start, upper):
+            st = services.nodes.state(topic, i)
+            parts.append(
+                DescribeTopicPartitionsResponsePartition(
+                    error_code=0 if st.leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
+                    partition_index=i,
+                    leader_id=st.leader,
+                    leader_epoch=st.leader_epoch,
+                    replica_nodes=st.replicas,
+                    isr_nodes=st.isr,
+                    eligible_leader_replicas=[],
+                    last_known_elr=[],
+                    offline_replicas=st.offline,
+                )
             )
-            for i in range(start, upper)
-        ]
         out.append(
             DescribeTopicPartitionsResponseTopic(
                 error_code=0,

@@ -6,6 +6,11 @@ election and an unclean one (a partition with a leader) are both ELECTION_NOT_NE
 or partition is UNKNOWN_TOPIC_OR_PARTITION. With null partitions, every topic is answered with the
 partitions whose election was needed -- none. An election type other than 0 and 1 is
 INVALID_REQUEST for the whole request.
+
+On a multi-node cluster (broker/nodes.py): a preferred election makes the first replica lead
+again (NONE; ELECTION_NOT_NEEDED when it leads, PREFERRED_LEADER_NOT_AVAILABLE when it is down),
+an unclean one gives a leaderless partition its first live replica (ELECTION_NOT_NEEDED when it
+has a leader, ELIGIBLE_LEADERS_NOT_AVAILABLE with none live); each election bumps the epoch.
 """
 
 from __future__ import annotations
@@ -24,6 +29,11 @@ API_KEY = 43
 
 PREFERRED, UNCLEAN = 0, 1
 NOT_NEEDED = "Leader election not needed for topic partition."
+_MESSAGES = {
+    ErrorCode.ELECTION_NOT_NEEDED: NOT_NEEDED,
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "Failed to elect leader for partition: the preferred replica is not live.",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Failed to elect leader for partition: no live replica.",
+}
 
 
 def handle(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
@@ -50,8 +60,13 @@ def handle(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersRespons
                         p, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), f"No such partition as {tp.topic}-{p}"
                     )
                 )
-            else:
+            elif not services.nodes.multi:
                 parts.append(PartitionResult(p, int(ErrorCode.ELECTION_NOT_NEEDED), NOT_NEEDED))
+            else:
+                code = services.nodes.elect(
+                    topic, p, unclean=ctx.api_version >= 1 and req.election_type == UNCLEAN
+                )
+                parts.append(PartitionResult(p, int(code), _MESSAGES.get(code)))
         results.append(ReplicaElectionResult(topic=tp.topic, partition_result=parts))
     return ElectLeadersResponse(throttle_time_ms=0, error_code=0, replica_election_results=results)
 

@@ -3,6 +3,10 @@ sessions (KIP-227); v9 current leader epoch; v11 rack / preferred replica; v12 f
 epoch; v13 topic ids; v15 replica state (tagged); v16 node endpoints; v17 replica directory id;
 v18 high watermark per partition (replicas only). Versions 0-3 (message formats 0/1) are not served.
 
+On a node that does not lead the partition (broker/nodes.py), or with a stale or future
+``current_leader_epoch``: NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH
+(dispatch/leadership.py), with the leader from v12 and its endpoint from v16 (KIP-951).
+
 A fetch returns whole record batches up to the high watermark: at most ``partition_max_bytes`` per
 partition and ``max_bytes`` in all, except that the first batch found is returned whole even when
 larger (KIP-74). With fewer than ``min_bytes`` available the request waits, up to ``max_wait_ms``,
@@ -20,10 +24,13 @@ from broker.protocol.generated.fetch import (
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionData,
 )
 from broker.quotas import user_of
 
+from . import leadership
 from .registry import RequestContext
 
 API_KEY = 1
@@ -123,6 +130,7 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
     total = 0
     watch = []
     topics = []
+    hinted: set[int] = set()  # leaders named in NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH answers
     for ft in req.topics:
         if v >= 13:
             topic = services.topics.by_id(ft.topic_id)
@@ -141,8 +149,14 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
                 )
                 parts.append(_partition_error(fp.partition, code))
                 continue
-            if fp.current_leader_epoch > 0:  # ours is always 0
-                parts.append(_partition_error(fp.partition, ErrorCode.UNKNOWN_LEADER_EPOCH, plog))
+            refused = leadership.check(ctx, topic, fp.partition, fp.current_leader_epoch if v >= 9 else -1)
+            if refused:
+                pd = _partition_error(fp.partition, refused, plog)
+                if v >= 12 and refused in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+                    leader, epoch = leadership.leader_hint(ctx, topic, fp.partition)
+                    pd.current_leader = LeaderIdAndEpoch(leader, epoch)
+                    hinted.add(leader)
+                parts.append(pd)
                 continue
             offset = fp.fetch_offset
             if offset < plog.log_start_offset or offset > plog.log_end_offset:
@@ -170,7 +184,10 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
                 )
             )
         topics.append(FetchableTopicResponse(topic=name or "", topic_id=ft.topic_id, partitions=parts))
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics), total, watch
+    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+    if hinted and v >= 16:
+        response.node_endpoints = leadership.endpoints(ctx, NodeEndpoint, hinted)
+    return response, total, watch
 
 
 def _partition_error(index: int, code: ErrorCode, plog=None) -> PartitionData:

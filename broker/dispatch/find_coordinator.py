@@ -1,7 +1,9 @@
 """FindCoordinator (key 10) v0-6: v1 adds key type (0 group, 1 transaction) and error message; v3 is
 flexible; v4 batches keys (KIP-699); v6 adds share-group keys (type 2, not served here).
 
-This node coordinates every group and transactional id.
+A key is coordinated by the leader of the coordinator slot it hashes to, as Kafka maps it
+(``abs(key.hashCode()) % offsets.topic.num.partitions``, broker/nodes.py): this node on a single
+node; COORDINATOR_NOT_AVAILABLE when the slot has no live replica.
 """
 
 from __future__ import annotations
@@ -30,23 +32,35 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
     return ErrorCode.NONE, None
 
 
-def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+def _coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+    """(error, message, node, host, port) of the node coordinating ``key``."""
     b = ctx.services
-    (host, port), node = b.advertised_address(ctx.client.listener), b.node_id
+    node = b.nodes.coordinator(key)
+    if node < 0:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
+    host, port = b.nodes.address(node, ctx.client.listener) or b.advertised_address(ctx.client.listener)
+    return ErrorCode.NONE, None, node, host, port
+
+
+def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
     if ctx.api_version < 4:
         code, msg = _lookup(ctx, req.key, req.key_type)
-        if code:
-            return FindCoordinatorResponse(
-                error_code=int(code), error_message=msg, node_id=-1, host="", port=-1
-            )
-        return FindCoordinatorResponse(error_code=0, error_message=None, node_id=node, host=host, port=port)
+        if not code:
+            code, msg, node, host, port = _coordinator(ctx, req.key)
+            if not code:
+                return FindCoordinatorResponse(
+                    error_code=0, error_message=None, node_id=node, host=host, port=port
+                )
+        return FindCoordinatorResponse(error_code=int(code), error_message=msg, node_id=-1, host="", port=-1)
     coordinators = []
     for key in req.coordinator_keys:
         code, msg = _lookup(ctx, key, req.key_type)
-        if code:
-            coordinators.append(
-                Coordinator(key=key, node_id=-1, host="", port=-1, error_code=int(code), error_message=msg)
-            )
-        else:
-            coordinators.append(Coordinator(key=key, node_id=node, host=host, port=port, error_code=0))
+        if not code:
+            code, msg, node, host, port = _coordinator(ctx, key)
+            if not code:
+                coordinators.append(Coordinator(key=key, node_id=node, host=host, port=port, error_code=0))
+                continue
+        coordinators.append(
+            Coordinator(key=key, node_id=-1, host="", port=-1, error_code=int(code), error_message=msg)
+        )
     return FindCoordinatorResponse(coordinators=coordinators)

@@ -7,10 +7,12 @@ from typing import Any
 
 from broker.protocol.generated.heartbeat import HeartbeatRequest
 
+from . import coordinating
 from .registry import RequestContext
 
 API_KEY = 12
 
 
 def handle(ctx: RequestContext, req: HeartbeatRequest) -> Any:
+    coordinating.require(ctx, req.group_id)
     return ctx.services.groups.heartbeat(ctx, req)

@@ -8,10 +8,12 @@ from typing import Any
 
 from broker.protocol.generated.join_group import JoinGroupRequest
 
+from . import coordinating
 from .registry import RequestContext
 
 API_KEY = 11
 
 
 def handle(ctx: RequestContext, req: JoinGroupRequest) -> Any:
+    coordinating.require(ctx, req.group_id)
     return ctx.services.groups.join_group(ctx, req)

@@ -7,10 +7,12 @@ from typing import Any
 
 from broker.protocol.generated.leave_group import LeaveGroupRequest
 
+from . import coordinating
 from .registry import RequestContext
 
 API_KEY = 13
 
 
 def handle(ctx: RequestContext, req: LeaveGroupRequest) -> Any:
+    coordinating.require(ctx, req.group_id)
     return ctx.services.groups.leave_group(ctx, req)

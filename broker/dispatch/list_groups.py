@@ -7,10 +7,15 @@ from typing import Any
 
 from broker.protocol.generated.list_groups import ListGroupsRequest
 
+from . import coordinating
 from .registry import RequestContext
 
 API_KEY = 16
 
 
 def handle(ctx: RequestContext, req: ListGroupsRequest) -> Any:
-    return ctx.services.groups.list_groups(ctx, req)
+    def fix(resp: Any) -> Any:
+        resp.groups = [g for g in resp.groups if not coordinating.refused(ctx, g.group_id)]
+        return resp
+
+    return coordinating.then(ctx.services.groups.list_groups(ctx, req), fix)

@@ -24,6 +24,7 @@ from broker.protocol.generated.list_offsets import (
     ListOffsetsTopicResponse,
 )
 
+from . import leadership
 from .registry import RequestContext
 
 API_KEY = 2
@@ -58,7 +59,8 @@ def lookup(plog: PartitionLog, ts: int) -> tuple[int, int]:
 def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     v = ctx.api_version
     logs = ctx.services.logs
-    topics = []
+    topics = ctx.services.topics
+    out = []
     for t in req.topics:
         parts = []
         counts = Counter(p.partition_index for p in t.partitions)
@@ -74,8 +76,12 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
             if plog is None:
                 parts.append(_error(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            if v >= 4 and p.current_leader_epoch > 0:
-                parts.append(_error(p.partition_index, ErrorCode.UNKNOWN_LEADER_EPOCH))
+            topic = topics.get(t.name)
+            refused = leadership.check(
+                ctx, topic, p.partition_index, p.current_leader_epoch if v >= 4 else -1
+            )
+            if refused:
+                parts.append(_error(p.partition_index, refused))
                 continue
             if p.timestamp == MAX_TIMESTAMP and v < 7 or p.timestamp < EARLIEST_PENDING_UPLOAD:
                 parts.append(_error(p.partition_index, ErrorCode.UNSUPPORTED_VERSION))
@@ -91,11 +97,18 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
                         error_code=0,
                         timestamp=ts,
                         offset=offset,
-                        leader_epoch=0 if offset >= 0 else -1,
+                        # the batches carry epoch 0; the latest offset is in the current epoch
+                        leader_epoch=(
+                            -1
+                            if offset < 0
+                            else leadership.current_epoch(ctx, topic, p.partition_index)
+                            if p.timestamp == LATEST
+                            else 0
+                        ),
                     )
                 )
-        topics.append(ListOffsetsTopicResponse(name=t.name, partitions=parts))
-    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+        out.append(ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=out)
 
 
 def _error(index: int, code: ErrorCode) -> ListOffsetsPartitionResponse:

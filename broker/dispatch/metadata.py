@@ -3,7 +3,9 @@ v2 cluster id; v4 allow_auto_topic_creation; v5 offline replicas; v7 leader epoc
 authorized operations; v8+ topic authorized operations; v9 flexible; v10 topic ids; v12 lookup by
 topic id (null name); v13 top-level error code.
 
-This node leads every partition. Unknown topics are created when both the broker
+Brokers are the live nodes (broker/nodes.py: one unless ``cluster.nodes``), each at the address of
+the listener the client used; partitions report their leader, epoch, replicas, ISR (the live
+replicas) and offline replicas, LEADER_NOT_AVAILABLE when none is live. Unknown topics are created when both the broker
 (``auto.create.topics.enable``) and the request (v4+) allow it, with ``num.partitions`` partitions.
 """
 
@@ -31,26 +33,38 @@ API_KEY = 3
 log = logging.getLogger(__name__)
 
 
-def broker_entry(ctx: RequestContext) -> MetadataResponseBroker:
+def node_address(ctx: RequestContext, node: int) -> tuple[str, int]:
+    """The address of ``node`` for clients of the listener this one reached."""
     b = ctx.services
-    host, port = b.advertised_address(ctx.client.listener)
-    return MetadataResponseBroker(node_id=b.node_id, host=host, port=port, rack=b.rack)
+    return b.nodes.address(node, ctx.client.listener) or b.advertised_address(ctx.client.listener)
+
+
+def broker_entries(ctx: RequestContext) -> list[MetadataResponseBroker]:
+    """Every live node, at the address of the listener the client used."""
+    rack = ctx.services.rack
+    out = []
+    for node in ctx.services.nodes.live_ids():
+        host, port = node_address(ctx, node)
+        out.append(MetadataResponseBroker(node_id=node, host=host, port=port, rack=rack))
+    return out
 
 
 def topic_entry(ctx: RequestContext, topic: Topic, include_ops: bool) -> MetadataResponseTopic:
-    node = ctx.services.node_id
-    parts = [
-        MetadataResponsePartition(
-            error_code=0,
-            partition_index=i,
-            leader_id=node,
-            leader_epoch=0,
-            replica_nodes=[node],
-            isr_nodes=[node],
-            offline_replicas=[],
+    nodes = ctx.services.nodes
+    parts = []
+    for i in range(topic.partitions):
+        st = nodes.state(topic, i)
+        parts.append(
+            MetadataResponsePartition(
+                error_code=0 if st.leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
+                partition_index=i,
+                leader_id=st.leader,
+                leader_epoch=st.leader_epoch,
+                replica_nodes=st.replicas,
+                isr_nodes=st.isr,
+                offline_replicas=st.offline,
+            )
         )
-        for i in range(topic.partitions)
-    ]
     return MetadataResponseTopic(
         error_code=0,
         name=topic.name,
@@ -124,9 +138,9 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             out.append(topic_entry(ctx, topic, include_ops))
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[broker_entry(ctx)],
+        brokers=broker_entries(ctx),
         cluster_id=ctx.services.cluster_id,
-        controller_id=ctx.services.node_id,
+        controller_id=ctx.services.nodes.controller(),
         topics=out,
         cluster_authorized_operations=(
             acl.CLUSTER_OPS

@@ -15,12 +15,14 @@ from broker.protocol.generated.offset_commit import (
     OffsetCommitResponseTopic,
 )
 
+from . import coordinating
 from .registry import Deferred, RequestContext
 
 API_KEY = 8
 
 
 def handle(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
+    coordinating.require(ctx, req.group_id)
     result = ctx.services.groups.commit_offsets(ctx, req)
     if asyncio.iscoroutine(result):
         # the commit is applied; only its flush is awaited: the connection may go on meanwhile

@@ -7,10 +7,12 @@ from typing import Any
 
 from broker.protocol.generated.offset_delete import OffsetDeleteRequest
 
+from . import coordinating
 from .registry import RequestContext
 
 API_KEY = 47
 
 
 def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> Any:
+    coordinating.require(ctx, req.group_id)
     return ctx.services.groups.delete_offsets(ctx, req)

@@ -2,9 +2,11 @@
 (fencing); v3 replica id; v4 flexible. The Java consumer uses it to validate its position after a
 leader change (KIP-320).
 
-This broker has only ever had leader epoch 0 for every partition, so epoch 0 ends at the log end.
-As in Kafka's leader-epoch cache, a later epoch, or any epoch of a partition that has never had a
-record appended (the cache is empty), is unknown: epoch -1, end offset -1.
+A partition has one log however often its leader moves (broker/nodes.py), and nothing is ever
+truncated, so every epoch up to the partition's current one ends at the log end. As in Kafka's
+leader-epoch cache, a later epoch, or any epoch of a partition that has never had a record appended
+(the cache is empty), is unknown: epoch -1, end offset -1. On a node that does not lead the
+partition, or with a stale or future current epoch: dispatch/leadership.py.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from broker.protocol.generated.offset_for_leader_epoch import (
     OffsetForLeaderTopicResult,
 )
 
+from . import leadership
 from .registry import RequestContext
 
 API_KEY = 23
@@ -29,13 +32,19 @@ def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLe
         parts = []
         for p in t.partitions:
             plog = ctx.services.logs.get(t.topic, p.partition)
-            if plog is None:
+            topic = ctx.services.topics.get(t.topic)
+            if plog is None or topic is None:
                 parts.append(EpochEndOffset(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), p.partition, -1, -1))
-            elif v >= 2 and p.current_leader_epoch > 0:
-                parts.append(EpochEndOffset(int(ErrorCode.UNKNOWN_LEADER_EPOCH), p.partition, -1, -1))
-            elif p.leader_epoch != 0 or plog.log_end_offset == 0:
+                continue
+            refused = leadership.check(ctx, topic, p.partition, p.current_leader_epoch if v >= 2 else -1)
+            if refused:
+                parts.append(EpochEndOffset(int(refused), p.partition, -1, -1))
+            elif (
+                not 0 <= p.leader_epoch <= leadership.current_epoch(ctx, topic, p.partition)
+                or plog.log_end_offset == 0
+            ):
                 parts.append(EpochEndOffset(0, p.partition, -1, -1))
             else:
-                parts.append(EpochEndOffset(0, p.partition, 0, plog.log_end_offset))
+                parts.append(EpochEndOffset(0, p.partition, p.leader_epoch, plog.log_end_offset))
         topics.append(OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -3,8 +3,10 @@ id; v5 log start offset; v8 per-batch record errors and an error message; v9 fle
 leader (tagged); v13 topic ids instead of names. Versions 0-2 (message formats 0/1) are not served,
 as in Kafka 4.
 
-With acks=-1, a topic whose min.insync.replicas exceeds 1 (the one replica this node is) gets
-NOT_ENOUGH_REPLICAS, as Kafka answers when its ISR is too small. Each batch is checked (magic,
+With acks=-1, a topic whose min.insync.replicas exceeds its ISR (the live replicas; one node: itself)
+gets NOT_ENOUGH_REPLICAS, as Kafka answers when its ISR is too small. On a node that does not lead
+the partition (a multi-node cluster, broker/nodes.py): NOT_LEADER_OR_FOLLOWER, with the new leader
+and its endpoint from v10 (KIP-951). Each batch is checked (magic,
 length, CRC-32C, record count, size against max.message.bytes), then its records (well formed,
 offset deltas 0..n-1, decompressed with a cap: ``broker.log.streaming``) and their timestamps
 (INVALID_TIMESTAMP outside message.timestamp.before/after.max.ms: ``broker.log.validator``), then
@@ -26,6 +28,8 @@ from broker.log.streaming import EXPANSION_LIMIT, validate_records
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.produce import (
     BatchIndexAndErrorMessage,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
@@ -33,6 +37,7 @@ from broker.protocol.generated.produce import (
 )
 from broker.quotas import user_of
 
+from . import leadership
 from .registry import CloseConnection, Deferred, RequestContext
 
 API_KEY = 0
@@ -70,6 +75,7 @@ def handle(ctx: RequestContext, req: ProduceRequest):
     waits: list[asyncio.Future] = []
     responses: list[TopicProduceResponse] = []
     any_error = False
+    hinted: set[int] = set()  # leaders named in NOT_LEADER_OR_FOLLOWER answers
     for td in req.topic_data:
         if v >= 13:
             topic = services.topics.by_id(td.topic_id)
@@ -93,6 +99,12 @@ def handle(ctx: RequestContext, req: ProduceRequest):
                     ErrorCode.INVALID_TOPIC_EXCEPTION,
                     f"Cannot append to internal topic {topic.name}",
                 )
+            elif 0 <= pd.index < topic.partitions and (refused := leadership.check(ctx, topic, pd.index)):
+                resp = _error(pd.index, refused)
+                if v >= 10:  # KIP-951: the new leader, and its endpoint below
+                    leader, epoch = leadership.leader_hint(ctx, topic, pd.index)
+                    resp.current_leader = LeaderIdAndEpoch(leader, epoch)
+                    hinted.add(leader)
             else:
                 resp = _append(ctx, name, pd.index, pd.records, req.transactional_id, acks, now, waits)
             any_error = any_error or resp.error_code != 0
@@ -112,6 +124,8 @@ def handle(ctx: RequestContext, req: ProduceRequest):
             raise CloseConnection("a produce request with acks=0 failed")
         return None
     response = ProduceResponse(responses=responses, throttle_time_ms=throttle)
+    if hinted:
+        response.node_endpoints = leadership.endpoints(ctx, NodeEndpoint, hinted)
     # clients before v6 (KIP-219) do not wait out throttle_time_ms: their answer waits instead
     delay_ms = throttle if v < CLIENT_THROTTLES else 0
     if not waits and not delay_ms:
@@ -154,13 +168,16 @@ def _append(
         return _error(partition, ErrorCode.INVALID_RECORD, "produce requests must carry a record batch")
     config = plog.config
     if acks == -1 and config.min_insync_replicas > 1:
-        # one replica (this node) is ever in sync, as Partition.appendRecordsToLeader checks it
-        return _error(
-            partition,
-            ErrorCode.NOT_ENOUGH_REPLICAS,
-            f"The size of the current ISR Set({ctx.services.node_id}) is insufficient to satisfy the min.isr "
-            f"requirement of {config.min_insync_replicas} for partition {topic}-{partition}",
-        )
+        # the ISR is the live replicas, as Partition.appendRecordsToLeader checks it
+        t = ctx.services.topics.get(topic)
+        isr = ctx.services.nodes.state(t, partition).isr if t is not None else [ctx.node_id]
+        if len(isr) < config.min_insync_replicas:
+            return _error(
+                partition,
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"The size of the current ISR Set({', '.join(map(str, isr))}) is insufficient to satisfy "
+                f"the min.isr requirement of {config.min_insync_replicas} for partition {topic}-{partition}",
+            )
     if len(records) > plog.config.max_message_bytes:
         return _error(
             partition,

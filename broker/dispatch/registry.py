@@ -59,6 +59,8 @@ class ClientInfo:
     principal: str = "User:ANONYMOUS"
     #: the SASL session (broker.security.sasl.SaslSession) on a SASL listener, else None
     sasl: Any = None
+    #: the node of a multi-node cluster the client reached (-1: the broker's node, services.node_id)
+    node_id: int = -1
 
     def describe(self) -> str:
         sw = f" {self.software_name}/{self.software_version}" if self.software_name else ""
@@ -86,6 +88,12 @@ class RequestContext:
         self.api_version = api_version
         self.correlation_id = correlation_id
         self.client_id = client_id
+
+    @property
+    def node_id(self) -> int:
+        """The node the client reached: the one answering (``services.node_id`` on a single node)."""
+        node = self.client.node_id
+        return self.services.node_id if node < 0 else node
 
 
 @dataclass

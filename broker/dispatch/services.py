@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from broker.config import Config
     from broker.coordinator import GroupCoordinator
     from broker.log.manager import LogManager
+    from broker.nodes import Nodes
     from broker.quotas import ClientQuotas
     from broker.security.scram_store import ScramCredentials
     from broker.topic_admin import TopicAdmin
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Services:
-    #: this node
+    #: this broker's (first) node; handlers answer as ``ctx.node_id``, the node the client reached
     node_id: int
     cluster_id: str
     rack: str | None
@@ -47,3 +48,5 @@ class Services:
     quotas: ClientQuotas
     #: SCRAM credentials (DescribeUserScramCredentials/AlterUserScramCredentials, SCRAM authentication)
     scram: ScramCredentials
+    #: the cluster's nodes, partition leaders and group coordinators (one node unless cluster.nodes)
+    nodes: Nodes

@@ -7,10 +7,12 @@ from typing import Any
 
 from broker.protocol.generated.sync_group import SyncGroupRequest
 
+from . import coordinating
 from .registry import RequestContext
 
 API_KEY = 14
 
 
 def handle(ctx: RequestContext, req: SyncGroupRequest) -> Any:
+    coordinating.require(ctx, req.group_id)
     return ctx.services.groups.sync_group(ctx, req)

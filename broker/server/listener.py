@@ -19,7 +19,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from broker.config import Config, Endpoint, parse_ip_overrides
 from broker.security.listeners import ListenerSecurity, configured_scram, listener_security
@@ -69,8 +69,18 @@ class Bound:
 
 
 class Listener:
-    def __init__(self, config: Config, endpoints: list[Endpoint]):
+    def __init__(
+        self,
+        config: Config,
+        endpoints: list[Endpoint],
+        node_id: int = -1,
+        connections: set[KafkaConnection] | None = None,
+    ):
+        """``node_id``: the node of a multi-node cluster whose listeners these are (its
+        connections' ``ClientInfo.node_id``; -1: the broker's one node); ``connections``: the set
+        to keep open connections in (the nodes of one process share one)."""
         self.endpoints = endpoints
+        self.node_id = node_id
         #: listener name -> TLS context / SASL authenticator (raises ConfigError when unusable)
         #: the broker's SCRAM credentials (sasl.users; the data directory's are added by the broker)
         self.scram = configured_scram(config)
@@ -80,7 +90,7 @@ class Listener:
         self.max_request_bytes: int = config["socket.request.max.bytes"]
         self.idle_ms: int = config["connections.max.idle.ms"]
         #: every open connection, on every listener
-        self.connections: set[KafkaConnection] = set()
+        self.connections: set[KafkaConnection] = set() if connections is None else connections
         self._pipeline: RequestPipeline | None = None
         self.max_connections: int = config["max.connections"]
         self.max_per_ip: int = config["max.connections.per.ip"]
@@ -132,7 +142,9 @@ class Listener:
         socks: list[socket.socket] = []
         port = ep.port
         try:
-            infos = socket.getaddrinfo(ep.host or None, ep.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            infos = socket.getaddrinfo(
+                ep.host or None, ep.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
             for family, type_, proto, _name, addr in dict.fromkeys(infos):
                 sock = socket.socket(family, type_, proto)
                 socks.append(sock)
@@ -162,6 +174,10 @@ class Listener:
     async def start(self, pipeline: RequestPipeline) -> int:
         """Bind (if not yet) and start accepting on every listener, each connection's requests going
         through ``pipeline``; returns the first listener's port."""
+        return self.start_now(pipeline)
+
+    def start_now(self, pipeline: RequestPipeline) -> int:
+        """:meth:`start`, from synchronous code running on the event loop."""
         self._pipeline = pipeline
         self.bind()
         for sock in self._socks:
@@ -248,7 +264,10 @@ class Listener:
 
         try:
             await loop.connect_accepted_socket(
-                make, client, ssl=ctx, ssl_handshake_timeout=self.idle_ms / 1000  # type: ignore[arg-type]
+                make,
+                client,
+                ssl=ctx,
+                ssl_handshake_timeout=self.idle_ms / 1000,  # type: ignore[arg-type]
             )
         except (TimeoutError, OSError) as e:
             log.warning("TLS handshake with %s failed: %s", ip, e)
@@ -302,6 +321,15 @@ class Listener:
             self._sweeper = None
         self.close()
 
+    def go_down(self, reason: str) -> None:
+        """A node going down: stop accepting (the ports are kept for :meth:`start_now`) and close
+        this listener's connections (those of its node)."""
+        self.endpoints = [replace(b.endpoint, port=b.port) for b in self.bound] or self.endpoints
+        self.stop_accepting()
+        for conn in list(self.connections):
+            if conn.client.node_id == self.node_id:
+                conn.close(reason)
+
     def stop_reading(self) -> None:
         """At shutdown: read no more requests on any connection."""
         for conn in self.connections:
@@ -311,9 +339,7 @@ class Listener:
         """Connections holding requests that will be answered without waiting for other clients:
         responses waiting for an fsync, and received requests not parked behind a long poll or a
         group join (those are cancelled by ``stop``)."""
-        return sum(
-            1 for c in self.connections if not c.closed and (c._ordered or (c.queue and not c.busy))
-        )
+        return sum(1 for c in self.connections if not c.closed and (c._ordered or (c.queue and not c.busy)))
 
     async def stop(self) -> None:
         """Close every connection (answers already written are flushed), cancelling requests still

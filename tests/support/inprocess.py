@@ -42,6 +42,11 @@ class InProcessBroker:
         broker = Broker(config, listen=False)  # built on the loop its timers and group commits use
         for ep in broker.listener.endpoints:  # what Metadata advertises: nothing listens there
             broker.advertised[ep.name] = (ep.advertised_host or "127.0.0.1", ep.advertised_port or ep.port)
+        for k, listener in enumerate(broker.listeners if broker.nodes.multi else []):  # port 0: 9000 + node
+            broker.nodes.addresses[broker.node_id + k] = {
+                ep.name: (ep.advertised_host or "127.0.0.1", ep.advertised_port or ep.port or 9000 + k + 1)
+                for ep in listener.endpoints
+            }
         broker.logs.start()
         return broker
 
@@ -77,8 +82,9 @@ class InProcessBroker:
         return self.pipeline.complete(out, result)
 
     @contextmanager
-    def client(self) -> Iterator[InProcessClient]:
-        yield InProcessClient(self)
+    def client(self, node: int = -1) -> Iterator[InProcessClient]:
+        """A client; ``node``: the node of a multi-node broker it is connected to (-1: the first)."""
+        yield InProcessClient(self, node=node)
 
     def stop(self) -> None:
         if self.stopped:
@@ -93,10 +99,10 @@ class InProcessBroker:
 class InProcessClient:
     """``WireClient``'s ``call`` over an in-process broker (one client identity per instance)."""
 
-    def __init__(self, broker: InProcessBroker, client_id: str = "in-process"):
+    def __init__(self, broker: InProcessBroker, client_id: str = "in-process", node: int = -1):
         self.broker = broker
         self.client_id = client_id
-        self.info = ClientInfo(peer="in-process")
+        self.info = ClientInfo(peer="in-process", node_id=node)
 
     def call(self, api_key: int, version: int, body: Any) -> Any:
         return self.broker.request(api_key, version, body, self.info, self.client_id)

@@ -1,0 +1,69 @@
+"""Is the node a client reached the leader of a partition? Kafka's checks of Produce, Fetch,
+ListOffsets, OffsetForLeaderEpoch and DeleteRecords (``Partition.localLogWithEpochOrThrow``):
+
+* a node that is not a replica of the partition: NOT_LEADER_OR_FOLLOWER (as Kafka answers for a
+  partition it does not host but knows from its metadata);
+* a ``current_leader_epoch`` (when not -1) below the partition's: FENCED_LEADER_EPOCH; above it:
+  UNKNOWN_LEADER_EPOCH;
+* a follower asked to lead: NOT_LEADER_OR_FOLLOWER.
+
+On one node (``cluster.nodes`` = 1) the node leads every partition at epoch 0, so only an epoch
+above 0 is refused (UNKNOWN_LEADER_EPOCH), as before the cluster existed. ``leader_hint`` gives the
+KIP-951 new-leader hint (leader id and epoch, and its endpoint) for the responses that carry it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.cluster import Topic
+from broker.protocol.errors import ErrorCode
+
+from .registry import RequestContext
+
+NO_EPOCH = -1
+
+
+def check(
+    ctx: RequestContext, topic: Topic, partition: int, current_leader_epoch: int = NO_EPOCH
+) -> ErrorCode:
+    """NONE when the node the client reached leads the partition at the epoch it names."""
+    nodes = ctx.services.nodes
+    node = ctx.node_id
+    if not nodes.multi:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH if current_leader_epoch > 0 else ErrorCode.NONE
+    state = nodes.state(topic, partition)
+    if node not in state.replicas:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if current_leader_epoch != NO_EPOCH:
+        if current_leader_epoch < state.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if current_leader_epoch > state.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+    if state.leader != node:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return ErrorCode.NONE
+
+
+def leader_hint(ctx: RequestContext, topic: Topic, partition: int) -> tuple[int, int]:
+    """(leader id, leader epoch) a client is told after NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH
+    ((-1, -1) when there is none)."""
+    leader, epoch = ctx.services.nodes.leader(topic, partition)
+    return (leader, epoch) if leader >= 0 else (-1, -1)
+
+
+def endpoints(ctx: RequestContext, cls: Any, leaders: set[int]) -> list[Any]:
+    """The KIP-951 ``node_endpoints`` of ``leaders``, at the address of the client's listener."""
+    services = ctx.services
+    out = []
+    for node in sorted(leaders):
+        address = services.nodes.address(node, ctx.client.listener)
+        if node < 0 or address is None:
+            continue
+        host, port = address
+        out.append(cls(node_id=node, host=host, port=port, rack=services.rack))
+    return out
+
+
+def current_epoch(ctx: RequestContext, topic: Topic, partition: int) -> int:
+    return ctx.services.nodes.leader(topic, partition)[1]

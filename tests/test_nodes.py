@@ -1,0 +1,42 @@
+"""broker/nodes.py without a broker: Java's String.hashCode, Kafka's coordinator slot and its
+StripedReplicaPlacer for one rack."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from broker.nodes import StripedPlacer, coordinator_slot, java_string_hash, kafka_abs
+from broker.protocol.errors import ErrorCode, KafkaError
+
+
+@pytest.mark.parametrize("s, expected", [("", 0), ("a", 97), ("hello", 99162322), ("Aa", 2112), ("BB", 2112)])
+def test_java_string_hash(s, expected):
+    assert java_string_hash(s) == expected
+
+
+def test_java_string_hash_overflows_like_java():
+    # "polygenelubricants".hashCode() == Integer.MIN_VALUE (a known Java example)
+    assert java_string_hash("polygenelubricants") == -(1 << 31)
+    assert kafka_abs(-(1 << 31)) == 0
+    assert coordinator_slot("polygenelubricants", 50) == 0
+    # non-BMP characters hash as their UTF-16 surrogate pair
+    assert java_string_hash("\U0001f600") == 0xD83D * 31 + 0xDE00
+
+
+def test_striped_placer_spreads_leaders_and_replicas():
+    placer = StripedPlacer(random.Random(7))
+    out = placer.place([1, 2, 3], [], 6, 3)
+    assert all(sorted(r) == [1, 2, 3] for r in out)
+    assert Counter(r[0] for r in out) == {1: 2, 2: 2, 3: 2}
+
+
+def test_striped_placer_puts_fenced_brokers_last_and_checks_the_factor():
+    placer = StripedPlacer(random.Random(1))
+    for r in placer.place([1, 3], [2], 4, 3):
+        assert r[-1] == 2 and r[0] in (1, 3)
+    with pytest.raises(KafkaError) as e:
+        placer.place([1], [], 1, 2)
+    assert e.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
