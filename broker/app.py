@@ -30,6 +30,8 @@ from broker.dispatch.services import Services
 from broker.log.manager import LogManager
 from broker.log.segment import SYSTEM_OPS, FileOps
 from broker.quotas import ClientQuotas
+from broker.security.acl_store import AclStore
+from broker.security.authorizer import Authorizer, parse_super_users
 from broker.server import Listener
 from broker.server.pipeline import RequestPipeline
 from broker.topic_admin import TopicAdmin
@@ -86,6 +88,8 @@ class Broker:
             registry=self.registry,
             advertised_address=self.advertised_address,
             quotas=self.quotas,
+            authorizer=self.authorizer,
+            acls=self.acls,
         )
         self.pipeline = RequestPipeline(self.registry, self.services)
         #: the test control plane (fault rules, live state); served over HTTP when control.port is set
@@ -117,6 +121,14 @@ class Broker:
         self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
         self.quotas = ClientQuotas(data_dir, config["quota.window.num"], config["quota.window.size.seconds"])
+        #: ACL authorization (authorizer.class.name); None: off, everything allowed
+        self.authorizer: Authorizer | None = None
+        self.acls: AclStore | None = None
+        if config["authorizer.class.name"]:
+            self.authorizer = Authorizer(
+                parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"]
+            )
+            self.acls = AclStore(data_dir, self.authorizer)
 
     @property
     def connections(self) -> set:

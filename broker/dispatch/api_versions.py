@@ -50,9 +50,13 @@ def handle(ctx: RequestContext, req: codec.ApiVersionsRequest) -> bytes | ApiVer
         resp = ApiVersionsResponse(
             error_code=0,
             api_keys=_api_keys(ctx),
-            supported_features=[SupportedFeatureKey(n, lo, hi) for n, (lo, hi, _f) in features.FEATURES.items()],
+            supported_features=[
+                SupportedFeatureKey(n, lo, hi) for n, (lo, hi, _f) in features.FEATURES.items()
+            ],
             finalized_features_epoch=features.FINALIZED_EPOCH,
-            finalized_features=[FinalizedFeatureKey(n, level, level) for n, level in features.finalized().items()],
+            finalized_features=[
+                FinalizedFeatureKey(n, level, level) for n, level in features.finalized().items()
+            ],
         )
         body = codec.RESPONSE_ENCODERS[ctx.api_version](resp)
         cache[("api_versions", ctx.api_version)] = body

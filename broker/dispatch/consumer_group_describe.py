@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest, DescribedGroup
+from broker.security.authorizer import DESCRIBE, GROUP
 
 from . import acl
 from .registry import RequestContext
@@ -15,4 +17,23 @@ API_KEY = 69
 
 def handle(ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Any:
     ops = acl.GROUP_OPS if req.include_authorized_operations else acl.NOT_REQUESTED
-    return ctx.services.groups.consumer_group_describe(ctx, req, ops)
+    response = ctx.services.groups.consumer_group_describe(ctx, req, ops)
+    if ctx.services.authorizer is None:
+        return response
+    # as Kafka: DESCRIBE on each group, and its own authorized operations
+    for i, g in enumerate(response.groups):
+        if not ctx.allowed(DESCRIBE, GROUP, g.group_id):
+            response.groups[i] = DescribedGroup(
+                error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                error_message=None,
+                group_id=g.group_id,
+                group_state="",
+                group_epoch=0,
+                assignment_epoch=0,
+                assignor_name="",
+                members=[],
+                authorized_operations=acl.NOT_REQUESTED,
+            )
+        elif req.include_authorized_operations and g.error_code == 0:
+            g.authorized_operations = ctx.authorized_operations(GROUP, g.group_id, acl.GROUP_OPS)
+    return response

@@ -10,6 +10,7 @@ from broker.protocol.generated.describe_cluster import (
     DescribeClusterRequest,
     DescribeClusterResponse,
 )
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, DESCRIBE
 
 from . import acl
 from .registry import RequestContext
@@ -26,8 +27,12 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
         # the answer names the endpoint type this is (brokers)
         controllers = req.endpoint_type == CONTROLLERS
         return DescribeClusterResponse(
-            error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE if controllers else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-            error_message="this is a broker endpoint" if controllers else "only the broker endpoint type is served",
+            error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE
+            if controllers
+            else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message="this is a broker endpoint"
+            if controllers
+            else "only the broker endpoint type is served",
             endpoint_type=BROKERS,
             cluster_id=b.cluster_id,
             controller_id=-1,
@@ -49,6 +54,13 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
             )
         ],
         cluster_authorized_operations=(
-            acl.CLUSTER_OPS if req.include_cluster_authorized_operations else acl.NOT_REQUESTED
+            _cluster_ops(ctx) if req.include_cluster_authorized_operations else acl.NOT_REQUESTED
         ),
     )
+
+
+def _cluster_ops(ctx: RequestContext) -> int:
+    """As Kafka: the cluster's authorized operations for a principal that may describe it, else 0."""
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return 0
+    return ctx.authorized_operations(CLUSTER, CLUSTER_NAME, acl.CLUSTER_OPS)

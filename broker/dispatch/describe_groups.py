@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.protocol.generated.describe_groups import DescribeGroupsRequest
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.describe_groups import DescribedGroup, DescribeGroupsRequest
+from broker.security.authorizer import DESCRIBE, GROUP
 
 from . import acl
 from .registry import RequestContext
@@ -14,5 +16,24 @@ API_KEY = 15
 
 
 def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> Any:
-    ops = acl.GROUP_OPS if (ctx.api_version >= 3 and req.include_authorized_operations) else acl.NOT_REQUESTED
-    return ctx.services.groups.describe_groups(ctx, req, ops)
+    include_ops = ctx.api_version >= 3 and req.include_authorized_operations
+    ops = acl.GROUP_OPS if include_ops else acl.NOT_REQUESTED
+    response = ctx.services.groups.describe_groups(ctx, req, ops)
+    if ctx.services.authorizer is None:
+        return response
+    # as Kafka: DESCRIBE on each group, and its own authorized operations
+    for i, g in enumerate(response.groups):
+        if not ctx.allowed(DESCRIBE, GROUP, g.group_id):
+            response.groups[i] = DescribedGroup(
+                error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
+                error_message="Group authorization failed.",
+                group_id=g.group_id,
+                group_state="",
+                protocol_type="",
+                protocol_data="",
+                members=[],
+                authorized_operations=acl.NOT_REQUESTED,
+            )
+        elif include_ops and g.authorized_operations != acl.NOT_REQUESTED:
+            g.authorized_operations = ctx.authorized_operations(GROUP, g.group_id, acl.GROUP_OPS)
+    return response

@@ -10,13 +10,14 @@ INVALID_REQUEST for the whole request.
 
 from __future__ import annotations
 
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.elect_leaders import (
     ElectLeadersRequest,
     ElectLeadersResponse,
     PartitionResult,
     ReplicaElectionResult,
 )
+from broker.security.authorizer import ALTER, CLUSTER, CLUSTER_NAME
 
 from .registry import RequestContext
 
@@ -27,6 +28,8 @@ NOT_NEEDED = "Leader election not needed for topic partition."
 
 
 def handle(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
+    if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):  # as Kafka: ALTER on the cluster
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     if ctx.api_version >= 1 and req.election_type not in (PREFERRED, UNCLEAN):
         return error_response(req, ctx.api_version, ErrorCode.INVALID_REQUEST)
     services = ctx.services

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.protocol.generated.offset_fetch import OffsetFetchRequest
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponsePartitions,
+)
+from broker.security.authorizer import DESCRIBE, GROUP, TOPIC
 
 from .registry import RequestContext
 
@@ -14,4 +22,53 @@ API_KEY = 9
 
 
 def handle(ctx: RequestContext, req: OffsetFetchRequest) -> Any:
-    return ctx.services.groups.fetch_offsets(ctx, req)
+    response = ctx.services.groups.fetch_offsets(ctx, req)
+    if ctx.services.authorizer is None:
+        return response
+    # as Kafka: DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED and no offsets), then
+    # DESCRIBE on each topic: a fetch of all offsets leaves the others out, a fetch of named topics
+    # answers TOPIC_AUTHORIZATION_FAILED for them
+    v = ctx.api_version
+    if v < 8:
+        if not ctx.allowed(DESCRIBE, GROUP, req.group_id):
+            if v >= 2:
+                return OffsetFetchResponse(
+                    throttle_time_ms=0, topics=[], error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                )
+            for t in response.topics:
+                t.partitions = [
+                    _denied(OffsetFetchResponsePartition, p, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                    for p in t.partitions
+                ]
+            return response
+        response.topics = _redact(ctx, response.topics, req.topics is None, OffsetFetchResponsePartition)
+        return response
+    for i, (g, out) in enumerate(zip(req.groups, response.groups, strict=True)):
+        if not ctx.allowed(DESCRIBE, GROUP, g.group_id):
+            response.groups[i] = OffsetFetchResponseGroup(
+                group_id=g.group_id, topics=[], error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            )
+        elif out.error_code == 0:
+            out.topics = _redact(ctx, out.topics, g.topics is None, OffsetFetchResponsePartitions)
+    return response
+
+
+def _redact(ctx: RequestContext, topics: list, all_topics: bool, part_cls: Any) -> list:
+    out = []
+    for t in topics:
+        name = t.name or _name_of(ctx, getattr(t, "topic_id", None))
+        if name is None or ctx.allowed(DESCRIBE, TOPIC, name):
+            out.append(t)
+        elif not all_topics:
+            t.partitions = [_denied(part_cls, p, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions]
+            out.append(t)
+    return out
+
+
+def _denied(part_cls: Any, p: Any, code: ErrorCode) -> Any:
+    return part_cls(p.partition_index, -1, -1, "", int(code))
+
+
+def _name_of(ctx: RequestContext, topic_id: Any) -> str | None:
+    topic = ctx.services.topics.by_id(topic_id) if topic_id is not None else None
+    return topic.name if topic is not None else None

@@ -16,6 +16,7 @@ from broker.protocol.generated.offset_for_leader_epoch import (
     OffsetForLeaderEpochResponse,
     OffsetForLeaderTopicResult,
 )
+from broker.security.authorizer import DESCRIBE, TOPIC
 
 from .registry import RequestContext
 
@@ -27,9 +28,12 @@ def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLe
     topics = []
     for t in req.topics:
         parts = []
+        denied = not ctx.allowed(DESCRIBE, TOPIC, t.topic)  # as Kafka (a consumer's request)
         for p in t.partitions:
             plog = ctx.services.logs.get(t.topic, p.partition)
-            if plog is None:
+            if denied:
+                parts.append(EpochEndOffset(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), p.partition, -1, -1))
+            elif plog is None:
                 parts.append(EpochEndOffset(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), p.partition, -1, -1))
             elif v >= 2 and p.current_leader_epoch > 0:
                 parts.append(EpochEndOffset(int(ErrorCode.UNKNOWN_LEADER_EPOCH), p.partition, -1, -1))

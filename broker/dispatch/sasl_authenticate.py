@@ -34,4 +34,6 @@ def handle(ctx: RequestContext, req: SaslAuthenticateRequest) -> SaslAuthenticat
             auth_bytes=b"",
             session_lifetime_ms=0,
         )
-    return SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=0)
+    return SaslAuthenticateResponse(
+        error_code=ErrorCode.NONE, error_message=None, auth_bytes=token, session_lifetime_ms=0
+    )

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from broker.coordinator import GroupCoordinator
     from broker.log.manager import LogManager
     from broker.quotas import ClientQuotas
+    from broker.security.acl_store import AclStore
+    from broker.security.authorizer import Authorizer
     from broker.topic_admin import TopicAdmin
 
     from .registry import Registry
@@ -44,3 +46,8 @@ class Services:
     advertised_address: Callable[[str], tuple[str, int]]
     #: client quotas (DescribeClientQuotas/AlterClientQuotas) and their enforcement
     quotas: ClientQuotas
+    #: the ACL authorizer (``authorizer.class.name``), None when authorization is off; handlers ask
+    #: through ``ctx.allowed`` / ``ctx.authorized_operations`` rather than directly
+    authorizer: Authorizer | None = None
+    #: the ACLs' durable store (CreateAcls, DescribeAcls, DeleteAcls), None when authorization is off
+    acls: AclStore | None = None

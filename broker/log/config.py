@@ -61,7 +61,11 @@ def _java_int(bits: int) -> Callable[[str], int]:
     def parse(s: str) -> int:
         t = str(s).strip()
         # more than 19 significant digits is out of range before int() (which refuses > 4300 digits)
-        if not _INTEGER.fullmatch(t) or len(t.lstrip("+-").lstrip("0")) > 19 or not -bound - 1 <= int(t) <= bound:
+        if (
+            not _INTEGER.fullmatch(t)
+            or len(t.lstrip("+-").lstrip("0")) > 19
+            or not -bound - 1 <= int(t) <= bound
+        ):
             raise ConfigValueError(f"Not a number of type {kind}")
         return int(t)
 

@@ -26,6 +26,7 @@ def listener_security(config: Config, endpoints: list[Endpoint]) -> dict[str, Li
     out: dict[str, ListenerSecurity] = {}
     scram_store: dict[str, dict[str, tuple]] | None = None
     for ep in endpoints:
+
         def prop(key: str, name: str = ep.name) -> str:
             return config.listener_prop(name, key)
 

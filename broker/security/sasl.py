@@ -63,7 +63,7 @@ _JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 def parse_jaas_users(text: str) -> dict[str, str]:
     """The ``user_<name>="<password>"`` options of a JAAS login module line (Kafka's PLAIN users)."""
     return {
-        key[len("user_"):]: value.replace('\\"', '"').replace("\\\\", "\\")
+        key[len("user_") :]: value.replace('\\"', '"').replace("\\\\", "\\")
         for key, value in _JAAS_OPTION.findall(text)
         if key.startswith("user_") and len(key) > len("user_")
     }
@@ -100,8 +100,9 @@ def build_authenticator(
     plain = dict(parse_users(prop("sasl.users")))
     plain.update(parse_jaas_users(prop("plain.sasl.jaas.config")))
     if not plain and not any(scram_store.get(m) for m in mechanisms):
-        log.warning("listener %s uses SASL but no user is configured (sasl.users): nobody can connect",
-                    listener)
+        log.warning(
+            "listener %s uses SASL but no user is configured (sasl.users): nobody can connect", listener
+        )
     return Authenticator(listener, mechanisms, plain, scram_store, delay_ms)
 
 
@@ -110,7 +111,9 @@ def scram_credentials(users: dict[str, str]) -> dict[str, dict[str, tuple]]:
     out: dict[str, dict[str, tuple]] = {}
     for mech in SCRAM_MECHANISMS:
         m = scramp.ScramMechanism(mech)
-        out[mech] = {name: m.make_auth_info(pw, iteration_count=SCRAM_ITERATIONS) for name, pw in users.items()}
+        out[mech] = {
+            name: m.make_auth_info(pw, iteration_count=SCRAM_ITERATIONS) for name, pw in users.items()
+        }
     return out
 
 
@@ -122,7 +125,17 @@ class SaslSession:
     """One connection's authentication (see the module docstring). States: ``handshake`` (before
     SaslHandshake; ApiVersions allowed first), ``authenticate`` (tokens), ``done``."""
 
-    __slots__ = ("auth", "state", "raw", "mechanism", "principal", "failed", "user", "_scram", "versions_answered")
+    __slots__ = (
+        "auth",
+        "state",
+        "raw",
+        "mechanism",
+        "principal",
+        "failed",
+        "user",
+        "_scram",
+        "versions_answered",
+    )
 
     def __init__(self, auth: Authenticator):
         self.auth = auth
@@ -190,7 +203,9 @@ class SaslSession:
         if not password:
             raise SaslFailure("Authentication failed: password not specified")
         if authzid and authzid != user:
-            raise SaslFailure("Authentication failed: Client requested an authorization id that is different from username")
+            raise SaslFailure(
+                "Authentication failed: Client requested an authorization id that is different from username"
+            )
         expected = self.auth.plain_users.get(user)
         if expected is None or not _same(expected, password):
             raise SaslFailure(PLAIN_FAILED)

@@ -80,7 +80,10 @@ class KafkaConnection(asyncio.Protocol):
         self.reader = FrameReader(listener.max_request_bytes)
         self.transport: asyncio.Transport | None = None
         self.client = ClientInfo(
-            peer="?", listener=listener_name, connection_id=next(_connection_ids), security_protocol=security_protocol
+            peer="?",
+            listener=listener_name,
+            connection_id=next(_connection_ids),
+            security_protocol=security_protocol,
         )
         #: ssl.principal.mapping.rules on a TLS listener
         self.principal_rules = principal_rules
@@ -116,7 +119,9 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.client.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         if transport.get_extra_info("sslcontext") is not None:
-            self.client.principal = principal_from_cert(transport.get_extra_info("peercert"), self.principal_rules)
+            self.client.principal = principal_from_cert(
+                transport.get_extra_info("peercert"), self.principal_rules
+            )
         self.listener.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -130,7 +130,9 @@ class Listener:
         socks: list[socket.socket] = []
         port = ep.port
         try:
-            infos = socket.getaddrinfo(ep.host or None, ep.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            infos = socket.getaddrinfo(
+                ep.host or None, ep.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
             for family, type_, proto, _name, addr in dict.fromkeys(infos):
                 sock = socket.socket(family, type_, proto)
                 socks.append(sock)
@@ -246,7 +248,10 @@ class Listener:
 
         try:
             await loop.connect_accepted_socket(
-                make, client, ssl=ctx, ssl_handshake_timeout=self.idle_ms / 1000  # type: ignore[arg-type]
+                make,
+                client,
+                ssl=ctx,
+                ssl_handshake_timeout=self.idle_ms / 1000,  # type: ignore[arg-type]
             )
         except (TimeoutError, OSError) as e:
             log.warning("TLS handshake with %s failed: %s", ip, e)
@@ -309,9 +314,7 @@ class Listener:
         """Connections holding requests that will be answered without waiting for other clients:
         responses waiting for an fsync, and received requests not parked behind a long poll or a
         group join (those are cancelled by ``stop``)."""
-        return sum(
-            1 for c in self.connections if not c.closed and (c._ordered or (c.queue and not c.busy))
-        )
+        return sum(1 for c in self.connections if not c.closed and (c._ordered or (c.queue and not c.busy)))
 
     async def stop(self) -> None:
         """Close every connection (answers already written are flushed), cancelling requests still

@@ -1,0 +1,76 @@
+"""CreateAcls (key 30) v0-3: v1 resource pattern type (v0 ACLs are LITERAL); v2 flexible.
+
+As Kafka's AclApis: ALTER on the cluster is needed (else CLUSTER_AUTHORIZATION_FAILED for every
+creation); with no authorizer configured every creation gets SECURITY_DISABLED. Each creation is
+checked as Kafka's broker and controller check it (INVALID_REQUEST: a CLUSTER resource not named
+``kafka-cluster``, an empty name, ANY/UNKNOWN types, a pattern type other than LITERAL and PREFIXED,
+a permission other than ALLOW and DENY); the valid ones are written durably to the data directory
+(broker.security.acl_store) before the answer. An ACL that exists already is not added twice. A
+creation with an UNKNOWN (0) code is a request Kafka cannot parse: the connection is closed.
+"""
+
+from __future__ import annotations
+
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.create_acls import AclCreationResult, CreateAclsRequest, CreateAclsResponse
+from broker.security.authorizer import ALTER, CLUSTER, CLUSTER_NAME, AclBinding
+
+from .registry import CloseConnection, RequestContext
+
+API_KEY = 30
+
+
+def handle(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
+    creations = req.creations
+    for c in creations:
+        if 0 in (c.resource_type, c.resource_pattern_type, c.operation, c.permission_type):
+            raise CloseConnection("CreatableAcls contain unknown elements")
+    if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):
+        return _all(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+    store = ctx.services.acls
+    if store is None:
+        return _all(req, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+    reasons: list[str | None] = [None] * len(creations)
+    valid: list[tuple[int, AclBinding]] = []
+    for i, c in enumerate(creations):
+        if c.resource_type == CLUSTER and c.resource_name != CLUSTER_NAME:
+            reasons[i] = f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+        elif c.resource_name == "":
+            reasons[i] = "Invalid empty resource name"
+        else:
+            valid.append(
+                (
+                    i,
+                    AclBinding(
+                        c.resource_type,
+                        c.resource_name,
+                        c.resource_pattern_type,
+                        c.principal,
+                        c.host,
+                        c.operation,
+                        c.permission_type,
+                    ),
+                )
+            )
+    for (i, _), reason in zip(valid, store.create(acl for _, acl in valid), strict=True):
+        reasons[i] = reason
+    return CreateAclsResponse(
+        throttle_time_ms=0,
+        results=[
+            AclCreationResult(error_code=0, error_message=None)
+            if reason is None
+            else AclCreationResult(error_code=int(ErrorCode.INVALID_REQUEST), error_message=reason)
+            for reason in reasons
+        ],
+    )
+
+
+def _all(req: CreateAclsRequest, code: ErrorCode, message: str | None) -> CreateAclsResponse:
+    return CreateAclsResponse(
+        throttle_time_ms=0,
+        results=[AclCreationResult(error_code=int(code), error_message=message) for _ in req.creations],
+    )
+
+
+def error_response(req: CreateAclsRequest, version: int, code: ErrorCode) -> CreateAclsResponse:
+    return _all(req, code, None)
