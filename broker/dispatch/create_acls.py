@@ -20,11 +20,19 @@ from .registry import CloseConnection, RequestContext
 API_KEY = 30
 
 
-def handle(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
-    creations = req.creations
-    for c in creations:
+def unparseable(req: CreateAclsRequest) -> str | None:
+    """Why Kafka cannot parse the request (it closes the connection), or None."""
+    for c in req.creations:
         if 0 in (c.resource_type, c.resource_pattern_type, c.operation, c.permission_type):
-            raise CloseConnection("CreatableAcls contain unknown elements")
+            return "CreatableAcls contain unknown elements"
+    return None
+
+
+def handle(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
+    why = unparseable(req)
+    if why is not None:
+        raise CloseConnection(why)
+    creations = req.creations
     if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):
         return _all(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     store = ctx.services.acls

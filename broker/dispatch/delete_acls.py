@@ -24,10 +24,18 @@ from .registry import CloseConnection, RequestContext
 API_KEY = 31
 
 
-def handle(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
+def unparseable(req: DeleteAclsRequest) -> str | None:
+    """Why Kafka cannot parse the request (it closes the connection), or None."""
     for f in req.filters:
         if 0 in (f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type):
-            raise CloseConnection("Filters contain UNKNOWN elements")
+            return "Filters contain UNKNOWN elements"
+    return None
+
+
+def handle(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
+    why = unparseable(req)
+    if why is not None:
+        raise CloseConnection(why)
     if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):
         return _all(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     store = ctx.services.acls

@@ -23,9 +23,17 @@ from .registry import CloseConnection, RequestContext
 API_KEY = 29
 
 
-def handle(ctx: RequestContext, req: DescribeAclsRequest) -> DescribeAclsResponse:
+def unparseable(req: DescribeAclsRequest) -> str | None:
+    """Why Kafka cannot parse the request (it closes the connection), or None."""
     if 0 in (req.resource_type_filter, req.pattern_type_filter, req.operation, req.permission_type):
-        raise CloseConnection("DescribeAclsRequest contains UNKNOWN elements")
+        return "DescribeAclsRequest contains UNKNOWN elements"
+    return None
+
+
+def handle(ctx: RequestContext, req: DescribeAclsRequest) -> DescribeAclsResponse:
+    why = unparseable(req)
+    if why is not None:
+        raise CloseConnection(why)
     if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     store = ctx.services.acls

@@ -32,6 +32,7 @@ def gated(tmp_path_factory):
     )
     called: list[int] = []
     for api in b.pipeline.registry.apis.values():
+
         def spy(ctx, req, _h=api.handler, _k=api.key):
             called.append(_k)
             return _h(ctx, req)
@@ -43,11 +44,17 @@ def gated(tmp_path_factory):
 
 
 # a handshake first (v0: the frames after it are bare tokens; v1: SaslAuthenticate is allowed)
-prefixes = st.sampled_from([
-    None,
-    *(request_bytes(17, v, SaslHandshakeRequest(m))[4:] for v in (0, 1) for m in ("PLAIN", "SCRAM-SHA-256")),
-    request_bytes(18, 3, ApiVersionsRequest("fuzz", "1"))[4:],
-])
+prefixes = st.sampled_from(
+    [
+        None,
+        *(
+            request_bytes(17, v, SaslHandshakeRequest(m))[4:]
+            for v in (0, 1)
+            for m in ("PLAIN", "SCRAM-SHA-256")
+        ),
+        request_bytes(18, 3, ApiVersionsRequest("fuzz", "1"))[4:],
+    ]
+)
 
 
 @settings(FUZZ, max_examples=600)
