@@ -3,8 +3,9 @@
 As Kafka's AclApis: ALTER on the cluster is needed (else CLUSTER_AUTHORIZATION_FAILED for every
 creation); with no authorizer configured every creation gets SECURITY_DISABLED. Each creation is
 checked as Kafka's broker and controller check it (INVALID_REQUEST: a CLUSTER resource not named
-``kafka-cluster``, an empty name, ANY/UNKNOWN types, a pattern type other than LITERAL and PREFIXED,
-a permission other than ALLOW and DENY); the valid ones are written durably to the data directory
+``kafka-cluster``, an empty name, UNKNOWN types or operations; an ANY resource type, operation or
+permission or an ANY/MATCH pattern type fails the whole request with UNKNOWN_SERVER_ERROR, as in
+Kafka, whose broker cannot build such a binding); the valid ones are written durably to the data directory
 (broker.security.acl_store) before the answer. An ACL that exists already is not added twice. A
 creation with an UNKNOWN (0) code is a request Kafka cannot parse: the connection is closed.
 """
@@ -12,8 +13,23 @@ creation with an UNKNOWN (0) code is a request Kafka cannot parse: the connectio
 from __future__ import annotations
 
 from broker.protocol.errors import ErrorCode
-from broker.protocol.generated.create_acls import AclCreationResult, CreateAclsRequest, CreateAclsResponse
-from broker.security.authorizer import ALTER, CLUSTER, CLUSTER_NAME, AclBinding
+from broker.protocol.generated.create_acls import (
+    AclCreation,
+    AclCreationResult,
+    CreateAclsRequest,
+    CreateAclsResponse,
+)
+from broker.security.authorizer import (
+    ALTER,
+    CLUSTER,
+    CLUSTER_NAME,
+    OP_ANY,
+    PERM_ANY,
+    PT_ANY,
+    PT_MATCH,
+    RT_ANY,
+    AclBinding,
+)
 
 from .registry import CloseConnection, RequestContext
 
@@ -38,6 +54,10 @@ def handle(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
     store = ctx.services.acls
     if store is None:
         return _all(req, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+    if any(_not_a_binding(c) for c in creations):
+        # as Kafka: an ANY resource type, operation or permission, or an ANY/MATCH pattern type,
+        # cannot make the binding the broker builds for each creation: the whole request fails
+        return _all(req, ErrorCode.UNKNOWN_SERVER_ERROR, None)
     reasons: list[str | None] = [None] * len(creations)
     valid: list[tuple[int, AclBinding]] = []
     for i, c in enumerate(creations):
@@ -70,6 +90,15 @@ def handle(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
             else AclCreationResult(error_code=int(ErrorCode.INVALID_REQUEST), error_message=reason)
             for reason in reasons
         ],
+    )
+
+
+def _not_a_binding(c: AclCreation) -> bool:
+    return (
+        c.resource_type == RT_ANY
+        or c.resource_pattern_type in (PT_ANY, PT_MATCH)
+        or c.operation == OP_ANY
+        or c.permission_type == PERM_ANY
     )
 
 
