@@ -370,3 +370,57 @@ def test_java_admin_acls(acl_broker, tmp_path, monkeypatch):
     ]
     assert deleted["deleted"] == ["GROUP g PREFIXED User:* 10.0.0.1 READ DENY"]
     assert after["acls"] == ["TOPIC a LITERAL User:alice * READ ALLOW"]
+
+
+def test_consumer_protocol_group_needs_describe_on_its_topics(acl_broker):
+    """KIP-848: READ on the group, and DESCRIBE on every topic subscribed by name (Kafka 4.3)."""
+    b = acl_broker
+    assert produce(b, "admin", "a", ["1"]) == [None]
+    create_acls(
+        b,
+        ck_acl(ResourceType.TOPIC, "a", "User:alice", AclOperation.READ),
+        ck_acl(ResourceType.GROUP, "k", "User:alice", AclOperation.READ),
+    )
+
+    def consume(topic: str):
+        c = confluent_kafka.Consumer(
+            ck_conf(
+                b, "alice", **{"group.id": "k", "group.protocol": "consumer", "auto.offset.reset": "earliest"}
+            )
+        )
+        c.subscribe([topic])
+        try:
+            for _ in range(150):
+                msg = c.poll(0.2)
+                if msg is not None:
+                    return msg.error().code() if msg.error() else msg.value()
+            return None
+        finally:
+            c.close()
+
+    assert consume("a") == b"1"
+    assert consume("b") == CKError.TOPIC_AUTHORIZATION_FAILED
+    # ConsumerGroupDescribe: a group assigned a topic bob may not describe is not described to him
+    create_acls(b, ck_acl(ResourceType.GROUP, "k", "User:bob", AclOperation.DESCRIBE))
+    member = confluent_kafka.Consumer(
+        ck_conf(
+            b, "alice", **{"group.id": "k", "group.protocol": "consumer", "auto.offset.reset": "earliest"}
+        )
+    )
+    member.subscribe(["a"])
+    try:
+        for _ in range(150):  # until it holds its assignment
+            member.poll(0.2)
+            if member.assignment():
+                break
+        assert member.assignment()
+        admin = AdminClient(ck_conf(b, "admin"))
+        (fut,) = admin.describe_consumer_groups(["k"]).values()
+        assert [m.assignment.topic_partitions[0].topic for m in fut.result(timeout=30).members] == ["a"]
+        bob = AdminClient(ck_conf(b, "bob"))
+        (fut,) = bob.describe_consumer_groups(["k"]).values()
+        with pytest.raises(confluent_kafka.KafkaException) as e:
+            fut.result(timeout=30)
+        assert e.value.args[0].code() == CKError.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        member.close()
