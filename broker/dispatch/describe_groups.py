@@ -26,7 +26,7 @@ def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> Any:
         if not ctx.allowed(DESCRIBE, GROUP, g.group_id):
             response.groups[i] = DescribedGroup(
                 error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
-                error_message="Group authorization failed.",
+                error_message=None,  # as Kafka's DescribeGroupsResponse.groupError
                 group_id=g.group_id,
                 group_state="",
                 protocol_type="",
