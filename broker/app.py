@@ -35,6 +35,8 @@ from broker.log.manager import LogManager
 from broker.log.segment import SYSTEM_OPS, FileOps
 from broker.nodes import Nodes
 from broker.quotas import ClientQuotas
+from broker.security.acl_store import AclStore
+from broker.security.authorizer import Authorizer, parse_super_users
 from broker.server import Listener
 from broker.server.pipeline import RequestPipeline
 from broker.topic_admin import TopicAdmin
@@ -133,6 +135,8 @@ class Broker:
             quotas=self.quotas,
             scram=self.scram,
             nodes=self.nodes,
+            authorizer=self.authorizer,
+            acls=self.acls,
         )
         self.pipeline = RequestPipeline(self.registry, self.services)
         #: the test control plane (fault rules, live state); served over HTTP when control.port is set
@@ -181,6 +185,14 @@ class Broker:
         #: SCRAM credentials: sasl.users, then those set through AlterUserScramCredentials (data dir)
         self.scram = self.listener.scram
         self.scram.open(data_dir)
+        #: ACL authorization (authorizer.class.name); None: off, everything allowed
+        self.authorizer: Authorizer | None = None
+        self.acls: AclStore | None = None
+        if config["authorizer.class.name"]:
+            self.authorizer = Authorizer(
+                parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"]
+            )
+            self.acls = AclStore(data_dir, self.authorizer)
 
     @property
     def connections(self) -> set:

@@ -18,6 +18,7 @@ from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption
 from broker.personas import PERSONAS
 from broker.runtime import configure_logging, remove_ready_file, write_ready_file
+from broker.security.acl_store import AclStoreError
 from broker.server.listener import ListenError
 
 
@@ -165,7 +166,7 @@ def serve(
         loop.run_until_complete(_run(config, recover, Path(ready_file) if ready_file else None))
     except ConfigError as e:  # e.g. a TLS listener whose key file cannot be read
         raise click.UsageError(str(e)) from e
-    except (ListenError, DataDirLocked) as e:
+    except (ListenError, DataDirLocked, AclStoreError) as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
     except LogCorruption as e:

@@ -123,6 +123,21 @@ _SETTINGS = [
     Setting("sasl.oauthbearer.scope.claim.name", str, "scope", "OAUTHBEARER (JWKS): the claim holding the scope."),
     Setting("sasl.oauthbearer.clock.skew.seconds", int, 30, "OAUTHBEARER (JWKS): allowed clock skew.", 0),
     Setting(
+        "authorizer.class.name",
+        str,
+        "",
+        "Authorization by ACLs: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or acl); "
+        "empty: every client may do everything.",
+        choices=("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "acl"),
+    ),
+    Setting("super.users", str, "", "Principals allowed everything by the authorizer: User:a;User:b."),
+    Setting(
+        "allow.everyone.if.no.acl.found",
+        bool,
+        False,
+        "With an authorizer: allow an action on a resource no ACL applies to.",
+    ),
+    Setting(
         "connection.failed.authentication.delay.ms",
         int,
         100,

@@ -236,8 +236,16 @@ def _replay_records(
                 and (whole or base + rv(data, od_pos, 5)[0] >= min_offset)
             ):
                 # an OffsetCommit key; from its partition field to the record's end in one unpack
-                partition, vlen, version, offset, epoch, mlen, cts, nt, tag, tsize, raw_id, headers = fast(data, vs - 5)
-                if vlen == 0x54 and version == 4 and mlen == 1 and (nt, tag, tsize) == _TOPIC_ID_TAG and not headers:
+                partition, vlen, version, offset, epoch, mlen, cts, nt, tag, tsize, raw_id, headers = fast(
+                    data, vs - 5
+                )
+                if (
+                    vlen == 0x54
+                    and version == 4
+                    and mlen == 1
+                    and (nt, tag, tsize) == _TOPIC_ID_TAG
+                    and not headers
+                ):
                     last = offsets.last_prefix
                     if last is not None and size - 4 == len(last) and data.startswith(last, pos):
                         parts = offsets.last_parts

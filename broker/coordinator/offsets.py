@@ -111,9 +111,7 @@ def _consumer_fetch_check(group: Any, member_id: str | None, epoch: int) -> Erro
     return ErrorCode.NONE
 
 
-def commit(
-    st: CoordinatorState, req: OffsetCommitRequest, version: int, now: int
-) -> Result:
+def commit(st: CoordinatorState, req: OffsetCommitRequest, version: int, now: int) -> Result:
     topics = _topics(st)
     group = st.groups.get(req.group_id)
     cgroup = st.consumer_groups.get(req.group_id)
@@ -160,9 +158,7 @@ def commit(
     return result
 
 
-def fetch(
-    st: CoordinatorState, req: OffsetFetchRequest, version: int
-) -> OffsetFetchResponse:
+def fetch(st: CoordinatorState, req: OffsetFetchRequest, version: int) -> OffsetFetchResponse:
     topics = _topics(st)
     if version < 8:
         parts_cls = OffsetFetchResponsePartition

@@ -105,7 +105,9 @@ def _legacy_member_metadata(value: bytes) -> Any:
         if classic is None
         else _mem_v.ClassicMemberMetadata(
             session_timeout_ms=classic.session_timeout_ms,
-            supported_protocols=[_mem_v.ClassicProtocol(p.name, p.metadata) for p in classic.supported_protocols],
+            supported_protocols=[
+                _mem_v.ClassicProtocol(p.name, p.metadata) for p in classic.supported_protocols
+            ],
         ),
     )
 
@@ -118,7 +120,10 @@ def _legacy_partition_metadata(value: bytes) -> Any:
 
 
 #: type id -> decoder of a whole value (version prefix included) in an earlier pykbroker's layout
-_LEGACY_DECODERS = {_MEMBER_METADATA: _legacy_member_metadata, _PARTITION_METADATA: _legacy_partition_metadata}
+_LEGACY_DECODERS = {
+    _MEMBER_METADATA: _legacy_member_metadata,
+    _PARTITION_METADATA: _legacy_partition_metadata,
+}
 
 
 _LEGACY_V4_TAIL = Struct(">q16s")

@@ -41,7 +41,9 @@ class Result:
         return self
 
 
-def apply(result: Result, base_offset: int, replay: Callable[[CoordinatorRecord, int, int], None], now: int) -> None:
+def apply(
+    result: Result, base_offset: int, replay: Callable[[CoordinatorRecord, int, int], None], now: int
+) -> None:
     """Once ``result.records`` are appended at ``base_offset``: replay them, then run the after-steps
     (the runtime and the test context both go through here)."""
     for i, record in enumerate(result.records):

@@ -31,6 +31,9 @@ HANDLERS = [
     "delete_records",  # 21
     "init_producer_id",  # 22
     "offset_for_leader_epoch",  # 23
+    "describe_acls",  # 29
+    "create_acls",  # 30
+    "delete_acls",  # 31
     "describe_configs",  # 32
     "alter_configs",  # 33
     "alter_replica_log_dirs",  # 34

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
@@ -25,6 +25,7 @@ from broker.protocol.generated.alter_client_quotas import (
     AlterClientQuotasResponseEntryData as EntryData,
 )
 from broker.quotas import entity_of
+from broker.security.authorizer import ALTER_CONFIGS, CLUSTER, CLUSTER_NAME
 
 from .registry import RequestContext
 
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 
 
 def handle(ctx: RequestContext, req: AlterClientQuotasRequest) -> AlterClientQuotasResponse:
+    if not ctx.allowed(ALTER_CONFIGS, CLUSTER, CLUSTER_NAME):  # as Kafka: ALTER_CONFIGS on the cluster
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     entries = [
         (
             entity_of((p.entity_type, p.entity_name) for p in e.entity),

@@ -23,8 +23,9 @@ from broker.protocol.generated.alter_configs import (
     AlterConfigsResourceResponse,
     AlterConfigsResponse,
 )
+from broker.security.authorizer import ALTER_CONFIGS
 
-from .config_entries import REPEATED, ResourceType, check_broker_name, repeated_resources
+from .config_entries import REPEATED, ResourceType, check_broker_name, config_denied, repeated_resources
 from .registry import RequestContext
 
 API_KEY = 33
@@ -86,6 +87,10 @@ def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsRespons
         if refuse is not False:
             if refuse:
                 results.append(_result(r, ErrorCode.INVALID_REQUEST, REPEATED))
+            continue
+        denied = config_denied(ctx, r.resource_type, r.resource_name, ALTER_CONFIGS)
+        if denied is not None:  # as Kafka: ALTER_CONFIGS, no message
+            results.append(_result(r, denied))
             continue
         try:
             _alter(ctx, r, req.validate_only)

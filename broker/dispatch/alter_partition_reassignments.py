@@ -22,6 +22,7 @@ from broker.protocol.generated.alter_partition_reassignments import (
     ReassignablePartitionResponse,
     ReassignableTopicResponse,
 )
+from broker.security.authorizer import ALTER, CLUSTER, CLUSTER_NAME
 
 from .registry import RequestContext
 
@@ -73,6 +74,8 @@ def _alter(
 def handle(
     ctx: RequestContext, req: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
+    if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):  # as Kafka: ALTER on the cluster
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     allow = req.allow_replication_factor_change if ctx.api_version >= 1 else True
     responses = []
     for t in req.topics:

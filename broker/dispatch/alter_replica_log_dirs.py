@@ -13,13 +13,14 @@ and nothing moves (NONE).
 
 from __future__ import annotations
 
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.alter_replica_log_dirs import (
     AlterReplicaLogDirPartitionResult,
     AlterReplicaLogDirsRequest,
     AlterReplicaLogDirsResponse,
     AlterReplicaLogDirTopicResult,
 )
+from broker.security.authorizer import ALTER, CLUSTER, CLUSTER_NAME
 
 from .describe_log_dirs import log_dir
 from .registry import RequestContext
@@ -41,6 +42,8 @@ def _check(ctx: RequestContext, topic: str, partition: int, path: str) -> ErrorC
 
 
 def handle(ctx: RequestContext, req: AlterReplicaLogDirsRequest) -> AlterReplicaLogDirsResponse:
+    if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):  # as Kafka: ALTER on the cluster
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     wanted: dict[str, dict[int, str]] = {}
     for d in req.dirs:
         for t in d.topics:

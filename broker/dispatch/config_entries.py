@@ -26,6 +26,7 @@ from broker.config import SETTINGS, Config
 from broker.log.config import BROKER_SYNONYMS as TOPIC_BROKER_KEYS
 from broker.log.config import TOPIC_SETTINGS, effective
 from broker.protocol.errors import ErrorCode, KafkaError
+from broker.security import authorizer as authz
 
 
 class ResourceType(IntEnum):
@@ -192,10 +193,16 @@ def topic_entries(config: Config, overrides: Mapping[str, str]) -> list[Entry]:
 
 #: Broker settings whose values are secrets: described as Kafka describes its PASSWORD settings
 #: (type PASSWORD, value null, is_sensitive).
-SENSITIVE = frozenset({
-    "ssl.key.password", "ssl.keystore.password", "ssl.keystore.key", "ssl.keystore.certificate.chain",
-    "ssl.truststore.certificates", "sasl.users",
-})
+SENSITIVE = frozenset(
+    {
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.keystore.key",
+        "ssl.keystore.certificate.chain",
+        "ssl.truststore.certificates",
+        "sasl.users",
+    }
+)
 
 
 def broker_entries(config: Config) -> list[Entry]:
@@ -204,8 +211,12 @@ def broker_entries(config: Config) -> list[Entry]:
     for name in sorted(SETTINGS):
         setting = SETTINGS[name]
         if name in SENSITIVE:
-            source = ConfigSource.STATIC_BROKER_CONFIG if name in config.explicit else ConfigSource.DEFAULT_CONFIG
-            out.append(Entry(name, None, source, True, ConfigType.PASSWORD, setting.doc, [(name, None, source)]))
+            source = (
+                ConfigSource.STATIC_BROKER_CONFIG if name in config.explicit else ConfigSource.DEFAULT_CONFIG
+            )
+            out.append(
+                Entry(name, None, source, True, ConfigType.PASSWORD, setting.doc, [(name, None, source)])
+            )
             continue
         synonyms: list[tuple[str, str | None, ConfigSource]] = []
         if name in config.explicit:
@@ -312,3 +323,34 @@ def repeated_resources(resources: Iterable[Any]) -> Callable[[Any], bool | None]
 
 #: the message of a resource named more than once in one request
 REPEATED = "Each resource must appear at most once."
+
+
+#: config resource type -> (ACL resource type, its name or None for the resource's own, the error)
+_CONFIG_ACL = {
+    ResourceType.TOPIC: (authz.TOPIC, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ResourceType.GROUP: (authz.GROUP, None, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    ResourceType.BROKER: (authz.CLUSTER, authz.CLUSTER_NAME, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    ResourceType.BROKER_LOGGER: (authz.CLUSTER, authz.CLUSTER_NAME, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    ResourceType.CLIENT_METRICS: (authz.CLUSTER, authz.CLUSTER_NAME, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+}
+
+
+def config_denied(ctx: Any, resource_type: int, name: str, op: int) -> ErrorCode | None:
+    """The authorization error of ``op`` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config resource, as
+    Kafka checks it (a topic or group on itself, brokers, loggers and client metrics on the
+    cluster), or None when allowed (or of a type the handler refuses anyway)."""
+    if ctx.services.authorizer is None:
+        return None
+    rule = _CONFIG_ACL.get(resource_type)
+    if rule is None:
+        return None
+    acl_type, acl_name, code = rule
+    return None if ctx.allowed(op, acl_type, acl_name or name) else code
+
+
+#: Kafka's default messages of the authorization errors (DescribeConfigs answers with them)
+AUTHORIZATION_MESSAGES = {
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+}

@@ -7,10 +7,6 @@ coordinates. On one node it coordinates every group and nothing changes.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
-from typing import Any
-
 from broker.protocol.errors import ErrorCode, KafkaError
 
 from .registry import RequestContext
@@ -26,14 +22,3 @@ def require(ctx: RequestContext, group_id: str) -> None:
     """NOT_COORDINATOR (the handler's error response) unless this node coordinates the group."""
     if refused(ctx, group_id):
         raise KafkaError(ErrorCode.NOT_COORDINATOR, f"this node does not coordinate group {group_id!r}")
-
-
-def then(result: Any, fix: Callable[[Any], Any]) -> Any:
-    """``fix(response)`` now, or once an awaitable response is ready."""
-    if inspect.isawaitable(result):
-
-        async def later() -> Any:
-            return fix(await result)
-
-        return later()
-    return fix(result)

@@ -22,6 +22,7 @@ from broker.protocol.generated.create_partitions import (
     CreatePartitionsTopic,
     CreatePartitionsTopicResult,
 )
+from broker.security.authorizer import ALTER, TOPIC
 
 from .create_topics import MAX_PARTITIONS, check_partition_count, check_replicas
 from .registry import RequestContext
@@ -81,6 +82,9 @@ def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartition
             if t.name not in reported:
                 reported.add(t.name)
                 results.append(_result(t.name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            continue
+        if not ctx.allowed(ALTER, TOPIC, t.name):  # as Kafka's controller
+            results.append(_result(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             continue
         try:
             _grow(ctx, t, req.validate_only)

@@ -32,6 +32,7 @@ from broker.protocol.generated.create_topics import (
     CreateTopicsRequest,
     CreateTopicsResponse,
 )
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE_CONFIGS, TOPIC
 
 from .config_entries import topic_entries
 from .registry import RequestContext
@@ -207,6 +208,10 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
             topics=[_error(t.name, ErrorCode.POLICY_VIOLATION, message) for t in req.topics],
         )
     counts = Counter(t.name for t in req.topics)
+    # as Kafka: CREATE on the cluster, or on each topic; the configs are returned only with
+    # DESCRIBE_CONFIGS on the topic
+    authz = ctx.services.authorizer is not None
+    cluster_create = not authz or ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME)
     reported: set[str] = set()
     results: list[CreatableTopicResult] = []
     for t in req.topics:
@@ -219,8 +224,16 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
             message = f"Creation of internal topic {METADATA_TOPIC} is prohibited."
             results.append(_error(t.name, ErrorCode.INVALID_REQUEST, message))
             continue
+        if not cluster_create and not ctx.allowed(CREATE, TOPIC, t.name):
+            results.append(_error(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
+            continue
         try:
-            results.append(_create(ctx, t, validate_only))
+            result = _create(ctx, t, validate_only)
+            if authz and not ctx.allowed(DESCRIBE_CONFIGS, TOPIC, t.name):
+                result.num_partitions = result.replication_factor = -1
+                result.configs = []
+                result.topic_config_error_code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            results.append(result)
         except KafkaError as e:
             results.append(_error(t.name, e.code, e.message))
         except OSError as e:

@@ -11,29 +11,36 @@ from broker.protocol.generated.delete_groups import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
 )
+from broker.security.authorizer import DELETE, GROUP
 
 from . import coordinating
 from .registry import RequestContext
+from .then import then
 
 API_KEY = 42
 
 
 def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
-    away = [g for g in req.groups_names if coordinating.refused(ctx, g)]
-    if not away:
-        return ctx.services.groups.delete_groups(ctx, req)
+    # as Kafka: DELETE on each group (GROUP_AUTHORIZATION_FAILED), then the coordinator of each
+    # (NOT_COORDINATOR); only the others are deleted, and the answer keeps the request's order
     order = list(req.groups_names)
-    req.groups_names = [g for g in order if g not in away]
-    refused = [DeletableGroupResult(g, int(ErrorCode.NOT_COORDINATOR)) for g in away]
+    failed: list[DeletableGroupResult] = []
+    for g in order:
+        if not ctx.allowed(DELETE, GROUP, g):
+            failed.append(DeletableGroupResult(g, int(ErrorCode.GROUP_AUTHORIZATION_FAILED)))
+        elif coordinating.refused(ctx, g):
+            failed.append(DeletableGroupResult(g, int(ErrorCode.NOT_COORDINATOR)))
+    if not failed:
+        return ctx.services.groups.delete_groups(ctx, req)
+    refused = {r.group_id for r in failed}
+    req.groups_names = [g for g in order if g not in refused]
     if not req.groups_names:
-        return DeleteGroupsResponse(throttle_time_ms=0, results=refused)
+        return DeleteGroupsResponse(throttle_time_ms=0, results=failed)
 
-    def fix(resp: Any) -> Any:
-        resp.results = sorted([*resp.results, *refused], key=lambda r: order.index(r.group_id))
-        return resp
+    def add(resp: DeleteGroupsResponse) -> None:
+        resp.results = sorted([*resp.results, *failed], key=lambda r: order.index(r.group_id))
 
-    return coordinating.then(ctx.services.groups.delete_groups(ctx, req), fix)
-
+    return then(ctx.services.groups.delete_groups(ctx, req), add)
 
 def error_response(req: DeleteGroupsRequest, version: int, code: ErrorCode) -> DeleteGroupsResponse:
     """Every requested group with ``code`` (e.g. when the coordinator log cannot be written)."""

@@ -25,6 +25,7 @@ from broker.protocol.generated.delete_records import (
     DeleteRecordsResponse,
     DeleteRecordsTopicResult,
 )
+from broker.security.authorizer import DELETE, TOPIC
 
 from . import leadership
 from .registry import RequestContext
@@ -72,7 +73,11 @@ def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsRespo
     topics = []
     for name, parts in wanted.items():
         results = []
+        denied = not ctx.allowed(DELETE, TOPIC, name)  # as Kafka, before the topic's existence
         for partition, offset in parts.items():
+            if denied:
+                results.append(_result(partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             try:
                 low = _delete(ctx, name, partition, offset)
             except KafkaError as e:

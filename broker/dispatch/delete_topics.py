@@ -23,6 +23,7 @@ from broker.protocol.generated.delete_topics import (
     DeleteTopicsResponse,
 )
 from broker.protocol.primitives import ZERO_UUID
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, TOPIC
 
 from .registry import RequestContext
 
@@ -46,6 +47,10 @@ def _entries(ctx: RequestContext, req: DeleteTopicsRequest) -> list[tuple[str | 
     return [(t.name, t.topic_id) for t in req.topics]
 
 
+#: Kafka's message of TOPIC_AUTHORIZATION_FAILED
+DENIED = "Topic authorization failed."
+
+
 def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     registry = ctx.services.topics
     entries = _entries(ctx, req)
@@ -59,6 +64,9 @@ def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsRespons
             conflicts.add(topic.topic_id)
     results: list[DeletableTopicResult] = []
     reported: set = set()
+    # as Kafka: DELETE on the cluster allows everything; else DESCRIBE (a name) and DELETE (the topic)
+    # on each topic, a name not describable being refused before its existence is checked
+    cluster_delete = ctx.services.authorizer is None or ctx.allowed(DELETE, CLUSTER, CLUSTER_NAME)
     for name, topic_id in entries:
         if name is None and topic_id == ZERO_UUID:
             results.append(
@@ -89,12 +97,19 @@ def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsRespons
             topic = registry.by_id(topic_id)
             if topic is None:
                 results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID, UNKNOWN_ID))
+            elif not cluster_delete and not ctx.allowed(DELETE, TOPIC, topic.name):
+                shown = topic.name if ctx.allowed(DESCRIBE, TOPIC, topic.name) else None
+                results.append(_result(shown, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, DENIED))
             else:
                 results.append(_delete(ctx, topic.name, topic_id))
         else:
             topic = registry.get(name)
-            if topic is None:
+            if not cluster_delete and not ctx.allowed(DESCRIBE, TOPIC, name):
+                results.append(_result(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED, DENIED))
+            elif topic is None:
                 results.append(_result(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_NAME))
+            elif not cluster_delete and not ctx.allowed(DELETE, TOPIC, name):
+                results.append(_result(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED, DENIED))
             elif topic.topic_id in conflicts:
                 results.append(
                     _result(

@@ -18,6 +18,7 @@ from broker.protocol.generated.describe_client_quotas import (
     EntryData,
     ValueData,
 )
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, DESCRIBE_CONFIGS
 
 from .registry import RequestContext
 
@@ -25,6 +26,8 @@ API_KEY = 48
 
 
 def handle(ctx: RequestContext, req: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse:
+    if not ctx.allowed(DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME):  # as Kafka: DESCRIBE_CONFIGS on the cluster
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     try:
         found = ctx.services.quotas.describe(
             ((c.entity_type, c.match_type, c.match) for c in req.components), req.strict

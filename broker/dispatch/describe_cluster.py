@@ -10,6 +10,7 @@ from broker.protocol.generated.describe_cluster import (
     DescribeClusterRequest,
     DescribeClusterResponse,
 )
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, DESCRIBE
 
 from . import acl
 from .registry import RequestContext
@@ -50,6 +51,13 @@ def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterR
         controller_id=b.nodes.controller(),
         brokers=brokers,
         cluster_authorized_operations=(
-            acl.CLUSTER_OPS if req.include_cluster_authorized_operations else acl.NOT_REQUESTED
+            _cluster_ops(ctx) if req.include_cluster_authorized_operations else acl.NOT_REQUESTED
         ),
     )
+
+
+def _cluster_ops(ctx: RequestContext) -> int:
+    """As Kafka: the cluster's authorized operations for a principal that may describe it, else 0."""
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return 0
+    return ctx.authorized_operations(CLUSTER, CLUSTER_NAME, acl.CLUSTER_OPS)

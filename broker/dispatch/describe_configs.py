@@ -33,14 +33,17 @@ from broker.protocol.generated.describe_configs import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+from broker.security.authorizer import DESCRIBE_CONFIGS
 
 from .config_entries import (
+    AUTHORIZATION_MESSAGES,
     ConfigSource,
     ConfigType,
     Entry,
     ResourceType,
     broker_entries,
     check_broker_name,
+    config_denied,
     topic_entries,
 )
 from .registry import RequestContext
@@ -116,6 +119,9 @@ def _entry(e: Entry, synonyms: bool, docs: bool) -> DescribeConfigsResourceResul
 def _describe(
     ctx: RequestContext, r: DescribeConfigsResource, synonyms: bool, docs: bool
 ) -> DescribeConfigsResult:
+    denied = config_denied(ctx, r.resource_type, r.resource_name, DESCRIBE_CONFIGS)
+    if denied is not None:  # as Kafka: DESCRIBE_CONFIGS, with the error's own message
+        return _error(r, denied, AUTHORIZATION_MESSAGES[denied])
     describer = DESCRIBERS.get(r.resource_type)
     try:
         if describer is None:

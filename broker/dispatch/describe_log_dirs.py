@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.describe_log_dirs import (
     DescribeLogDirsPartition,
     DescribeLogDirsRequest,
@@ -24,6 +24,7 @@ from broker.protocol.generated.describe_log_dirs import (
     DescribeLogDirsResult,
     DescribeLogDirsTopic,
 )
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, DESCRIBE
 
 from .registry import RequestContext
 
@@ -38,6 +39,8 @@ def log_dir(ctx: RequestContext) -> str:
 
 
 def handle(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):  # as Kafka: DESCRIBE on the cluster
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     logs = ctx.services.logs
     if req.topics is None:
         wanted = set(logs.logs)

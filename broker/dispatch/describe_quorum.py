@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.describe_quorum import (
     DescribeQuorumRequest,
     DescribeQuorumResponse,
@@ -27,6 +27,7 @@ from broker.protocol.generated.describe_quorum import (
     ReplicaState,
 )
 from broker.protocol.primitives import ZERO_UUID
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, DESCRIBE
 
 from .registry import RequestContext
 
@@ -46,6 +47,8 @@ def _valid(req: DescribeQuorumRequest) -> bool:
 
 
 def handle(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumResponse:
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):  # as Kafka: DESCRIBE on the cluster
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     if not _valid(req):
         return _partition_errors(
             req, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."

@@ -27,6 +27,7 @@ from broker.protocol.generated.describe_topic_partitions import (
     DescribeTopicPartitionsResponseTopic,
 )
 from broker.protocol.primitives import ZERO_UUID
+from broker.security.authorizer import DESCRIBE, TOPIC
 
 from . import acl
 from .delete_records import INTERNAL_TOPICS
@@ -56,6 +57,10 @@ def handle(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Describe
         if remaining <= 0:
             next_cursor = DescribeTopicPartitionsResponseCursor(topic_name=name, partition_index=0)
             break
+        if not ctx.allowed(DESCRIBE, TOPIC, name):  # as Kafka: left out of a listing, else refused
+            if not every:
+                out.append(_unknown(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         topic = services.topics.get(name)
         if topic is None:
             if not every:
@@ -86,7 +91,7 @@ def handle(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Describe
                 topic_id=topic.topic_id,
                 is_internal=topic.internal or name in INTERNAL_TOPICS,
                 partitions=parts,
-                topic_authorized_operations=acl.TOPIC_OPS,
+                topic_authorized_operations=ctx.authorized_operations(TOPIC, name, acl.TOPIC_OPS),
             )
         )
         if upper < topic.partitions:
@@ -96,12 +101,12 @@ def handle(ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Describe
     return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=out, next_cursor=next_cursor)
 
 
-def _unknown(name: str) -> DescribeTopicPartitionsResponseTopic:
+def _unknown(name: str, code: ErrorCode | None = None) -> DescribeTopicPartitionsResponseTopic:
     try:  # as Kafka: a name that could never exist is INVALID_TOPIC_EXCEPTION
         validate_topic_name(name)
-        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        code = code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     except KafkaError as e:
-        code = e.code
+        code = code or e.code
     return DescribeTopicPartitionsResponseTopic(
         error_code=int(code),
         name=name,

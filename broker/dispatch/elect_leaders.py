@@ -15,13 +15,14 @@ has a leader, ELIGIBLE_LEADERS_NOT_AVAILABLE with none live); each election bump
 
 from __future__ import annotations
 
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.elect_leaders import (
     ElectLeadersRequest,
     ElectLeadersResponse,
     PartitionResult,
     ReplicaElectionResult,
 )
+from broker.security.authorizer import ALTER, CLUSTER, CLUSTER_NAME
 
 from .registry import RequestContext
 
@@ -37,6 +38,8 @@ _MESSAGES = {
 
 
 def handle(ctx: RequestContext, req: ElectLeadersRequest) -> ElectLeadersResponse:
+    if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):  # as Kafka: ALTER on the cluster
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     if ctx.api_version >= 1 and req.election_type not in (PREFERRED, UNCLEAN):
         return error_response(req, ctx.api_version, ErrorCode.INVALID_REQUEST)
     services = ctx.services

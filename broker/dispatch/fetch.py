@@ -29,6 +29,7 @@ from broker.protocol.generated.fetch import (
     PartitionData,
 )
 from broker.quotas import user_of
+from broker.security.authorizer import READ, TOPIC
 
 from . import leadership
 from .registry import RequestContext
@@ -138,8 +139,13 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
         else:
             name = ft.topic
             topic = services.topics.get(name)
+        # as Kafka: READ on the topic, checked before its existence
+        denied = name is not None and not ctx.allowed(READ, TOPIC, name)
         parts = []
         for fp in ft.partitions:
+            if denied:
+                parts.append(_partition_error(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             plog = services.logs.get(name, fp.partition) if topic is not None else None
             if plog is None:
                 code = (

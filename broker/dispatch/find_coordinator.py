@@ -14,6 +14,7 @@ from broker.protocol.generated.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from broker.security import authorizer as authz
 
 from .registry import RequestContext
 
@@ -23,6 +24,11 @@ GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
+    # as Kafka: DESCRIBE on the group, or on the transactional id, comes first
+    if key_type == GROUP and not ctx.allowed(authz.DESCRIBE, authz.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+    if key_type == TRANSACTION and not ctx.allowed(authz.DESCRIBE, authz.TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed."
     if key_type not in (GROUP, TRANSACTION):
         if key_type == SHARE:
             return ErrorCode.INVALID_REQUEST, "share groups are not supported by this broker"

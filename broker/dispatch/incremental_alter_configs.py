@@ -36,8 +36,17 @@ from broker.protocol.generated.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from broker.security.authorizer import ALTER_CONFIGS
 
-from .config_entries import REPEATED, ResourceType, check_broker_name, fmt, is_list, repeated_resources
+from .config_entries import (
+    REPEATED,
+    ResourceType,
+    check_broker_name,
+    config_denied,
+    fmt,
+    is_list,
+    repeated_resources,
+)
 from .registry import RequestContext
 
 API_KEY = 44
@@ -179,6 +188,10 @@ def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> Incremen
         if refuse is not False:
             if refuse:
                 results.append(_result(r, ErrorCode.INVALID_REQUEST, REPEATED))
+            continue
+        denied = config_denied(ctx, r.resource_type, r.resource_name, ALTER_CONFIGS)
+        if denied is not None:  # as Kafka: ALTER_CONFIGS, no message
+            results.append(_result(r, denied))
             continue
         results.append(_alter(ctx, r, req.validate_only))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
 
 from .registry import RequestContext
 
@@ -19,6 +20,20 @@ VERSIONS = (0, 5)
 
 
 def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
+    # as Kafka: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE on the
+    # cluster or WRITE on some topic
+    if req.transactional_id is not None and not ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return InitProducerIdResponse(
+            error_code=int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), producer_id=-1, producer_epoch=-1
+        )
+    if (
+        req.transactional_id is None
+        and not ctx.allowed(IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)
+        and not ctx.allowed_on_any(WRITE, TOPIC)
+    ):
+        return InitProducerIdResponse(
+            error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), producer_id=-1, producer_epoch=-1
+        )
     if req.transactional_id is not None:
         return InitProducerIdResponse(
             error_code=int(ErrorCode.UNSUPPORTED_VERSION), producer_id=-1, producer_epoch=-1

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.coordinator.classic.responses import join_response
+from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.join_group import JoinGroupRequest
+from broker.security.authorizer import GROUP, READ
 
 from . import coordinating
 from .registry import RequestContext
@@ -15,5 +18,7 @@ API_KEY = 11
 
 
 def handle(ctx: RequestContext, req: JoinGroupRequest) -> Any:
+    if not ctx.allowed(READ, GROUP, req.group_id):  # as Kafka: READ on the group
+        return join_response(ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED, "")
     coordinating.require(ctx, req.group_id)
     return ctx.services.groups.join_group(ctx, req)

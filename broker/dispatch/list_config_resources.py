@@ -11,12 +11,13 @@ is UNSUPPORTED_VERSION for the whole request.
 
 from __future__ import annotations
 
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.list_config_resources import (
     ConfigResource,
     ListConfigResourcesRequest,
     ListConfigResourcesResponse,
 )
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, DESCRIBE_CONFIGS
 
 from .registry import RequestContext
 
@@ -27,6 +28,8 @@ SUPPORTED = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)
 
 
 def handle(ctx: RequestContext, req: ListConfigResourcesRequest) -> ListConfigResourcesResponse:
+    if not ctx.allowed(DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME):  # as Kafka: DESCRIBE_CONFIGS on the cluster
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     if ctx.api_version == 0:
         return ListConfigResourcesResponse(throttle_time_ms=0, error_code=0, config_resources=[])
     types = list(req.resource_types) or list(SUPPORTED)

@@ -23,6 +23,7 @@ from broker.protocol.generated.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
+from broker.security.authorizer import DESCRIBE, TOPIC
 
 from . import leadership
 from .registry import RequestContext
@@ -65,7 +66,11 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
         parts = []
         counts = Counter(p.partition_index for p in t.partitions)
         answered: set[int] = set()
+        denied = not ctx.allowed(DESCRIBE, TOPIC, t.name)  # as Kafka, before the duplicate check
         for p in t.partitions:
+            if denied:
+                parts.append(_error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if v >= 1 and counts[p.partition_index] > 1:
                 # as Kafka (v1+): a partition named twice gets one INVALID_REQUEST answer
                 if p.partition_index not in answered:

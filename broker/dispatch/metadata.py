@@ -24,6 +24,7 @@ from broker.protocol.generated.metadata import (
     MetadataResponseTopic,
 )
 from broker.protocol.primitives import ZERO_UUID
+from broker.security.authorizer import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 
 from . import acl
 from .registry import RequestContext
@@ -50,6 +51,7 @@ def broker_entries(ctx: RequestContext) -> list[MetadataResponseBroker]:
 
 
 def topic_entry(ctx: RequestContext, topic: Topic, include_ops: bool) -> MetadataResponseTopic:
+    ops = ctx.authorized_operations(TOPIC, topic.name, acl.TOPIC_OPS) if include_ops else acl.NOT_REQUESTED
     nodes = ctx.services.nodes
     parts = []
     for i in range(topic.partitions):
@@ -71,7 +73,7 @@ def topic_entry(ctx: RequestContext, topic: Topic, include_ops: bool) -> Metadat
         topic_id=topic.topic_id,
         is_internal=topic.internal,
         partitions=parts,
-        topic_authorized_operations=acl.TOPIC_OPS if include_ops else acl.NOT_REQUESTED,
+        topic_authorized_operations=ops,
     )
 
 
@@ -90,8 +92,10 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     include_ops = v >= 8 and req.include_topic_authorized_operations
     all_topics = req.topics is None or (v == 0 and not req.topics)
     out: list[MetadataResponseTopic] = []
-    if all_topics:
-        out = [topic_entry(ctx, t, include_ops) for t in registry.all()]
+    if all_topics:  # as Kafka: the topics the principal may not describe are left out
+        out = [
+            topic_entry(ctx, t, include_ops) for t in registry.all() if ctx.allowed(DESCRIBE, TOPIC, t.name)
+        ]
     else:
         may_create = ctx.services.config["auto.create.topics.enable"] and (
             v < 4 or req.allow_auto_topic_creation
@@ -109,10 +113,25 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
                     out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, rt.topic_id))
                     continue
                 name = topic.name
+                if not ctx.allowed(DESCRIBE, TOPIC, name):  # topic ids are not secret: the id is kept
+                    out.append(_error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, rt.topic_id))
+                    continue
             if name in seen:
                 continue
             seen.add(name)
+            if not ctx.allowed(DESCRIBE, TOPIC, name):
+                # as Kafka: the topic's existence is not disclosed
+                out.append(_error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
+                continue
             topic = registry.get(name)
+            if (
+                topic is None
+                and may_create
+                and not ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME)
+                and not ctx.allowed(CREATE, TOPIC, name)
+            ):
+                out.append(_error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
+                continue
             if topic is None and may_create:
                 try:
                     if name == OFFSETS_TOPIC:  # created as the coordinator's internal, compacted log
@@ -143,9 +162,16 @@ def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
         controller_id=ctx.services.nodes.controller(),
         topics=out,
         cluster_authorized_operations=(
-            acl.CLUSTER_OPS
+            _cluster_ops(ctx)
             if (8 <= v <= 10 and req.include_cluster_authorized_operations)
             else acl.NOT_REQUESTED
         ),
         error_code=0,
     )
+
+
+def _cluster_ops(ctx: RequestContext) -> int:
+    """As Kafka: the cluster's authorized operations only for a principal that may describe it, else 0."""
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return 0
+    return ctx.authorized_operations(CLUSTER, CLUSTER_NAME, acl.CLUSTER_OPS)

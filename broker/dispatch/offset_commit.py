@@ -14,6 +14,7 @@ from broker.protocol.generated.offset_commit import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
+from broker.security.authorizer import GROUP, READ, TOPIC
 
 from . import coordinating
 from .registry import Deferred, RequestContext
@@ -22,12 +23,52 @@ API_KEY = 8
 
 
 def handle(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
+    # as Kafka: READ on the group (else every partition fails), then READ on each topic: only the
+    # authorized topics are committed, the others get TOPIC_AUTHORIZATION_FAILED
+    if not ctx.allowed(READ, GROUP, req.group_id):
+        return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    denied = []
+    if ctx.services.authorizer is not None:
+        kept = []
+        for t in req.topics:
+            name = t.name if ctx.api_version < 10 else _name_of(ctx, t.topic_id)
+            (kept if name is None or ctx.allowed(READ, TOPIC, name) else denied).append(t)
+        if denied:
+            req.topics = kept
+            if not kept:
+                return OffsetCommitResponse(throttle_time_ms=0, topics=_denied_topics(denied))
     coordinating.require(ctx, req.group_id)
     result = ctx.services.groups.commit_offsets(ctx, req)
+    if denied and isinstance(result, OffsetCommitResponse):
+        result.topics.extend(_denied_topics(denied))
+        return result
     if asyncio.iscoroutine(result):
         # the commit is applied; only its flush is awaited: the connection may go on meanwhile
-        return Deferred(result)
-    return result
+        return Deferred(_with_denied(result, denied) if denied else result)
+    return _with_denied(result, denied) if denied else result
+
+
+def _name_of(ctx: RequestContext, topic_id: Any) -> str | None:
+    topic = ctx.services.topics.by_id(topic_id)
+    return topic.name if topic is not None else None
+
+
+def _denied_topics(denied: list) -> list[OffsetCommitResponseTopic]:
+    code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return [
+        OffsetCommitResponseTopic(
+            name=t.name,
+            topic_id=t.topic_id,
+            partitions=[OffsetCommitResponsePartition(p.partition_index, code) for p in t.partitions],
+        )
+        for t in denied
+    ]
+
+
+async def _with_denied(result: Any, denied: list) -> Any:
+    response = await result
+    response.topics.extend(_denied_topics(denied))
+    return response
 
 
 def error_response(req: OffsetCommitRequest, version: int, code: ErrorCode) -> OffsetCommitResponse:

@@ -18,6 +18,7 @@ from broker.protocol.generated.offset_for_leader_epoch import (
     OffsetForLeaderEpochResponse,
     OffsetForLeaderTopicResult,
 )
+from broker.security.authorizer import DESCRIBE, TOPIC
 
 from . import leadership
 from .registry import RequestContext
@@ -30,9 +31,13 @@ def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLe
     topics = []
     for t in req.topics:
         parts = []
+        denied = not ctx.allowed(DESCRIBE, TOPIC, t.topic)  # as Kafka (a consumer's request)
         for p in t.partitions:
             plog = ctx.services.logs.get(t.topic, p.partition)
             topic = ctx.services.topics.get(t.topic)
+            if denied:
+                parts.append(EpochEndOffset(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), p.partition, -1, -1))
+                continue
             if plog is None or topic is None:
                 parts.append(EpochEndOffset(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), p.partition, -1, -1))
                 continue

@@ -36,6 +36,7 @@ from broker.protocol.generated.produce import (
     TopicProduceResponse,
 )
 from broker.quotas import user_of
+from broker.security.authorizer import TOPIC, WRITE
 
 from . import leadership
 from .registry import CloseConnection, Deferred, RequestContext
@@ -83,9 +84,13 @@ def handle(ctx: RequestContext, req: ProduceRequest):
         else:
             name = td.name
             topic = services.topics.get(name)
+        # as Kafka: WRITE on the topic, checked before its existence
+        denied = name is not None and not ctx.allowed(WRITE, TOPIC, name)
         parts = []
         for pd in td.partition_data:
-            if acks not in (0, 1, -1):
+            if denied:
+                resp = _error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif acks not in (0, 1, -1):
                 resp = _error(
                     pd.index, ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
                 )

@@ -62,6 +62,11 @@ class ClientInfo:
     #: the node of a multi-node cluster the client reached (-1: the broker's node, services.node_id)
     node_id: int = -1
 
+    @property
+    def host(self) -> str:
+        """The client's address (the peer without its port), as ACL hosts name it."""
+        return self.peer.rpartition(":")[0].strip("[]")
+
     def describe(self) -> str:
         sw = f" {self.software_name}/{self.software_version}" if self.software_name else ""
         return f"{self.peer} (client id {self.client_id!r}{sw})"
@@ -94,6 +99,34 @@ class RequestContext:
         """The node the client reached: the one answering (``services.node_id`` on a single node)."""
         node = self.client.node_id
         return self.services.node_id if node < 0 else node
+    # Authorization: with no authorizer (the default) everything is allowed, at the cost of one
+    # attribute check. Handlers call these with Kafka's operation and resource type codes
+    # (broker.security.authorizer) and check what Kafka's KafkaApis checks for their API.
+
+    def allowed(self, op: int, resource_type: int, name: str) -> bool:
+        """May this connection's principal do ``op`` on the resource?"""
+        authz = self.services.authorizer
+        if authz is None:
+            return True
+        client = self.client
+        return authz.authorize(client.principal, client.host, op, resource_type, name)
+
+    def allowed_on_any(self, op: int, resource_type: int) -> bool:
+        """May the principal do ``op`` on some resource of the type (Kafka's authorizeByResourceType)?"""
+        authz = self.services.authorizer
+        if authz is None:
+            return True
+        client = self.client
+        return authz.authorize_any(client.principal, client.host, op, resource_type)
+
+    def authorized_operations(self, resource_type: int, name: str, everything: int) -> int:
+        """The KIP-430 bitfield of the operations allowed on the resource (``everything``: the bits of
+        every operation that applies to it, the answer without an authorizer)."""
+        authz = self.services.authorizer
+        if authz is None:
+            return everything
+        client = self.client
+        return authz.authorized_operations(client.principal, client.host, resource_type, name)
 
 
 @dataclass

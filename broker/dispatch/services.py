@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from broker.log.manager import LogManager
     from broker.nodes import Nodes
     from broker.quotas import ClientQuotas
+    from broker.security.acl_store import AclStore
+    from broker.security.authorizer import Authorizer
     from broker.security.scram_store import ScramCredentials
     from broker.topic_admin import TopicAdmin
 
@@ -50,3 +52,8 @@ class Services:
     scram: ScramCredentials
     #: the cluster's nodes, partition leaders and group coordinators (one node unless cluster.nodes)
     nodes: Nodes
+    #: the ACL authorizer (``authorizer.class.name``), None when authorization is off; handlers ask
+    #: through ``ctx.allowed`` / ``ctx.authorized_operations`` rather than directly
+    authorizer: Authorizer | None = None
+    #: the ACLs' durable store (CreateAcls, DescribeAcls, DeleteAcls), None when authorization is off
+    acls: AclStore | None = None

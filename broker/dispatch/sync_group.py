@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.coordinator.classic.responses import sync_error
+from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.sync_group import SyncGroupRequest
+from broker.security.authorizer import GROUP, READ
 
 from . import coordinating
 from .registry import RequestContext
@@ -14,5 +17,7 @@ API_KEY = 14
 
 
 def handle(ctx: RequestContext, req: SyncGroupRequest) -> Any:
+    if not ctx.allowed(READ, GROUP, req.group_id):  # as Kafka: READ on the group
+        return sync_error(ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinating.require(ctx, req.group_id)
     return ctx.services.groups.sync_group(ctx, req)

@@ -22,6 +22,7 @@ from broker.protocol.generated.update_features import (
     UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 )
+from broker.security.authorizer import ALTER, CLUSTER, CLUSTER_NAME
 
 from .registry import RequestContext
 
@@ -62,6 +63,8 @@ def _check(u: FeatureUpdateKey, version: int) -> None:
 
 
 def handle(ctx: RequestContext, req: UpdateFeaturesRequest) -> UpdateFeaturesResponse:
+    if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):  # as Kafka: ALTER on the cluster
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     v = ctx.api_version
     results = []
     for u in req.feature_updates:

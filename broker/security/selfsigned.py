@@ -29,8 +29,12 @@ VALID_DAYS = 825
 
 
 def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pykbroker"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "pykbroker"),
+            x509.NameAttribute(NameOID.COMMON_NAME, cn),
+        ]
+    )
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -40,8 +44,9 @@ def _write_private(path: Path, data: bytes) -> None:
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _san(hosts: Iterable[str]) -> list[x509.GeneralName]:
@@ -70,7 +75,13 @@ def ensure_self_signed(data_dir: Path, hosts: Iterable[str] = ()) -> tuple[Path,
     d = data_dir / "tls"
     d.mkdir(parents=True, exist_ok=True)
     ca_file, ca_key_file, server_file = d / "ca.pem", d / "ca-key.pem", d / "server.pem"
-    wanted = {"localhost", "127.0.0.1", "::1", socket.gethostname(), *(h for h in hosts if h not in ("", "0.0.0.0", "::"))}
+    wanted = {
+        "localhost",
+        "127.0.0.1",
+        "::1",
+        socket.gethostname(),
+        *(h for h in hosts if h not in ("", "0.0.0.0", "::")),
+    }
     wanted = {str(ipaddress.ip_address(h)) if _is_ip(h) else h for h in wanted}
     now = datetime.datetime.now(datetime.UTC)
     if ca_file.exists() and ca_key_file.exists():
@@ -87,10 +98,20 @@ def ensure_self_signed(data_dir: Path, hosts: Iterable[str] = ()) -> tuple[Path,
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=3650))
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False,
-                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
             .sign(ca_key, hashes.SHA256())
         )
         _write_private(ca_key_file, _key_pem(ca_key))
@@ -114,8 +135,12 @@ def ensure_self_signed(data_dir: Path, hosts: Iterable[str] = ()) -> tuple[Path,
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
     )
-    _write_private(server_file, _key_pem(key) + cert.public_bytes(serialization.Encoding.PEM)
-                   + ca_cert.public_bytes(serialization.Encoding.PEM))
+    _write_private(
+        server_file,
+        _key_pem(key)
+        + cert.public_bytes(serialization.Encoding.PEM)
+        + ca_cert.public_bytes(serialization.Encoding.PEM),
+    )
     return ca_file, server_file
 
 

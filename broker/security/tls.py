@@ -62,7 +62,9 @@ def server_context(prop: Callable[[str], str], listener: str) -> ssl.SSLContext:
         raise ConfigError(f"cannot load the TLS trust store of {where}: {e}") from None
     auth = (prop("ssl.client.auth") or "none").strip().lower()
     if auth not in CLIENT_AUTH:
-        raise ConfigError(f"ssl.client.auth ({where}): must be one of none, requested, required, got {auth!r}")
+        raise ConfigError(
+            f"ssl.client.auth ({where}): must be one of none, requested, required, got {auth!r}"
+        )
     if auth != "none" and not (trust_file or trust_text):
         raise ConfigError(
             f"ssl.client.auth={auth} ({where}) needs the CAs to check client certificates against: "
@@ -95,11 +97,21 @@ def principal_from_cert(cert: dict | None, rules: PrincipalRules | None = None) 
 
 def subject_dn(cert: dict) -> str:
     """The certificate subject as RFC 2253 text (Java's ``X500Principal.getName()``)."""
-    short = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU",
-             "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
-             "domainComponent": "DC", "streetAddress": "STREET", "userId": "UID"}
+    short = {
+        "commonName": "CN",
+        "organizationName": "O",
+        "organizationalUnitName": "OU",
+        "countryName": "C",
+        "localityName": "L",
+        "stateOrProvinceName": "ST",
+        "domainComponent": "DC",
+        "streetAddress": "STREET",
+        "userId": "UID",
+    }
     parts = [
-        f"{short.get(name, name)}={_escape_dn(value)}" for rdn in reversed(cert["subject"]) for name, value in rdn
+        f"{short.get(name, name)}={_escape_dn(value)}"
+        for rdn in reversed(cert["subject"])
+        for name, value in rdn
     ]
     return ",".join(parts)
 
@@ -136,7 +148,9 @@ class PrincipalRules:
                 try:
                     pattern = re.compile(m.group(2))
                 except re.error as e:
-                    raise ConfigError(f"ssl.principal.mapping.rules: bad pattern {m.group(2)!r}: {e}") from None
+                    raise ConfigError(
+                        f"ssl.principal.mapping.rules: bad pattern {m.group(2)!r}: {e}"
+                    ) from None
                 replacement = re.sub(r"\$(\d+)", r"\\g<\1>", m.group(3))
                 self.rules.append((pattern, replacement, m.group(4)))
             pos = m.end()

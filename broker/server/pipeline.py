@@ -106,7 +106,9 @@ class RequestPipeline:
         plan = api.plans.get(version)
         if plan is None:
             if api_key == API_VERSIONS:  # answered in the v0 format with our ranges (KIP-511)
-                return response_frame(correlation_id, False, unsupported_version_response(self.registry.ranges()))
+                return response_frame(
+                    correlation_id, False, unsupported_version_response(self.registry.ranges())
+                )
             return _close_undecoded(
                 frame,
                 client,

@@ -78,7 +78,9 @@ def iter_coordinator_records(data_dir: str | Path) -> Iterator[tuple[int, int, o
                 continue  # a record type this reader does not know: skipped, as the broker would fail
 
 
-def decode_records(items: Iterable[tuple[int, int, bytes | None, bytes | None]]) -> Iterator[tuple[int, int, object]]:
+def decode_records(
+    items: Iterable[tuple[int, int, bytes | None, bytes | None]],
+) -> Iterator[tuple[int, int, object]]:
     """(log offset, timestamp ms, CoordinatorRecord) of (offset, timestamp, key, value) read from a
     coordinator log over the wire, perhaps another broker's: records that do not decode here (unknown
     types, or layouts this broker does not share, see the README) are skipped. Values are decoded

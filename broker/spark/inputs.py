@@ -94,9 +94,7 @@ def coordinator_view(spark: SparkSession, src: Source, view: str) -> DataFrame:
         return spark.createDataFrame([], schema)
     raw = _wire_coordinator_log(src.bootstrap, known[logdir.OFFSETS_TOPIC]["partitions"])
     names = {t["id"]: n for n, t in known.items()}
-    offsets, groups = coordinator_log.replay_records(
-        coordinator_log.decode_records(raw), names
-    )
+    offsets, groups = coordinator_log.replay_records(coordinator_log.decode_records(raw), names)
     rows = list(coordinator_log.with_datetimes(offsets if view == "offsets" else groups, view))
     return spark.createDataFrame(rows, schema)
 
@@ -186,7 +184,9 @@ def _wire_coordinator_log(
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{bootstrap}: {sorted(str(tp) for tp in todo)} not read to their end")
             for tp, msgs in c.poll(timeout_ms=500).items():
-                got[tp.partition] += [(m.offset, m.timestamp, m.key, m.value) for m in msgs if m.offset < ends[tp]]
+                got[tp.partition] += [
+                    (m.offset, m.timestamp, m.key, m.value) for m in msgs if m.offset < ends[tp]
+                ]
                 if c.position(tp) >= ends[tp]:
                     todo.discard(tp)
                     c.pause(tp)

@@ -184,7 +184,9 @@ def timeline_tables(spark: SparkSession, source: Input) -> tuple[DataFrame, Data
     rebalanced = F.col("members") > 0
     summary = gens.groupBy("group", "protocol").agg(
         F.sum(F.when(rebalanced, 1).otherwise(0)).alias("rebalances"),
-        F.sum(F.when(rebalanced, F.coalesce("rebalance_ms", F.lit(0.0))).otherwise(0.0)).alias("rebalancing_ms"),
+        F.sum(F.when(rebalanced, F.coalesce("rebalance_ms", F.lit(0.0))).otherwise(0.0)).alias(
+            "rebalancing_ms"
+        ),
         F.max("members").alias("max_members"),
         F.min("timestamp").alias("first"),
         F.max("timestamp").alias("last"),

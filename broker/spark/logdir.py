@@ -209,9 +209,7 @@ def _read_columns(r: SegmentRange, verify_crc: bool) -> dict[str, list]:
         else:
             stamps += [bts + rec.timestamp_delta for rec in recs]
         ts_types += [ts_type] * n
-        headers += [
-            [{"key": k, "value": v} for k, v in rec.headers] if rec.headers else None for rec in recs
-        ]
+        headers += [[{"key": k, "value": v} for k, v in rec.headers] if rec.headers else None for rec in recs]
     n = len(offsets)
     return {
         "key": keys,

@@ -94,4 +94,3 @@ def local_session(
     finally:
         for k in added:
             os.environ.pop(k, None)
-

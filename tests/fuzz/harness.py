@@ -111,6 +111,12 @@ def route(frame: bytes) -> Routed:
         request, _end = decode_body(frame, pos)
     except DECODE_ERRORS as e:
         return Routed("close", api_key, version, corr, why=f"does not decode: {type(e).__name__}: {e}")
+    # a request that decodes but that Kafka's request classes refuse to build (the ACL APIs with
+    # UNKNOWN codes): the handler closes the connection, as Kafka does
+    unparseable = getattr(api.module, "unparseable", None)
+    why = unparseable(request) if unparseable is not None else None
+    if why is not None:
+        return Routed("close", api_key, version, corr, why=why)
     return Routed("request", api_key, version, corr, request)
 
 

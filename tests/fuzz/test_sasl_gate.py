@@ -33,6 +33,7 @@ def gated(tmp_path_factory):
     )
     called: list[int] = []
     for api in b.pipeline.registry.apis.values():
+
         def spy(ctx, req, _h=api.handler, _k=api.key):
             called.append(_k)
             return _h(ctx, req)

@@ -150,8 +150,10 @@ def leave_group(st: CoordinatorState, req: LeaveGroupRequest, version: int, now:
         return Result(LeaveGroupResponse(error_code=int(ErrorCode.INVALID_GROUP_ID)))
     if group is None:
         if version >= 3:  # as Kafka: the request succeeds, each member is unknown
-            members = [MemberResponse(m.member_id, m.group_instance_id, int(ErrorCode.UNKNOWN_MEMBER_ID))
-                       for m in req.members]
+            members = [
+                MemberResponse(m.member_id, m.group_instance_id, int(ErrorCode.UNKNOWN_MEMBER_ID))
+                for m in req.members
+            ]
             return Result(LeaveGroupResponse(error_code=0, members=members))
         return Result(LeaveGroupResponse(error_code=int(ErrorCode.UNKNOWN_MEMBER_ID)))
     if group.is_in(GroupState.DEAD):

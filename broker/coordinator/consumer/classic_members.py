@@ -255,7 +255,9 @@ def sync(st: CoordinatorState, group: ConsumerGroup, req: SyncGroupRequest, vers
     )
 
 
-def heartbeat(st: CoordinatorState, group: ConsumerGroup, req: HeartbeatRequest, version: int, now: int) -> Result:
+def heartbeat(
+    st: CoordinatorState, group: ConsumerGroup, req: HeartbeatRequest, version: int, now: int
+) -> Result:
     """Heartbeat of a classic member of a consumer group: REBALANCE_IN_PROGRESS when it must rejoin."""
     instance = req.group_instance_id if version >= 3 else None
     member, code = _classic_member(group, req.member_id, instance)
@@ -270,7 +272,9 @@ def heartbeat(st: CoordinatorState, group: ConsumerGroup, req: HeartbeatRequest,
     return Result(HeartbeatResponse(error_code=0))
 
 
-def leave(st: CoordinatorState, group: ConsumerGroup, req: LeaveGroupRequest, version: int, now: int) -> Result:
+def leave(
+    st: CoordinatorState, group: ConsumerGroup, req: LeaveGroupRequest, version: int, now: int
+) -> Result:
     """LeaveGroup of classic members of a consumer group: they are removed and the group epoch is
     bumped once (as Kafka: a classic LeaveGroup does not downgrade the group)."""
     gid = group.group_id

@@ -43,7 +43,9 @@ def describe(
         if group is None:
             msg = f"Group {gid} is not a consumer group." if gid in st.groups else f"Group {gid} not found."
             # as Kafka: no authorized operations with an error
-            out.append(DescribedGroup(int(ErrorCode.GROUP_ID_NOT_FOUND), msg, gid, "", 0, 0, "", [], -(2**31)))
+            out.append(
+                DescribedGroup(int(ErrorCode.GROUP_ID_NOT_FOUND), msg, gid, "", 0, 0, "", [], -(2**31))
+            )
             continue
         names = {t: m.name for t, m in group.topics.items()}
         members = [

@@ -1,0 +1,190 @@
+"""Cost per partition: create, metadata, produce, consume, stop, restart, memory, open files and disk at
+1, 100, 1,000 and 10,000 partitions, one broker process per count, in one run.
+
+    python bench/partitions_bench.py [--counts 1,100,1000,10000] [--messages 100000] [--topics-of 1000]
+
+For each count N: a fresh data directory and ``python -m broker serve --port 0 --ready-file F``
+(default settings: log.flush=interval); the partitions are topics of at most ``--topics-of``
+partitions (10 topics x 1,000 for 10,000), created in one CreateTopics request (confluent-kafka's
+AdminClient, timed to the last future). Then, with confluent-kafka:
+
+* metadata: ``list_topics()`` of every topic (time);
+* one-each: one record into each of the N partitions, time until the last is acknowledged (acks=all);
+* produce: ``--messages`` 100-byte records round-robin over the partitions (acks=all, linger.ms=5),
+  msgs/s from the first produce() to the flush;
+* consume: every record back with one consumer assigned to every partition, msgs/s;
+* RSS (VmRSS of the broker), open files (/proc/PID/fd), disk (du of the data directory);
+* stop: SIGTERM to exit; restart: process start to the ready file (listening), then stop again.
+
+Printed as a table, with produce and consume as ratios to this run's 1-partition rates (issue's bar:
+produce at 1,000 partitions >= 0.8x the 1-partition rate). Numbers from a shared machine vary; compare
+rows of one run, not runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parent.parent
+VALUE = b"x" * 100
+
+
+class BrokerProcess:
+    def __init__(self, data: Path):
+        self.data = data
+        self.proc: subprocess.Popen | None = None
+        self.bootstrap = ""
+
+    def start(self) -> float:
+        ready = self.data.parent / "ready"
+        ready.unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "broker", "serve", "--port", "0", "--data-dir", str(self.data)]
+            + ["--ready-file", str(ready), "--log-level", "warning"],
+            cwd=ROOT,
+        )
+        while not ready.exists():
+            if self.proc.poll() is not None:
+                raise SystemExit(f"broker exited with status {self.proc.returncode}")
+            time.sleep(0.005)
+        elapsed = time.perf_counter() - t0
+        self.bootstrap = ready.read_text().split()[0]
+        return elapsed
+
+    def stop(self) -> float:
+        assert self.proc is not None
+        t0 = time.perf_counter()
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(600)
+        return time.perf_counter() - t0
+
+    def rss_mb(self) -> float:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def open_files(self) -> int:
+        assert self.proc is not None
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+
+
+def topics_for(n: int, per_topic: int) -> list[tuple[str, int]]:
+    out, left, i = [], n, 0
+    while left > 0:
+        out.append((f"p{n}-{i}", min(per_topic, left)))
+        left -= per_topic
+        i += 1
+    return out
+
+
+def measure(n: int, messages: int, per_topic: int, work: Path) -> dict[str, float]:
+    data = work / f"data-{n}"
+    broker = BrokerProcess(data)
+    row: dict[str, float] = {"partitions": n}
+    row["start"] = broker.start()
+    try:
+        topics = topics_for(n, per_topic)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        t0 = time.perf_counter()
+        futures = admin.create_topics([NewTopic(t, p, 1) for t, p in topics], operation_timeout=300)
+        for f in futures.values():
+            f.result()
+        row["create"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        md = admin.list_topics(timeout=120)
+        row["metadata"] = time.perf_counter() - t0
+        assert sum(len(md.topics[t].partitions) for t, _p in topics) == n
+        parts = [(t, p) for t, count in topics for p in range(count)]
+
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5})
+        producer.produce(parts[0][0], VALUE, partition=0)  # connect and fetch metadata first
+        producer.flush(60)
+        t0 = time.perf_counter()
+        for t, p in parts:
+            producer.produce(t, VALUE, partition=p)
+        assert producer.flush(300) == 0
+        row["one_each"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for i in range(messages):
+            t, p = parts[i % n]
+            while True:
+                try:
+                    producer.produce(t, VALUE, partition=p)
+                    break
+                except BufferError:
+                    producer.poll(0.001)
+        assert producer.flush(600) == 0
+        row["produce"] = messages / (time.perf_counter() - t0)
+        total = messages + n + 1
+
+        consumer = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": f"bench-{n}", "enable.auto.commit": False}
+        )
+        consumer.assign([TopicPartition(t, p, 0) for t, p in parts])
+        got = 0
+        t0 = time.perf_counter()
+        while got < total:
+            for m in consumer.consume(10_000, 1.0):
+                if not m.error():
+                    got += 1
+        row["consume"] = got / (time.perf_counter() - t0)
+        consumer.close()
+        row["rss_mb"] = broker.rss_mb()
+        row["open_files"] = broker.open_files()
+    finally:
+        row["stop"] = broker.stop()
+    du = subprocess.run(["du", "-sk", str(data)], capture_output=True, text=True).stdout.split()[0]
+    row["disk_mb"] = int(du) / 1024
+    row["restart"] = broker.start()
+    broker.stop()
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--counts", default="1,100,1000,10000")
+    ap.add_argument("--messages", type=int, default=100_000)
+    ap.add_argument("--topics-of", type=int, default=1000)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="partitions-bench-"))
+    rows = []
+    try:
+        for n in (int(c) for c in args.counts.split(",")):
+            rows.append(measure(n, args.messages, args.topics_of, work))
+            print(f"measured {n} partitions", file=sys.stderr)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    base = rows[0]
+    print(
+        f"# {args.messages} records of 100 bytes, acks=all, linger.ms=5 (confluent-kafka), log.flush=interval"
+    )
+    print(
+        "| partitions | create s | metadata s | one record each s | produce msgs/s (x first row) "
+        "| consume msgs/s (x first row) | stop s | restart s | RSS MB | open files | disk MB |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        print(
+            f"| {r['partitions']:,.0f} | {r['create']:.2f} | {r['metadata']:.3f} | {r['one_each']:.2f} "
+            f"| {r['produce']:,.0f} ({r['produce'] / base['produce']:.2f}x) "
+            f"| {r['consume']:,.0f} ({r['consume'] / base['consume']:.2f}x) | {r['stop']:.2f} "
+            f"| {r['restart']:.2f} | {r['rss_mb']:.0f} | {r['open_files']:.0f} | {r['disk_mb']:.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
