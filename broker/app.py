@@ -33,6 +33,7 @@ from broker.quotas import ClientQuotas
 from broker.server import Listener
 from broker.server.pipeline import RequestPipeline
 from broker.topic_admin import TopicAdmin
+from broker.txn import TransactionCoordinator
 
 if TYPE_CHECKING:
     from broker.control.http import ControlServer
@@ -86,6 +87,7 @@ class Broker:
             registry=self.registry,
             advertised_address=self.advertised_address,
             quotas=self.quotas,
+            txns=self.txns,
         )
         self.pipeline = RequestPipeline(self.registry, self.services)
         #: the test control plane (fault rules, live state); served over HTTP when control.port is set
@@ -116,6 +118,8 @@ class Broker:
         self.alter_topic_configs = self.admin.alter_topic_configs
         self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
+        self.txns = TransactionCoordinator(config, self.admin, self.clock, self.groups)
+        self.txns.load()
         self.quotas = ClientQuotas(data_dir, config["quota.window.num"], config["quota.window.size.seconds"])
 
     @property
@@ -183,6 +187,7 @@ class Broker:
             await self.control_server.stop()
         stop_trace(self)
         self.groups.close()
+        self.txns.close()
         await self.logs.close()
         self.lock.release()
         self._stopped.set()

@@ -80,7 +80,9 @@ _SETTINGS = [
     Setting("ssl.keystore.certificate.chain", str, "", "The TLS certificate chain as PEM text."),
     Setting("ssl.keystore.key", str, "", "The TLS private key as PEM text."),
     Setting("ssl.truststore.type", str, "PEM", "Trust store format (PEM only)."),
-    Setting("ssl.truststore.location", str, "", "PEM file of the CAs client certificates are checked against."),
+    Setting(
+        "ssl.truststore.location", str, "", "PEM file of the CAs client certificates are checked against."
+    ),
     Setting("ssl.truststore.certificates", str, "", "The trusted CAs as PEM text."),
     Setting(
         "ssl.client.auth",
@@ -167,7 +169,9 @@ _SETTINGS = [
         choices=("delete", "compact", "delete,compact", "compact,delete"),
     ),
     Setting("log.index.interval.bytes", int, 4096, "Bytes between offset index entries.", 0),
-    Setting("log.cleaner.enable", bool, True, "Run the log cleaner (compacted topics and the coordinator log)."),
+    Setting(
+        "log.cleaner.enable", bool, True, "Run the log cleaner (compacted topics and the coordinator log)."
+    ),
     Setting("log.cleaner.backoff.ms", int, 15000, "How often the cleaner looks for a log to compact.", 1),
     Setting(
         "log.cleaner.min.cleanable.ratio",
@@ -234,8 +238,32 @@ _SETTINGS = [
     Setting("log.local.retention.ms", int, -2, "Default local.retention.ms (tiered storage only).", -2),
     Setting("log.local.retention.bytes", int, -2, "Default local.retention.bytes (tiered storage only).", -2),
     Setting("offsets.topic.segment.bytes", int, 104857600, "Segment size of the __consumer_offsets log.", 14),
+    Setting(
+        "transaction.max.timeout.ms", int, 900000, "Largest transaction.timeout.ms a producer may ask for.", 1
+    ),
+    Setting(
+        "transaction.state.log.segment.bytes",
+        int,
+        104857600,
+        "Segment size of the __transaction_state log.",
+        14,
+    ),
+    Setting(
+        "transactional.id.expiration.ms",
+        int,
+        604800000,
+        "A transactional id unused this long expires (not enforced yet).",
+        1,
+    ),
     Setting("min.insync.replicas", int, 1, "Reported default for topics (one replica always).", 1),
-    Setting("control.port", int, -1, "Port of the control API (HTTP/JSON); -1: off, 0: any free.", -1, maximum=65535),
+    Setting(
+        "control.port",
+        int,
+        -1,
+        "Port of the control API (HTTP/JSON); -1: off, 0: any free.",
+        -1,
+        maximum=65535,
+    ),
     Setting("control.host", str, "127.0.0.1", "Address the control API listens on."),
     Setting("control.token", str, "", "Bearer token the control API requires (empty: none)."),
     Setting("group.min.session.timeout.ms", int, 6000, "Smallest session timeout a member may ask for.", 0),
@@ -466,8 +494,12 @@ class Config:
         out = []
         for name, host, port in listeners:
             if name in controllers:
-                log.info("controller listener %s://%s:%d not opened: this broker has no KRaft quorum",
-                         name, host, port)
+                log.info(
+                    "controller listener %s://%s:%d not opened: this broker has no KRaft quorum",
+                    name,
+                    host,
+                    port,
+                )
                 continue
             protocol = protocols.get(name)
             if protocol is None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from broker.log.manager import LogManager
     from broker.quotas import ClientQuotas
     from broker.topic_admin import TopicAdmin
+    from broker.txn import TransactionCoordinator
 
     from .registry import Registry
 
@@ -44,3 +45,5 @@ class Services:
     advertised_address: Callable[[str], tuple[str, int]]
     #: client quotas (DescribeClientQuotas/AlterClientQuotas) and their enforcement
     quotas: ClientQuotas
+    #: the transaction coordinator's facade (transactional ids, transactions, markers)
+    txns: TransactionCoordinator
