@@ -117,7 +117,9 @@ class GroupCoordinator:
         """Replay the coordinator log (if the topic exists) and restart the members' timers."""
         plog = self.logs.get(OFFSETS_TOPIC, 0)
         # before any record can be appended: from where the log has Kafka's layouts (layout.py)
-        kafka_layout_from = ensure_kafka_layout_from(self.data_dir, None if plog is None else plog.log_end_offset)
+        kafka_layout_from = ensure_kafka_layout_from(
+            self.data_dir, None if plog is None else plog.log_end_offset
+        )
         if plog is None:
             groups.restore_timers(self.state, self.runtime.clock.now_ms())
             return
@@ -154,7 +156,9 @@ class GroupCoordinator:
         host = ctx.client.peer.rsplit(":", 1)[0]
         client_id = ctx.client_id or ""
         return self._run(
-            lambda now: groups.join_group(self.state, req, ctx.api_version, client_id, "/" + host, waiter, now)
+            lambda now: groups.join_group(
+                self.state, req, ctx.api_version, client_id, "/" + host, waiter, now
+            )
         )
 
     def sync_group(self, ctx: Any, req: Any) -> Any:
@@ -179,6 +183,14 @@ class GroupCoordinator:
 
     def commit_offsets(self, ctx: Any, req: Any) -> Any:
         return self._run(lambda now: offsets.commit(self.state, req, ctx.api_version, now))
+
+    def txn_offset_commit(self, ctx: Any, req: Any) -> Any:
+        return self._run(lambda now: offsets.txn_commit(self.state, req, ctx.api_version, now))
+
+    def txn_marker(self, producer_id: int, epoch: int, commit: bool) -> Any:
+        """Write a transaction's marker to ``__consumer_offsets`` (its pending offsets become
+        committed or are dropped); None, or an awaitable that completes once it is durable."""
+        return self._run(lambda now: offsets.txn_marker(self.state, producer_id, epoch, commit))
 
     def fetch_offsets(self, ctx: Any, req: Any) -> Any:
         return offsets.fetch(self.state, req, ctx.api_version)

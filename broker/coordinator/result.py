@@ -29,6 +29,11 @@ class Result:
     completions: list[tuple[Waiter, Any]] = field(default_factory=list)
     #: steps on transient state (timers, an in-memory rebalance) once the records are replayed
     after: list[Callable[[int], None]] = field(default_factory=list)
+    #: (producer id, epoch): ``records`` are a transaction's (TxnOffsetCommit), written as that
+    #: producer's transactional batch and replayed as pending until its marker
+    producer: tuple[int, int] | None = None
+    #: (producer id, epoch, commit): write this transaction marker (no records)
+    marker: tuple[int, int, bool] | None = None
 
     def merge(self, other: Result) -> Result:
         """Fold ``other`` into this result: its records, completions and after-steps follow this
@@ -41,7 +46,9 @@ class Result:
         return self
 
 
-def apply(result: Result, base_offset: int, replay: Callable[[CoordinatorRecord, int, int], None], now: int) -> None:
+def apply(
+    result: Result, base_offset: int, replay: Callable[[CoordinatorRecord, int, int], None], now: int
+) -> None:
     """Once ``result.records`` are appended at ``base_offset``: replay them, then run the after-steps
     (the runtime and the test context both go through here)."""
     for i, record in enumerate(result.records):

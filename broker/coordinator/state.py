@@ -188,6 +188,10 @@ class CoordinatorState:
         #: the join phase's start, which Kafka's GroupMetadata record does not carry (a diagnostic
         #: side channel like the log, written by the facade; never read back by the coordinator)
         self.journal = journal
+        #: producer id -> the offsets its open transaction committed (TxnOffsetCommit), not visible
+        #: until its commit marker (Kafka's pendingTransactionalOffsets): (group, topic, partition)
+        #: -> the offset
+        self.pending_txn: dict[int, dict[tuple[str, str, int], CommittedOffset]] = {}
 
     def consumer_session_timeout_ms(self, group_id: str) -> int:
         if self.group_configs is not None:
@@ -211,9 +215,37 @@ class CoordinatorState:
         else:
             log.warning("skipping coordinator record of type %d at offset %d", record.type, offset)
 
+    def replay_transactional(
+        self, producer_id: int, record: CoordinatorRecord, offset: int = -1, timestamp: int = -1
+    ) -> None:
+        """A record of a producer's transactional batch (TxnOffsetCommit): pending until the marker."""
+        if record.type != OFFSET_COMMIT or record.value is None:
+            self.replay(record, offset, timestamp)
+            return
+        k, v = record.key, record.value
+        pending = self.pending_txn.setdefault(producer_id, {})
+        pending[(k.group, k.topic, k.partition)] = CommittedOffset(
+            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.topic_id
+        )
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        """A transaction marker: the producer's pending offsets become committed, or are dropped."""
+        pending = self.pending_txn.pop(producer_id, None)
+        if not pending or not commit:
+            return
+        for (group, topic, partition), committed in pending.items():
+            self.put_offset(group, topic, partition, committed)
+
+    def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction has committed an offset of this partition (require_stable)."""
+        key = (group_id, topic, partition)
+        return any(key in p for p in self.pending_txn.values())
+
     def _replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
         if value is None:
             self.remove_offset(key.group, key.topic, key.partition)
+            for pending in self.pending_txn.values():  # as Kafka: a tombstone drops pending ones too
+                pending.pop((key.group, key.topic, key.partition), None)
             return
         self.put_offset(
             key.group,

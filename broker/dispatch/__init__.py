@@ -30,6 +30,10 @@ HANDLERS = [
     "delete_records",  # 21
     "init_producer_id",  # 22
     "offset_for_leader_epoch",  # 23
+    "add_partitions_to_txn",  # 24
+    "add_offsets_to_txn",  # 25
+    "end_txn",  # 26
+    "txn_offset_commit",  # 28
     "describe_configs",  # 32
     "alter_configs",  # 33
     "alter_replica_log_dirs",  # 34

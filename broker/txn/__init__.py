@@ -139,6 +139,9 @@ class TransactionCoordinator:
         """One error code for all ``partitions``, or an awaitable of it."""
         return self._run(lambda now: ops.add_partitions(self.state, tid, pid, epoch, partitions, now))
 
+    def transactional_id_of(self, producer_id: int) -> str | None:
+        return self.state.by_producer.get(producer_id)
+
     def verify(self, tid: str | None, pid: int, epoch: int, topic: str, partition: int) -> ErrorCode:
         return ops.verify(self.state, tid, pid, epoch, (topic, partition))
 

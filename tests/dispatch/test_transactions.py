@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+from broker.log.control import parse_marker
+from broker.log.records import build_batch, iter_records
 from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.add_offsets_to_txn import AddOffsetsToTxnRequest
+from broker.protocol.generated.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
+from broker.protocol.generated.end_txn import EndTxnRequest
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.init_producer_id import InitProducerIdRequest
+from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
+from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.protocol.generated.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
 
-INIT, FIND = 22, 10
+PRODUCE, OFFSET_FETCH, FIND, INIT = 0, 9, 10, 22
+ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 
 
 def _init(c, tid, version=4, timeout=60_000, pid=-1, epoch=-1):
@@ -46,3 +63,163 @@ def test_find_coordinator_for_a_transactional_id(node):
         resp = c.call(FIND, 4, FindCoordinatorRequest(key_type=1, coordinator_keys=["tx-a"]))
         (coord,) = resp.coordinators
         assert coord.error_code == 0 and coord.node_id == node.broker.node_id
+
+
+# ---------------------------------------------------------------------- the write path
+
+
+def _produce(c, tid, topic, partition, pid, epoch, seq, values, transactional=True):
+    batch = build_batch([(None, v) for v in values], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                        transactional=transactional)  # fmt: skip
+    td = TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=batch)])
+    (t,) = c.call(PRODUCE, 9, ProduceRequest(tid, -1, 10_000, [td])).responses
+    return t.partition_responses[0]
+
+
+def _add(c, tid, pid, epoch, topic, *partitions, version=3):
+    req = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[AddPartitionsToTxnTopic(name=topic, partitions=list(partitions))],
+    )  # fmt: skip
+    (t,) = c.call(ADD_PARTITIONS, version, req).results_by_topic_v3_and_below
+    return {r.partition_index: r.partition_error_code for r in t.results_by_partition}
+
+
+def _end(c, tid, pid, epoch, commit, version=3):
+    return c.call(END_TXN, version, EndTxnRequest(tid, pid, epoch, commit)).error_code
+
+
+def _batches(node, topic, partition):
+    plog = node.broker.logs.get(topic, partition)
+    data = plog.read(plog.log_start_offset, 1 << 30)
+    out = []
+    for off, _ts, key, value, _h, info in iter_records(data):
+        out.append(("marker", parse_marker(key)) if info.is_control else ("data", value))
+        assert info.producer_id >= 0 and info.is_transactional
+        del off
+    return out
+
+
+def test_commit_and_abort_write_markers(node):
+    node.broker.create_topic("t", 2, {})
+    with node.client() as c:
+        init = _init(c, "tx")
+        pid, epoch = init.producer_id, init.producer_epoch
+        # a transactional batch for a partition not in the transaction is refused
+        assert _produce(c, "tx", "t", 0, pid, epoch, 0, [b"x"]).error_code == ErrorCode.INVALID_TXN_STATE
+        assert _add(c, "tx", pid, epoch, "t", 0, 1) == {0: 0, 1: 0}
+        assert _produce(c, "tx", "t", 0, pid, epoch, 0, [b"c0", b"c1"]).error_code == 0
+        assert _produce(c, "tx", "t", 1, pid, epoch, 0, [b"c2"]).error_code == 0
+        plog = node.broker.logs.get("t", 0)
+        assert plog.producers.first_unstable_offset() == 0
+        assert _end(c, "tx", pid, epoch, True) == 0
+        assert plog.producers.first_unstable_offset() is None
+        assert _batches(node, "t", 0) == [("data", b"c0"), ("data", b"c1"), ("marker", True)]
+        assert _batches(node, "t", 1) == [("data", b"c2"), ("marker", True)]
+        # the next transaction, aborted: sequences go on
+        assert _add(c, "tx", pid, epoch, "t", 0) == {0: 0}
+        assert _produce(c, "tx", "t", 0, pid, epoch, 2, [b"a0"]).error_code == 0
+        assert _end(c, "tx", pid, epoch, False) == 0
+        assert _batches(node, "t", 0)[-2:] == [("data", b"a0"), ("marker", False)]
+        assert _batches(node, "t", 1) == [("data", b"c2"), ("marker", True)]  # only partitions added
+
+
+def test_add_partitions_errors_as_kafka(node):
+    node.broker.create_topic("t", 1, {})
+    with node.client() as c:
+        init = _init(c, "tx")
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert _add(c, "tx", pid, epoch, "t", 0, 5) == {0: ErrorCode.OPERATION_NOT_ATTEMPTED,
+                                                       5: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}  # fmt: skip
+        assert _add(c, "tx", pid, epoch, "__consumer_offsets", 0) == {0: ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+        assert _add(c, "tx", pid, epoch + 1, "t", 0) == {0: ErrorCode.PRODUCER_FENCED}
+        assert _add(c, "tx", pid, epoch + 1, "t", 0, version=1) == {0: ErrorCode.INVALID_PRODUCER_EPOCH}
+        assert _add(c, "tx", pid + 1, epoch, "t", 0) == {0: ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+        # v4+: batched, and verify-only
+        req = AddPartitionsToTxnRequest(transactions=[
+            AddPartitionsToTxnTransaction("tx", pid, epoch, False, [AddPartitionsToTxnTopic("t", [0])]),
+            AddPartitionsToTxnTransaction("other", 1, 0, True, [AddPartitionsToTxnTopic("t", [0])]),
+        ])  # fmt: skip
+        resp = c.call(ADD_PARTITIONS, 5, req)
+        codes = {
+            r.transactional_id: r.topic_results[0].results_by_partition[0].partition_error_code
+            for r in resp.results_by_transaction
+        }
+        assert codes == {"tx": 0, "other": ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+        req = AddPartitionsToTxnRequest(transactions=[
+            AddPartitionsToTxnTransaction("tx", pid, epoch, True, [AddPartitionsToTxnTopic("t", [0])]),
+        ])  # fmt: skip
+        (r,) = c.call(ADD_PARTITIONS, 4, req).results_by_transaction
+        assert r.topic_results[0].results_by_partition[0].partition_error_code == 0  # it was added above
+
+
+def test_a_fenced_producer_cannot_write_nor_end(node):
+    node.broker.create_topic("t", 1, {})
+    with node.client() as c:
+        first = _init(c, "tx")
+        pid, epoch = first.producer_id, first.producer_epoch
+        _add(c, "tx", pid, epoch, "t", 0)
+        assert _produce(c, "tx", "t", 0, pid, epoch, 0, [b"zombie"]).error_code == 0
+        # a second producer with the same transactional id: the open transaction is aborted first
+        assert _init(c, "tx").error_code == ErrorCode.CONCURRENT_TRANSACTIONS
+        node.loop.run_until_complete(node.broker.txns.completing["tx"])
+        second = _init(c, "tx")
+        assert (second.error_code, second.producer_id, second.producer_epoch) == (0, pid, epoch + 2)
+        assert _batches(node, "t", 0) == [("data", b"zombie"), ("marker", False)]
+        assert (
+            _produce(c, "tx", "t", 0, pid, epoch, 1, [b"late"]).error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+        )
+        assert _end(c, "tx", pid, epoch, True) == ErrorCode.PRODUCER_FENCED
+        assert _end(c, "tx", pid, epoch, True, version=1) == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def _txn_commit(c, tid, pid, epoch, group, topic, offset, version=3, generation=-1, member=""):
+    req = TxnOffsetCommitRequest(
+        transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=generation,
+        member_id=member, group_instance_id=None,
+        topics=[TxnOffsetCommitRequestTopic(topic, [TxnOffsetCommitRequestPartition(0, offset, -1, "m")])],
+    )  # fmt: skip
+    (t,) = c.call(TXN_OFFSET_COMMIT, version, req).topics
+    return t.partitions[0].error_code
+
+
+def _committed(c, group, topic, require_stable=False):
+    req = OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequestTopic(topic, [0])],
+                             require_stable=require_stable)  # fmt: skip
+    p = c.call(OFFSET_FETCH, 7, req).topics[0].partitions[0]
+    return p.error_code or p.committed_offset
+
+
+def test_transactional_offset_commits(node_factory, tmp_path):
+    node = node_factory(data_dir=tmp_path / "d")
+    node.broker.create_topic("in", 1, {})
+    with node.client() as c:
+        init = _init(c, "tx")
+        pid, epoch = init.producer_id, init.producer_epoch
+        # __consumer_offsets not added yet: the commit is refused
+        assert _txn_commit(c, "tx", pid, epoch, "g", "in", 5) == ErrorCode.INVALID_TXN_STATE
+        add = c.call(ADD_OFFSETS, 3, AddOffsetsToTxnRequest("tx", pid, epoch, "g"))
+        assert add.error_code == 0
+        assert _txn_commit(c, "tx", pid, epoch, "g", "in", 5) == 0
+        assert (
+            _txn_commit(c, "tx", pid, epoch, "g", "in", 5, generation=3, member="m")
+            == ErrorCode.ILLEGAL_GENERATION
+        )
+        assert _txn_commit(c, "tx", pid, epoch + 1, "g", "in", 5) == ErrorCode.INVALID_PRODUCER_EPOCH
+        assert _committed(c, "g", "in") == -1  # pending: not visible
+        assert _committed(c, "g", "in", require_stable=True) == ErrorCode.UNSTABLE_OFFSET_COMMIT
+    node.stop()  # a restart while the transaction is open keeps the offsets pending
+    node = node_factory(data_dir=tmp_path / "d")
+    with node.client() as c:
+        assert _committed(c, "g", "in", require_stable=True) == ErrorCode.UNSTABLE_OFFSET_COMMIT
+        assert _end(c, "tx", pid, epoch, True) == 0
+        assert _committed(c, "g", "in", require_stable=True) == 5
+        # an aborted transaction's offsets are dropped
+        assert c.call(ADD_OFFSETS, 3, AddOffsetsToTxnRequest("tx", pid, epoch, "g")).error_code == 0
+        assert _txn_commit(c, "tx", pid, epoch, "g", "in", 9) == 0
+        assert _end(c, "tx", pid, epoch, False) == 0
+        assert _committed(c, "g", "in", require_stable=True) == 5
+    node.stop()
+    node = node_factory(data_dir=tmp_path / "d")
+    with node.client() as c:
+        assert _committed(c, "g", "in", require_stable=True) == 5
