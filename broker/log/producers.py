@@ -86,18 +86,20 @@ class ProducerState:
             )
         return None
 
-    def record(self, b: BatchInfo) -> None:
+    def record(self, b: BatchInfo) -> int | None:
+        """Apply an appended batch; for a transaction marker, returns the first offset of the
+        transaction it ends (the marker's own offset when the producer wrote nothing here)."""
         if b.producer_id < 0:
-            return
+            return None
         entry = self.producers.get(b.producer_id)
         if b.is_control:
             # a transaction marker (Kafka's appendEndTxnMarker): ends the open transaction and
             # moves the epoch; it has no sequence
+            first = self.ongoing.pop(b.producer_id, b.base_offset)
             if entry is None or b.producer_epoch > entry.epoch:
                 entry = self.producers[b.producer_id] = ProducerEntry(b.producer_epoch)
             entry.txn_first_offset = -1
-            self.ongoing.pop(b.producer_id, None)
-            return
+            return first
         if entry is None or b.producer_epoch > entry.epoch:
             entry = ProducerEntry(b.producer_epoch)
             self.producers[b.producer_id] = entry
@@ -107,6 +109,7 @@ class ProducerState:
         entry.batches.append(
             CachedBatch(b.base_sequence, b.last_sequence, b.base_offset, b.last_offset, b.max_timestamp)
         )
+        return None
 
     def to_json(self) -> dict:
         return {

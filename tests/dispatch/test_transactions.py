@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from broker.log.control import parse_marker
 from broker.log.records import build_batch, iter_records
 from broker.protocol.errors import ErrorCode
@@ -14,6 +16,7 @@ from broker.protocol.generated.add_partitions_to_txn import (
 from broker.protocol.generated.end_txn import EndTxnRequest
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.init_producer_id import InitProducerIdRequest
+from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.protocol.generated.txn_offset_commit import (
@@ -21,8 +24,9 @@ from broker.protocol.generated.txn_offset_commit import (
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
 )
+from tests.support.produce_consume import fetch_request
 
-PRODUCE, OFFSET_FETCH, FIND, INIT = 0, 9, 10, 22
+PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FETCH, FIND, INIT = 0, 1, 2, 9, 10, 22
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 
 
@@ -223,3 +227,41 @@ def test_transactional_offset_commits(node_factory, tmp_path):
     node = node_factory(data_dir=tmp_path / "d")
     with node.client() as c:
         assert _committed(c, "g", "in", require_stable=True) == 5
+
+
+# ---------------------------------------------------------------------- the read path
+
+
+def _fetch(c, topic, isolation, offset=0):
+    req = fetch_request(topic, min_bytes=0, max_wait_ms=0, fetch_offset=offset)
+    req.isolation_level = isolation
+    return c.call(FETCH, 11, req).responses[0].partitions[0]
+
+
+def _latest(c, topic, isolation):
+    req = ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=[
+        ListOffsetsTopic(name=topic, partitions=[ListOffsetsPartition(partition_index=0, timestamp=-1)])])  # fmt: skip
+    return c.call(LIST_OFFSETS, 5, req).topics[0].partitions[0].offset
+
+
+def test_read_committed_stops_at_the_lso_and_gets_aborted_transactions(node):
+    node.broker.create_topic("t", 1, {})
+    with node.client() as c:
+        init = _init(c, "tx")
+        pid, epoch = init.producer_id, init.producer_epoch
+        _add(c, "tx", pid, epoch, "t", 0)
+        _produce(c, "tx", "t", 0, pid, epoch, 0, [b"a0", b"a1"])
+        node.loop.run_until_complete(asyncio.sleep(0.05))  # the group commit
+        open_ = _fetch(c, "t", 1)
+        assert (open_.high_watermark, open_.last_stable_offset, open_.records) == (2, 0, b"")
+        assert open_.aborted_transactions == []
+        assert _fetch(c, "t", 0).last_stable_offset == 0 and len(_fetch(c, "t", 0).records) > 0
+        assert (_latest(c, "t", 1), _latest(c, "t", 0)) == (0, 2)
+        assert _end(c, "tx", pid, epoch, False) == 0
+        done = _fetch(c, "t", 1)
+        assert (done.high_watermark, done.last_stable_offset) == (3, 3)
+        assert [(a.producer_id, a.first_offset) for a in done.aborted_transactions] == [(pid, 0)]
+        assert done.records  # the aborted batch and its marker: the consumer drops them
+        assert _fetch(c, "t", 0).aborted_transactions is None
+        assert _fetch(c, "t", 1, offset=3).aborted_transactions == []
+        assert _latest(c, "t", 1) == 3
