@@ -51,6 +51,9 @@ HANDLERS = [
     "describe_quorum",  # 55
     "update_features",  # 57
     "describe_cluster",  # 60
+    "describe_producers",  # 61
+    "describe_transactions",  # 65
+    "list_transactions",  # 66
     "consumer_group_heartbeat",  # 68
     "consumer_group_describe",  # 69
     "list_config_resources",  # 74

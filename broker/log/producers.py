@@ -35,6 +35,8 @@ class ProducerEntry:
     batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
     #: first offset of the producer's open transaction in this partition, -1 when none
     txn_first_offset: int = -1
+    #: the coordinator epoch of the last marker written for it (-1: none yet)
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -99,6 +101,7 @@ class ProducerState:
             if entry is None or b.producer_epoch > entry.epoch:
                 entry = self.producers[b.producer_id] = ProducerEntry(b.producer_epoch)
             entry.txn_first_offset = -1
+            entry.coordinator_epoch = 0  # this node has always coordinated every transaction
             return first
         if entry is None or b.producer_epoch > entry.epoch:
             entry = ProducerEntry(b.producer_epoch)
@@ -119,6 +122,7 @@ class ProducerState:
                     [c.first_seq, c.last_seq, c.base_offset, c.last_offset, c.timestamp] for c in e.batches
                 ],
                 **({"txn": e.txn_first_offset} if e.txn_first_offset >= 0 else {}),
+                **({"ce": e.coordinator_epoch} if e.coordinator_epoch >= 0 else {}),
             }
             for pid, e in self.producers.items()
         }
@@ -131,6 +135,7 @@ class ProducerState:
             for fs, ls, bo, lo, ts in e["batches"]:
                 entry.batches.append(CachedBatch(fs, ls, bo, lo, ts))
             entry.txn_first_offset = e.get("txn", -1)
+            entry.coordinator_epoch = e.get("ce", -1)
             st.producers[int(pid)] = entry
             if entry.txn_first_offset >= 0:
                 st.ongoing[int(pid)] = entry.txn_first_offset

@@ -24,7 +24,7 @@ from broker.coordinator.runtime import CoordinatorRuntime, LoopTimers, SystemClo
 from broker.log.batch import iter_batches
 from broker.protocol.errors import ErrorCode
 
-from . import markers, ops
+from . import admin, markers, ops
 from .records import from_batches
 from .state import PREPARED, TxnConfig, TxnCoordinatorState, TxnState
 
@@ -155,6 +155,15 @@ class TransactionCoordinator:
         if out[0] == 0 and task is not None:
             await asyncio.shield(task)
         return out
+
+    def describe(self, tids: list[str]) -> list[Any]:
+        return [admin.describe(self.state, tid) for tid in tids]
+
+    def list_transactions(
+        self, states: list[str], producer_ids: list[int], duration_ms: int, pattern: str | None
+    ) -> Any:
+        now = self.runtime.clock.now_ms()
+        return admin.list_transactions(self.state, states, producer_ids, duration_ms, pattern, now)
 
     # ------------------------------------------------------------------ markers and completion
 

@@ -13,10 +13,13 @@ from broker.protocol.generated.add_partitions_to_txn import (
     AddPartitionsToTxnTopic,
     AddPartitionsToTxnTransaction,
 )
+from broker.protocol.generated.describe_producers import DescribeProducersRequest, TopicRequest
+from broker.protocol.generated.describe_transactions import DescribeTransactionsRequest
 from broker.protocol.generated.end_txn import EndTxnRequest
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.init_producer_id import InitProducerIdRequest
 from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from broker.protocol.generated.list_transactions import ListTransactionsRequest
 from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.protocol.generated.txn_offset_commit import (
@@ -28,6 +31,7 @@ from tests.support.produce_consume import fetch_request
 
 PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FETCH, FIND, INIT = 0, 1, 2, 9, 10, 22
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 61, 65, 66
 
 
 def _init(c, tid, version=4, timeout=60_000, pid=-1, epoch=-1):
@@ -265,3 +269,55 @@ def test_read_committed_stops_at_the_lso_and_gets_aborted_transactions(node):
         assert _fetch(c, "t", 0).aborted_transactions is None
         assert _fetch(c, "t", 1, offset=3).aborted_transactions == []
         assert _latest(c, "t", 1) == 3
+
+
+# ---------------------------------------------------------------------- admin
+
+
+def test_describe_list_transactions_and_producers(node):
+    node.broker.create_topic("t", 2, {})
+    with node.client() as c:
+        a = _init(c, "tx-a")
+        b = _init(c, "tx-b")
+        _add(c, "tx-a", a.producer_id, a.producer_epoch, "t", 1, 0)
+        _produce(c, "tx-a", "t", 1, a.producer_id, a.producer_epoch, 0, [b"x", b"y"])
+        (da, db, missing, empty) = c.call(
+            DESCRIBE_TXNS, 0, DescribeTransactionsRequest(transactional_ids=["tx-a", "tx-b", "nope", ""])
+        ).transaction_states
+        assert (da.error_code, da.transaction_state, da.producer_id, da.producer_epoch) == (
+            0, "Ongoing", a.producer_id, a.producer_epoch)  # fmt: skip
+        assert [(t.topic, t.partitions) for t in da.topics] == [("t", [0, 1])]
+        assert da.transaction_timeout_ms == 60_000 and da.transaction_start_time_ms > 0
+        assert (db.transaction_state, db.topics) == ("Empty", [])
+        assert missing.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        assert empty.error_code == ErrorCode.INVALID_REQUEST
+
+        def listed(version=2, **kw):
+            resp = c.call(LIST_TXNS, version, ListTransactionsRequest(**kw))
+            return (
+                resp.error_code,
+                sorted(s.transactional_id for s in resp.transaction_states),
+                resp.unknown_state_filters,
+            )
+
+        assert listed() == (0, ["tx-a", "tx-b"], [])
+        assert listed(state_filters=["Ongoing", "Bogus"]) == (0, ["tx-a"], ["Bogus"])
+        assert listed(producer_id_filters=[b.producer_id]) == (0, ["tx-b"], [])
+        assert listed(transactional_id_pattern="tx-.") == (0, ["tx-a", "tx-b"], [])
+        assert listed(transactional_id_pattern="b") == (0, [], [])  # a full match, as Kafka
+        assert listed(transactional_id_pattern="(")[0] == ErrorCode.INVALID_REGULAR_EXPRESSION
+        # an open transaction younger than the duration is left out; an Empty one (start -1) is
+        # not, as Kafka's listTransactionStates compares now - start with the duration
+        assert listed(version=1, duration_filter=3_600_000) == (0, ["tx-b"], [])
+
+        req = DescribeProducersRequest(topics=[TopicRequest(name="t", partition_indexes=[1, 0, 9])])
+        (t,) = c.call(DESCRIBE_PRODUCERS, 0, req).topics
+        p1, p0, p9 = t.partitions
+        (prod,) = p1.active_producers
+        assert (prod.producer_id, prod.producer_epoch, prod.last_sequence, prod.current_txn_start_offset) == (
+            a.producer_id, a.producer_epoch, 1, 0)  # fmt: skip
+        assert prod.coordinator_epoch == -1 and p0.active_producers == []
+        assert p9.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert _end(c, "tx-a", a.producer_id, a.producer_epoch, True) == 0
+        (prod,) = c.call(DESCRIBE_PRODUCERS, 0, req).topics[0].partitions[0].active_producers
+        assert (prod.current_txn_start_offset, prod.coordinator_epoch) == (-1, 0)
