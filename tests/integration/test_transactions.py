@@ -156,3 +156,72 @@ def test_a_second_producer_fences_the_first(broker):
     assert e.value.args[0].code() == KafkaError._FENCED or e.value.args[0].fatal(), e.value
     assert [v for *_, v in _read_all(broker, "fence", "read_committed", 1)] == ["winner"]
     assert sorted(v for *_, v in _read_all(broker, "fence", "read_uncommitted", 1)) == ["winner", "zombie"]
+
+
+def test_kafka_python_transactional_producer(broker):
+    """kafka-python's transactional producer (2.1+) commits and aborts; its read_committed consumer
+    sees only the committed records."""
+    pytest.importorskip("kafka")
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTopicPartition
+
+    _create(broker, "kp", 2)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kp-tx")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(10):
+            p.send("kp", value=f"c{i}".encode(), partition=i % 2)
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(4):
+            p.send("kp", value=f"a{i}".encode(), partition=i % 2)
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close()
+    assert sorted(v for *_, v in _read_all(broker, "kp", "read_committed", 2)) == sorted(
+        f"c{i}" for i in range(10)
+    )
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level="read_committed",
+                      enable_auto_commit=False, consumer_timeout_ms=int(TIMEOUT * 1000))  # fmt: skip
+    try:
+        tps = [KTopicPartition("kp", i) for i in range(2)]
+        c.assign(tps)
+        c.seek_to_beginning()
+        ends = c.end_offsets(tps)
+        got = []
+        for _ in range(int(TIMEOUT)):  # a hang guard: each poll waits up to 1 s
+            if all(c.position(tp) >= ends[tp] for tp in tps):
+                break
+            for recs in c.poll(timeout_ms=1000).values():
+                got += [r.value.decode() for r in recs]
+        assert sorted(got) == sorted(f"c{i}" for i in range(10))
+    finally:
+        c.close()
+
+
+def test_aiokafka_transactional_producer(broker):
+    """aiokafka's transactional producer commits and aborts."""
+    pytest.importorskip("aiokafka")
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    _create(broker, "aio", 1)
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="aio-tx")
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait("aio", b"kept", partition=0)
+            await p.begin_transaction()
+            await p.send_and_wait("aio", b"dropped", partition=0)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
+    assert [v for *_, v in _read_all(broker, "aio", "read_committed", 1)] == ["kept"]
+    assert sorted(v for *_, v in _read_all(broker, "aio", "read_uncommitted", 1)) == ["dropped", "kept"]
