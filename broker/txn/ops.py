@@ -204,8 +204,9 @@ def abort_timed_out(st: TxnCoordinatorState, tid: str, pid: int, epoch: int, now
         or (meta.producer_id, meta.producer_epoch) != (pid, epoch)
     ):
         return Result()
-    if now < meta.start_ms + meta.timeout_ms:
-        return Result(after=[lambda _n: arm_timeout(st, tid, pid, epoch, meta.start_ms + meta.timeout_ms)])
+    if now < meta.start_ms + meta.timeout_ms:  # (after-steps run only with records: arm it now)
+        arm_timeout(st, tid, pid, epoch, meta.start_ms + meta.timeout_ms)
+        return Result()
     bumped = epoch + 1 if epoch < MAX_EPOCH else epoch
     new = meta.transit(
         state=TxnState.PREPARE_ABORT,
@@ -229,6 +230,6 @@ def complete(st: TxnCoordinatorState, tid: str, pid: int, epoch: int, now: int) 
 def resume(st: TxnCoordinatorState, tid: str) -> Result:
     """At start-up: a transaction the log left prepared is completed (markers, then Complete*)."""
     meta = st.txns.get(tid)
-    if meta is None or meta.state not in PREPARED:
-        return Result()
-    return Result(after=[lambda _n: st.on_prepared(tid)])
+    if meta is not None and meta.state in PREPARED:
+        st.on_prepared(tid)  # nothing to write, so no after-steps: the runtime runs those after records
+    return Result()

@@ -321,3 +321,31 @@ def test_describe_list_transactions_and_producers(node):
         assert _end(c, "tx-a", a.producer_id, a.producer_epoch, True) == 0
         (prod,) = c.call(DESCRIBE_PRODUCERS, 0, req).topics[0].partitions[0].active_producers
         assert (prod.current_txn_start_offset, prod.coordinator_epoch) == (-1, 0)
+
+
+def test_a_transaction_left_prepared_is_completed_at_start_up(node_factory, tmp_path):
+    """As after a crash between the PrepareCommit record and the markers: start-up writes the
+    markers the prepared state implies, then CompleteCommit."""
+    node = node_factory(data_dir=tmp_path / "d")
+    node.broker.create_topic("t", 1, {})
+    with node.client() as c:
+        init = _init(c, "tx")
+        pid, epoch = init.producer_id, init.producer_epoch
+        _add(c, "tx", pid, epoch, "t", 0)
+        _produce(c, "tx", "t", 0, pid, epoch, 0, [b"c0"])
+        node.broker.txns.state.on_prepared = lambda tid: None  # the markers are never written
+        assert _end(c, "tx", pid, epoch, True) == 0
+        assert node.broker.txns.state.txns["tx"].state.kafka_name == "PrepareCommit"
+        assert _batches(node, "t", 0) == [("data", b"c0")]
+    node.stop()
+    node = node_factory(data_dir=tmp_path / "d")
+    assert node.broker.logs.get("t", 0).last_stable_offset == 0  # the transaction is still open here
+    node.loop.run_until_complete(asyncio.sleep(0.05))  # the resume timer fires
+    task = node.broker.txns.completing.get("tx")
+    if task is not None:
+        node.loop.run_until_complete(task)
+    assert node.broker.txns.state.txns["tx"].state.kafka_name == "CompleteCommit"
+    assert _batches(node, "t", 0) == [("data", b"c0"), ("marker", True)]
+    with node.client() as c:
+        done = _fetch(c, "t", 1)
+        assert (done.last_stable_offset, done.aborted_transactions) == (2, [])
