@@ -8,7 +8,7 @@ records -> log -> replay -> responses) over ``TxnCoordinatorState`` (state.py); 
 are in ops.py. When a transaction is prepared (EndTxn, a timeout, a fencing InitProducerId) the
 facade waits for the PrepareCommit/PrepareAbort record to be durable, writes a control batch
 (marker) to every partition of the transaction (markers.py), waits for them to be durable, then
-writes CompleteCommit/CompleteAbort -- Kafka's TransactionMarkerChannelManager, on one node. A
+writes CompleteCommit/CompleteAbort (without waiting for its fsync) -- Kafka's TransactionMarkerChannelManager, on one node. A
 transaction the log leaves prepared at start-up is completed the same way.
 """
 
@@ -187,9 +187,9 @@ class TransactionCoordinator:
                 if fut is not None:
                     await fut
                 await markers.write(self.logs, self.groups, pid, epoch, commit, partitions)
-                out = self.runtime.run(lambda now: ops.complete(self.state, tid, pid, epoch, now))
-                if asyncio.isfuture(out) or asyncio.iscoroutine(out):
-                    await out
+                # appended and replayed now; nobody waits for its fsync (a crash before it leaves
+                # the transaction prepared, and start-up writes the markers again)
+                self.runtime.run_detached(lambda now: ops.complete(self.state, tid, pid, epoch, now))
                 return
             except asyncio.CancelledError:
                 raise
