@@ -225,3 +225,31 @@ def test_aiokafka_transactional_producer(broker):
     asyncio.run(run())
     assert [v for *_, v in _read_all(broker, "aio", "read_committed", 1)] == ["kept"]
     assert sorted(v for *_, v in _read_all(broker, "aio", "read_uncommitted", 1)) == ["dropped", "kept"]
+
+
+def test_a_transaction_open_past_its_timeout_is_aborted(broker_factory):
+    """On the virtual clock: the coordinator aborts a transaction left open longer than its
+    transaction.timeout.ms (fencing its producer); its records never reach read_committed."""
+    import time
+
+    bt = broker_factory({"clock": "manual"})
+    _create(bt, "slow", 1)
+    p = _producer(bt, "slow-tx", **{"transaction.timeout.ms": 60_000})
+    p.begin_transaction()
+    p.produce("slow", value=b"forgotten", partition=0)
+    p.flush(TIMEOUT)
+    fired = bt.call(bt.broker.clock.advance, 60_001)
+    assert "txn-timeout:slow-tx" in [key for key, _deadline in fired]
+
+    def state() -> str:
+        return bt.call(lambda: bt.broker.txns.state.txns["slow-tx"].state.kafka_name)
+
+    for _ in range(600):  # a hang guard: the markers are written on the broker's loop
+        if state() == "CompleteAbort":
+            break
+        time.sleep(0.05)
+    assert state() == "CompleteAbort"
+    with pytest.raises(KafkaException):
+        p.commit_transaction(TIMEOUT)
+    assert _read_all(bt, "slow", "read_committed", 1) == []
+    assert [v for *_, v in _read_all(bt, "slow", "read_uncommitted", 1)] == ["forgotten"]
