@@ -4,10 +4,12 @@ stable offset, reads bounded by it, the aborted-transaction index and its .txnin
 
 from __future__ import annotations
 
-from broker.log import records, txnindex
+from broker.log import cleaner, records, txnindex
 from broker.log.batch import iter_batches, validate_produce
 from broker.log.control import marker_batch
 from broker.log.partition import PartitionLog
+from tests.log.test_cleaner import DAY, T0, append, contents, seal
+from tests.log.test_cleaner import open_log as open_compacted
 from tests.log.test_partition_log import NOW, cfg
 
 PID_A, PID_B = 100, 200
@@ -99,3 +101,27 @@ def test_an_open_transaction_survives_a_restart(tmp_path):
     assert again.last_stable_offset == 0 and again.producers.ongoing == {PID_A: 0}
     marker(again, PID_A, False)
     assert again.last_stable_offset == 2 and [e.first_offset for e in again.aborted.entries] == [0]
+
+
+def test_coordinator_compaction_keeps_what_a_transactional_record_would_supersede(tmp_path):
+    """A TxnOffsetCommit record may yet be aborted: the plain record of its key before it stays,
+    and the transactional batch and its marker are kept byte for byte."""
+    plog = open_compacted(tmp_path / "c", segment_bytes=10**6)
+    append(plog, [(b"k", b"committed", T0), (b"other", b"1", T0)])
+    append(
+        plog,
+        [(b"k", b"pending", T0 + 1)],
+        producer_id=9,
+        producer_epoch=0,
+        base_sequence=-1,
+        transactional=True,
+    )
+    data = bytearray(marker_batch(9, 0, False, T0 + 2))
+    plog.append(data, iter_batches(data, verify_crc=False), T0 + 2)
+    append(plog, [(b"other", b"2", T0 + 3)])
+    seal(plog)
+    cleaner.clean_partition(plog, T0 + 10 * DAY, DAY)
+    kept = [(off, k, v) for off, _ts, k, v in contents(plog)]
+    assert (0, b"k", b"committed") in kept and (2, b"k", b"pending") in kept
+    assert (1, b"other", b"1") not in kept and (4, b"other", b"2") in kept
+    assert 3 in [off for off, *_ in kept]  # the marker
