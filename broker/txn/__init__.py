@@ -53,6 +53,7 @@ class TransactionCoordinator:
             TxnConfig(
                 max_timeout_ms=config["transaction.max.timeout.ms"],
                 id_expiration_ms=config["transactional.id.expiration.ms"],
+                expiration_check_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
             ),
             self.logs.allocate_producer_id,
             self.timers,
@@ -110,8 +111,11 @@ class TransactionCoordinator:
             task.cancel()
 
     def _use_log(self, plog: Any) -> None:
+        """From now on the coordinator writes to ``plog``; transactional ids expire (the periodic
+        check runs once there is a transaction log, as Kafka's runs on its partitions)."""
         self.runtime.plog = plog
         self.logs.cleaner.register(plog, user=True)
+        ops.arm_expiration(self.state, self.runtime.clock.now_ms())
 
     def ensure_log(self) -> None:
         """Create ``__transaction_state`` on first use, as Kafka does."""

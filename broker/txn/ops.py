@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from broker.coordinator.result import Result
 from broker.protocol.errors import ErrorCode
 
+from .records import TxnRecord
 from .state import (
     COMPLETE,
     NO_PRODUCER_EPOCH,
@@ -233,3 +234,26 @@ def resume(st: TxnCoordinatorState, tid: str) -> Result:
     if meta is not None and meta.state in PREPARED:
         st.on_prepared(tid)  # nothing to write, so no after-steps: the runtime runs those after records
     return Result()
+
+
+#: the periodic expiration of idle transactional ids
+EXPIRE_KEY = "txn-expire"
+
+
+def arm_expiration(st: TxnCoordinatorState, now: int) -> None:
+    interval = st.config.expiration_check_interval_ms
+    st.timers.schedule(EXPIRE_KEY, now + interval, lambda at: expire(st, at))
+
+
+def expire(st: TxnCoordinatorState, now: int) -> Result:
+    """Kafka's removeExpiredTransactionalIds: a transactional id with no transaction in progress
+    (Empty, CompleteCommit, CompleteAbort) unused for ``transactional.id.expiration.ms`` is removed
+    (a tombstone); its next InitProducerId starts afresh with a new producer id."""
+    limit = now - st.config.id_expiration_ms
+    expired = [
+        TxnRecord(tid, None)
+        for tid, meta in st.txns.items()
+        if meta.state in (TxnState.EMPTY, *COMPLETE) and meta.last_update_ms <= limit
+    ]
+    arm_expiration(st, now)  # the next check (armed here: no after-steps without records)
+    return Result(records=expired)

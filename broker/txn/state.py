@@ -133,6 +133,8 @@ class TxnConfig:
     max_timeout_ms: int = 900_000
     #: transactional.id.expiration.ms (Kafka's default: 7 days)
     id_expiration_ms: int = 604_800_000
+    #: transaction.remove.expired.transaction.cleanup.interval.ms (Kafka's default: 1 hour)
+    expiration_check_interval_ms: int = 3_600_000
 
 
 class TxnCoordinatorState:

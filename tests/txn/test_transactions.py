@@ -129,3 +129,20 @@ def test_timeout_is_rearmed_after_a_restart():
     ops.arm_timeout(again.state, "app", pid, epoch, meta.start_ms + meta.timeout_ms)  # as load() does
     again.advance(5_000)
     assert again.meta("app").state == TxnState.PREPARE_ABORT
+
+
+def test_idle_transactional_ids_expire():
+    ctx = TxnContext()
+    ctx.state.config.id_expiration_ms = 10_000
+    ctx.state.config.expiration_check_interval_ms = 1_000
+    ops.arm_expiration(ctx.state, ctx.clock.ms)
+    _, pid, epoch = ctx.init("idle")
+    _, pid2, epoch2 = ctx.init("busy")
+    ctx.add("busy", pid2, epoch2, ("t", 0))  # a transaction in progress never expires
+    ctx.advance(9_999)
+    assert "idle" in ctx.state.txns
+    ctx.advance(1)  # the check at 10 s: unused for the expiration time (Kafka's <=)
+    assert "idle" not in ctx.state.txns and "busy" in ctx.state.txns
+    assert "idle" not in ctx.restart().state.txns  # a tombstone
+    code, new_pid, new_epoch = ctx.init("idle")
+    assert code == OK and new_pid != pid and new_epoch == 0
