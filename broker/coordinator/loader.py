@@ -154,6 +154,13 @@ def _load(plog: Any, state: Any, coordinator: Any, kafka_layout_from: int) -> in
                 offset = max(offset, info.last_offset + 1)
                 pos = batch_end
                 continue
+            if getattr(state, "pending_txn", None):
+                # a transaction's offsets are pending: plain commits go through replay, which
+                # notes those written after them (the newer commit wins at the marker)
+                n += _replay_general(data[pos:batch_end], offset, replay, kafka_layout_from)
+                offset = info.last_offset + 1
+                pos = batch_end
+                continue
             section = data[pos + HEADER_SIZE : batch_end]
             if info.attributes & 0x07:
                 section = decompress(info.attributes & 0x07, section)
@@ -171,6 +178,16 @@ def _load(plog: Any, state: Any, coordinator: Any, kafka_layout_from: int) -> in
             )
             offset = info.last_offset + 1
             pos = batch_end
+    return n
+
+
+def _replay_general(batch: bytes, min_offset: int, replay: Any, kafka_layout_from: int) -> int:
+    """A plain batch through ``decode_record`` and ``replay`` (no fast path)."""
+    n = 0
+    for off, ts, key, value, _h, _info in iter_records(batch, verify_crc=False):
+        if off >= min_offset:
+            replay(decode_record(key, value, off < kafka_layout_from), off, ts)
+            n += 1
     return n
 
 

@@ -20,6 +20,11 @@ from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.init_producer_id import InitProducerIdRequest
 from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.generated.list_transactions import ListTransactionsRequest
+from broker.protocol.generated.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
 from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.protocol.generated.txn_offset_commit import (
@@ -29,7 +34,7 @@ from broker.protocol.generated.txn_offset_commit import (
 )
 from tests.support.produce_consume import fetch_request
 
-PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FETCH, FIND, INIT = 0, 1, 2, 9, 10, 22
+PRODUCE, FETCH, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, FIND, INIT = 0, 1, 2, 8, 9, 10, 22
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_PRODUCERS, DESCRIBE_TXNS, LIST_TXNS = 61, 65, 66
 
@@ -349,3 +354,24 @@ def test_a_transaction_left_prepared_is_completed_at_start_up(node_factory, tmp_
     with node.client() as c:
         done = _fetch(c, "t", 1)
         assert (done.last_stable_offset, done.aborted_transactions) == (2, [])
+
+
+def test_a_newer_plain_commit_wins_over_a_transactions_commit(node_factory, tmp_path):
+    """As Kafka: the offset committed last (by log position) is the one kept when the transaction's
+    marker makes its pending offset visible, live and after a restart."""
+    node = node_factory(data_dir=tmp_path / "d")
+    node.broker.create_topic("in", 1, {})
+    with node.client() as c:
+        init = _init(c, "tx")
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert c.call(ADD_OFFSETS, 3, AddOffsetsToTxnRequest("tx", pid, epoch, "g")).error_code == 0
+        assert _txn_commit(c, "tx", pid, epoch, "g", "in", 5) == 0
+        req = OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, member_id="", topics=[
+            OffsetCommitRequestTopic(name="in", partitions=[OffsetCommitRequestPartition(0, 7, -1, "")])])  # fmt: skip
+        assert c.call(OFFSET_COMMIT, 8, req).topics[0].partitions[0].error_code == 0
+        assert _end(c, "tx", pid, epoch, True) == 0
+        assert _committed(c, "g", "in", require_stable=True) == 7
+    node.stop()
+    node = node_factory(data_dir=tmp_path / "d")
+    with node.client() as c:
+        assert _committed(c, "g", "in", require_stable=True) == 7
