@@ -198,16 +198,21 @@ class PartitionLog:
                 # the last stable offset then is not known any more: the transaction's start
                 self.aborted.add(txnindex.AbortedTxn(info.producer_id, first, info.base_offset, first))
         if start < self.log_end_offset:
-            for seg in self.segments:
-                if self._segment_end(seg) > start:
-                    self._write_txnindex(seg)
+            for i, seg in enumerate(self.segments):
+                end = (
+                    self.segments[i + 1].base_offset
+                    if i + 1 < len(self.segments)
+                    else self.log_end_offset + 1
+                )
+                if end > start:
+                    self._write_txnindex(seg, end)
 
     def _segment_end(self, seg: Segment) -> int:
         i = self.segments.index(seg)
         return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self.log_end_offset + 1
 
-    def _write_txnindex(self, seg: Segment) -> None:
-        entries = self.aborted.between(seg.base_offset, self._segment_end(seg))
+    def _write_txnindex(self, seg: Segment, end: int | None = None) -> None:
+        entries = self.aborted.between(seg.base_offset, self._segment_end(seg) if end is None else end)
         if entries or seg.txnindex_path.exists():
             txnindex.write_file(seg.txnindex_path, entries)
 
@@ -327,6 +332,9 @@ class PartitionLog:
     def _ended(self, data: bytearray, b: BatchInfo, first: int, active: Segment) -> None:
         """A transaction marker was appended: the transaction holds the last stable offset back
         until the marker is below the high watermark; an abort goes to the aborted index."""
+        hw = self.high_watermark
+        if self._ending and self._ending[0][0] < hw:  # bounded by the markers not yet flushed
+            self._ending = [(m, f) for m, f in self._ending if m >= hw]
         self._ending.append((b.base_offset, first))
         if _marker_kind(data, b.position) is False:
             entry = txnindex.AbortedTxn(b.producer_id, first, b.base_offset, self.last_stable_offset)
