@@ -40,6 +40,7 @@ from broker.security.authorizer import Authorizer, parse_super_users
 from broker.server import Listener
 from broker.server.pipeline import RequestPipeline
 from broker.topic_admin import TopicAdmin
+from broker.txn import TransactionCoordinator
 
 if TYPE_CHECKING:
     from broker.control.http import ControlServer
@@ -137,6 +138,7 @@ class Broker:
             nodes=self.nodes,
             authorizer=self.authorizer,
             acls=self.acls,
+            txns=self.txns,
         )
         self.pipeline = RequestPipeline(self.registry, self.services)
         #: the test control plane (fault rules, live state); served over HTTP when control.port is set
@@ -181,6 +183,8 @@ class Broker:
         self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
         self.nodes.on_coordinators_moved.append(self._coordinators_moved)
+        self.txns = TransactionCoordinator(config, self.admin, self.clock, self.groups)
+        self.txns.load()
         self.quotas = ClientQuotas(data_dir, config["quota.window.num"], config["quota.window.size.seconds"])
         #: SCRAM credentials: sasl.users, then those set through AlterUserScramCredentials (data dir)
         self.scram = self.listener.scram
@@ -292,6 +296,7 @@ class Broker:
             await self.control_server.stop()
         stop_trace(self)
         self.groups.close()
+        self.txns.close()
         await self.logs.close()
         self.lock.release()
         self._stopped.set()

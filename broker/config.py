@@ -303,6 +303,30 @@ _SETTINGS = [
         1,
         maximum=64,
     ),
+    Setting(
+        "transaction.max.timeout.ms", int, 900000, "Largest transaction.timeout.ms a producer may ask for.", 1
+    ),
+    Setting(
+        "transaction.state.log.segment.bytes",
+        int,
+        104857600,
+        "Segment size of the __transaction_state log.",
+        14,
+    ),
+    Setting(
+        "transactional.id.expiration.ms",
+        int,
+        604800000,
+        "A transactional id with no transaction in progress, unused this long, expires.",
+        1,
+    ),
+    Setting(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        int,
+        3600000,
+        "How often expired transactional ids are removed.",
+        1,
+    ),
     Setting("min.insync.replicas", int, 1, "Reported default for topics (one replica always).", 1),
     Setting(
         "control.port",

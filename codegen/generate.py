@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = [
     ("schemas", "broker/protocol/generated"),
     ("schemas/records", "broker/coordinator/generated"),
+    ("schemas/txn-records", "broker/txn/generated"),
 ]
 
 

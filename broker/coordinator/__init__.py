@@ -248,6 +248,14 @@ class GroupCoordinator:
     def commit_offsets(self, ctx: Any, req: Any) -> Any:
         return self._run(lambda now: offsets.commit(self.state, req, ctx.api_version, now))
 
+    def txn_offset_commit(self, ctx: Any, req: Any) -> Any:
+        return self._run(lambda now: offsets.txn_commit(self.state, req, ctx.api_version, now))
+
+    def txn_marker(self, producer_id: int, epoch: int, commit: bool) -> Any:
+        """Write a transaction's marker to ``__consumer_offsets`` (its pending offsets become
+        committed or are dropped); None, or an awaitable that completes once it is durable."""
+        return self._run(lambda now: offsets.txn_marker(self.state, producer_id, epoch, commit))
+
     def fetch_offsets(self, ctx: Any, req: Any) -> Any:
         return offsets.fetch(self.state, req, ctx.api_version)
 

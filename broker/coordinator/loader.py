@@ -18,7 +18,8 @@ from struct import error as StructError
 from typing import Any
 
 from broker.log.batch import HEADER_SIZE, TIMESTAMP_TYPE_MASK, check_crc, read_header
-from broker.log.records import _ZZ, InvalidRecords, _read_headers, _read_varint, decompress
+from broker.log.control import parse_marker
+from broker.log.records import _ZZ, InvalidRecords, _read_headers, _read_varint, decompress, iter_records
 from broker.protocol.primitives import to_uuid
 
 from .records import OFFSET_COMMIT, decode_record
@@ -141,10 +142,23 @@ def _load(plog: Any, state: Any, coordinator: Any, kafka_layout_from: int) -> in
             info = read_header(data, pos)
             check_crc(data, info)
             batch_end = pos + info.size
+            if info.is_transactional and info.last_offset >= offset:
+                # a TxnOffsetCommit batch (pending until its marker) or a marker
+                n += _replay_transactional(data[pos:batch_end], info, offset, coordinator or state)
+                offset = max(offset, info.last_offset + 1)
+                pos = batch_end
+                continue
             if info.is_control or info.last_offset < offset:
                 # skipped, but the read position moves past it (a control batch at the end of
                 # the log would otherwise be read again and again)
                 offset = max(offset, info.last_offset + 1)
+                pos = batch_end
+                continue
+            if getattr(state, "pending_txn", None):
+                # a transaction's offsets are pending: plain commits go through replay, which
+                # notes those written after them (the newer commit wins at the marker)
+                n += _replay_general(data[pos:batch_end], offset, replay, kafka_layout_from)
+                offset = info.last_offset + 1
                 pos = batch_end
                 continue
             section = data[pos + HEADER_SIZE : batch_end]
@@ -164,6 +178,34 @@ def _load(plog: Any, state: Any, coordinator: Any, kafka_layout_from: int) -> in
             )
             offset = info.last_offset + 1
             pos = batch_end
+    return n
+
+
+def _replay_general(batch: bytes, min_offset: int, replay: Any, kafka_layout_from: int) -> int:
+    """A plain batch through ``decode_record`` and ``replay`` (no fast path)."""
+    n = 0
+    for off, ts, key, value, _h, _info in iter_records(batch, verify_crc=False):
+        if off >= min_offset:
+            replay(decode_record(key, value, off < kafka_layout_from), off, ts)
+            n += 1
+    return n
+
+
+def _replay_transactional(batch: bytes, info: Any, min_offset: int, target: Any) -> int:
+    """A transactional batch of the coordinator log: a marker (its producer's pending offsets are
+    committed or dropped) or a producer's TxnOffsetCommit records (pending)."""
+    pid = info.producer_id
+    n = 0
+    for off, ts, key, value, _h, _info in iter_records(batch, verify_crc=False):
+        if off < min_offset:
+            continue
+        if info.is_control:
+            commit = parse_marker(key)
+            if commit is not None:
+                target.replay_marker(pid, commit)
+        else:
+            target.replay_transactional(pid, decode_record(key, value), off, ts)
+        n += 1
     return n
 
 

@@ -38,6 +38,12 @@ from broker.protocol.generated.offset_fetch import (
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
+from broker.protocol.generated.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
 from broker.protocol.primitives import ZERO_UUID
 
 from .classic.group import ClassicGroup, GroupState
@@ -158,12 +164,94 @@ def commit(st: CoordinatorState, req: OffsetCommitRequest, version: int, now: in
     return result
 
 
+def _txn_commit_check(st: CoordinatorState, req: TxnOffsetCommitRequest, version: int) -> ErrorCode:
+    """Kafka's validateTransactionalOffsetCommit (KIP-447 from v3: member id, generation, instance)."""
+    generation = req.generation_id if version >= 3 else -1
+    member_id = req.member_id if version >= 3 else ""
+    instance = req.group_instance_id if version >= 3 else None
+    cgroup = st.consumer_groups.get(req.group_id)
+    if cgroup is not None:
+        if generation < 0 and not cgroup.members:
+            return ErrorCode.NONE
+        member = cgroup.members.get(member_id)
+        if generation < 0 and not member_id and instance is None:
+            return ErrorCode.NONE  # older clients send no member: accepted, as Kafka does
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE if generation == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
+    group = st.groups.get(req.group_id)
+    if group is None:
+        return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
+    if group.is_in(GroupState.DEAD):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if generation < 0 and group.is_in(GroupState.EMPTY):
+        return ErrorCode.NONE
+    if generation >= 0 or member_id or instance is not None:
+        if instance is not None:
+            owner = group.static_member_id(instance)
+            if owner is None or owner != member_id:
+                return ErrorCode.UNKNOWN_MEMBER_ID if owner is None else ErrorCode.FENCED_INSTANCE_ID
+        elif member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE
+
+
+def txn_commit(st: CoordinatorState, req: TxnOffsetCommitRequest, version: int, now: int) -> Result:
+    """TxnOffsetCommit: the offsets are written as the producer's transactional batch and stay
+    pending (invisible to OffsetFetch) until the transaction's marker commits or drops them."""
+    topics = _topics(st)
+    code = _txn_commit_check(st, req, version)
+    result = Result(producer=(req.producer_id, req.producer_epoch))
+    out = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            pcode = code
+            if pcode == ErrorCode.NONE:
+                if not topics.exists(t.name, p.partition_index):
+                    pcode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif (
+                    p.committed_metadata is not None
+                    and len(p.committed_metadata.encode()) > st.config.offset_metadata_max_bytes
+                ):
+                    pcode = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            if pcode == ErrorCode.NONE:
+                value = OffsetCommitValue(
+                    offset=p.committed_offset,
+                    leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
+                    metadata=p.committed_metadata or "",
+                    commit_timestamp=now,
+                    topic_id=topics.id_for_name(t.name) or ZERO_UUID,
+                )
+                result.records.append(st.offset_record(req.group_id, t.name, p.partition_index, value))
+            parts.append(
+                TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(pcode))
+            )
+        out.append(TxnOffsetCommitResponseTopic(name=t.name, partitions=parts))
+    result.response = TxnOffsetCommitResponse(throttle_time_ms=0, topics=out)
+    return result
+
+
+def txn_marker(st: CoordinatorState, producer_id: int, epoch: int, commit: bool) -> Result:
+    """A transaction's marker in the coordinator log (written by the transaction coordinator)."""
+    return Result(marker=(producer_id, epoch, commit))
+
+
 def fetch(st: CoordinatorState, req: OffsetFetchRequest, version: int) -> OffsetFetchResponse:
     topics = _topics(st)
     if version < 8:
         parts_cls = OffsetFetchResponsePartition
         topic_list = _fetch_group(
-            st, req.group_id, req.topics, version, topics, parts_cls, OffsetFetchResponseTopic
+            st,
+            req.group_id,
+            req.topics,
+            version,
+            topics,
+            parts_cls,
+            OffsetFetchResponseTopic,
+            stable=version >= 7 and req.require_stable,
         )
         return OffsetFetchResponse(throttle_time_ms=0, topics=topic_list, error_code=0)
     groups = []
@@ -182,6 +270,7 @@ def fetch(st: CoordinatorState, req: OffsetFetchRequest, version: int) -> Offset
             topics,
             OffsetFetchResponsePartitions,
             OffsetFetchResponseTopics,
+            stable=req.require_stable,
         )
         groups.append(OffsetFetchResponseGroup(g.group_id, topic_list, 0))
     return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
@@ -195,13 +284,19 @@ def _fetch_group(
     topics: TopicLookup,
     part_cls: Callable,
     topic_cls: Callable,
+    stable: bool = False,
 ) -> list:
+    """``stable`` (require_stable, v7+): a partition with a transactional commit still pending is
+    UNSTABLE_OFFSET_COMMIT, as Kafka answers (the consumer retries)."""
     offsets = st.offsets.get(group_id)
+    unstable = stable and bool(st.pending_txn)
     out = []
     if wanted is None:  # all committed offsets of the group
         for name, parts in sorted((offsets.by_topic if offsets else {}).items()):
             entries = [
-                part_cls(i, c.offset, c.leader_epoch if version >= 5 else -1, c.metadata, 0)
+                part_cls(i, -1, -1, "", int(ErrorCode.UNSTABLE_OFFSET_COMMIT))
+                if unstable and st.has_pending_offset(group_id, name, i)
+                else part_cls(i, c.offset, c.leader_epoch if version >= 5 else -1, c.metadata, 0)
                 for i, c in sorted(parts.items())
             ]
             out.append(_topic(topic_cls, version, name, topics.id_for_name(name) or ZERO_UUID, entries))
@@ -211,7 +306,9 @@ def _fetch_group(
         entries = []
         for i in t.partition_indexes:
             c = offsets.get(name, i) if (offsets is not None and name is not None) else None
-            if c is None:
+            if unstable and name is not None and st.has_pending_offset(group_id, name, i):
+                entries.append(part_cls(i, -1, -1, "", int(ErrorCode.UNSTABLE_OFFSET_COMMIT)))
+            elif c is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if (version >= 10 and name is None) else ErrorCode.NONE
                 entries.append(part_cls(i, -1, -1, "", int(code)))
             else:

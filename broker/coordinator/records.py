@@ -154,11 +154,21 @@ def _legacy_offset_commit_v4(value: bytes) -> Any:
                              topic_id=to_uuid(raw_id))  # fmt: skip
 
 
-def to_batch(records: list[CoordinatorRecord], now_ms: int) -> bytes:
-    """One uncompressed record batch holding ``records`` (offsets are assigned by the log)."""
+def to_batch(records: list[CoordinatorRecord], now_ms: int, producer: tuple[int, int] | None = None) -> bytes:
+    """One uncompressed record batch holding ``records`` (offsets are assigned by the log); with
+    ``producer`` (id, epoch), that producer's transactional batch, as Kafka writes TxnOffsetCommit."""
+    if producer is None:
+        return build_batch(
+            [LogRecord(i, 0, r.key_bytes(), r.value_bytes(), []) for i, r in enumerate(records)],
+            base_timestamp=now_ms,
+        )
     return build_batch(
         [LogRecord(i, 0, r.key_bytes(), r.value_bytes(), []) for i, r in enumerate(records)],
         base_timestamp=now_ms,
+        producer_id=producer[0],
+        producer_epoch=producer[1],
+        base_sequence=-1,
+        transactional=True,
     )
 
 

@@ -29,6 +29,11 @@ class Result:
     completions: list[tuple[Waiter, Any]] = field(default_factory=list)
     #: steps on transient state (timers, an in-memory rebalance) once the records are replayed
     after: list[Callable[[int], None]] = field(default_factory=list)
+    #: (producer id, epoch): ``records`` are a transaction's (TxnOffsetCommit), written as that
+    #: producer's transactional batch and replayed as pending until its marker
+    producer: tuple[int, int] | None = None
+    #: (producer id, epoch, commit): write this transaction marker (no records)
+    marker: tuple[int, int, bool] | None = None
 
     def merge(self, other: Result) -> Result:
         """Fold ``other`` into this result: its records, completions and after-steps follow this

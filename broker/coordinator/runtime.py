@@ -35,6 +35,7 @@ from time import time as _time
 from typing import Any, Protocol
 
 from broker.log.batch import iter_batches
+from broker.log.control import marker_batch
 from broker.protocol.errors import ErrorCode, KafkaError
 
 from .loader import load
@@ -193,13 +194,17 @@ class CoordinatorRuntime:
         """Run ``op`` now; returns its response, or an awaitable of it when records must be flushed."""
         now = self.clock.now_ms()
         result = op(now)
-        if not result.records:
+        if not result.records and result.marker is None:
             complete(result.completions)
             if self.observers:
                 self._observe(op, now)
             return result.response
         try:
-            data = bytearray(to_batch(result.records, now))
+            if result.marker is not None:
+                pid, epoch, commit = result.marker
+                data = bytearray(marker_batch(pid, epoch, commit, now))
+            else:
+                data = bytearray(to_batch(result.records, now, result.producer))
             # a batch we just built: its headers are read back without re-checking the CRC
             base = self.plog.append(data, iter_batches(data, verify_crc=False), now)
         except OSError as e:
@@ -207,7 +212,15 @@ class CoordinatorRuntime:
             error = KafkaError(ErrorCode.NOT_COORDINATOR, f"coordinator log append failed: {e}")
             fail(result.completions, error)
             raise error from e
-        apply(result, base, self.coordinator.replay, now)
+        if result.marker is not None:
+            self.coordinator.replay_marker(result.marker[0], result.marker[2])  # type: ignore[attr-defined]
+            apply(result, base, self.coordinator.replay, now)
+        elif result.producer is not None:
+            pid = result.producer[0]
+            txn_replay = self.coordinator.replay_transactional  # type: ignore[attr-defined]
+            apply(result, base, lambda rec, off, ts: txn_replay(pid, rec, off, ts), now)
+        else:
+            apply(result, base, self.coordinator.replay, now)
         if self.observers:
             self._observe(op, now)
         fut = self.logs.appended(self.plog)

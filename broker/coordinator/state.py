@@ -188,6 +188,13 @@ class CoordinatorState:
         #: the join phase's start, which Kafka's GroupMetadata record does not carry (a diagnostic
         #: side channel like the log, written by the facade; never read back by the coordinator)
         self.journal = journal
+        #: producer id -> the offsets its open transaction committed (TxnOffsetCommit), not visible
+        #: until its commit marker (Kafka's pendingTransactionalOffsets): (group, topic, partition)
+        #: -> (the offset, the log offset of its record)
+        self.pending_txn: dict[int, dict[tuple[str, str, int], tuple[CommittedOffset, int]]] = {}
+        #: (group, topic, partition) -> log offset of the last plain commit written while a
+        #: transaction had one pending for it: the newer of the two wins at the marker, as in Kafka
+        self.plain_after_pending: dict[tuple[str, str, int], int] = {}
 
     def consumer_session_timeout_ms(self, group_id: str) -> int:
         if self.group_configs is not None:
@@ -203,7 +210,7 @@ class CoordinatorState:
 
     def replay(self, record: CoordinatorRecord, offset: int = -1, timestamp: int = -1) -> None:
         if record.type == OFFSET_COMMIT:
-            self._replay_offset(record.key, record.value)
+            self._replay_offset(record.key, record.value, offset)
         elif record.type == GROUP_METADATA:
             self._replay_group(record.key, record.value, timestamp)
         elif record.type in crec.TYPES:
@@ -211,9 +218,45 @@ class CoordinatorState:
         else:
             log.warning("skipping coordinator record of type %d at offset %d", record.type, offset)
 
-    def _replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None) -> None:
+    def replay_transactional(
+        self, producer_id: int, record: CoordinatorRecord, offset: int = -1, timestamp: int = -1
+    ) -> None:
+        """A record of a producer's transactional batch (TxnOffsetCommit): pending until the marker."""
+        if record.type != OFFSET_COMMIT or record.value is None:
+            self.replay(record, offset, timestamp)
+            return
+        k, v = record.key, record.value
+        pending = self.pending_txn.setdefault(producer_id, {})
+        committed = CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.topic_id)
+        pending[(k.group, k.topic, k.partition)] = (committed, offset)
+
+    def replay_marker(self, producer_id: int, commit: bool) -> None:
+        """A transaction marker: the producer's pending offsets become committed (unless a plain
+        commit of the same partition was written after them: Kafka keeps the most recent), or are
+        dropped."""
+        pending = self.pending_txn.pop(producer_id, None)
+        if not pending:
+            return
+        for key, (committed, record_offset) in pending.items():
+            if commit and self.plain_after_pending.get(key, -1) < record_offset:
+                self.put_offset(key[0], key[1], key[2], committed)
+            if not any(key in p for p in self.pending_txn.values()):
+                self.plain_after_pending.pop(key, None)
+
+    def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction has committed an offset of this partition (require_stable)."""
+        key = (group_id, topic, partition)
+        return any(key in p for p in self.pending_txn.values())
+
+    def _replay_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None, offset: int = -1) -> None:
+        if self.pending_txn and value is not None:
+            k = (key.group, key.topic, key.partition)
+            if any(k in p for p in self.pending_txn.values()):
+                self.plain_after_pending[k] = offset
         if value is None:
             self.remove_offset(key.group, key.topic, key.partition)
+            for pending in self.pending_txn.values():  # as Kafka: a tombstone drops pending ones too
+                pending.pop((key.group, key.topic, key.partition), None)
             return
         self.put_offset(
             key.group,

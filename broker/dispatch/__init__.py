@@ -31,6 +31,10 @@ HANDLERS = [
     "delete_records",  # 21
     "init_producer_id",  # 22
     "offset_for_leader_epoch",  # 23
+    "add_partitions_to_txn",  # 24
+    "add_offsets_to_txn",  # 25
+    "end_txn",  # 26
+    "txn_offset_commit",  # 28
     "describe_acls",  # 29
     "create_acls",  # 30
     "delete_acls",  # 31
@@ -53,6 +57,9 @@ HANDLERS = [
     "describe_quorum",  # 55
     "update_features",  # 57
     "describe_cluster",  # 60
+    "describe_producers",  # 61
+    "describe_transactions",  # 65
+    "list_transactions",  # 66
     "consumer_group_heartbeat",  # 68
     "consumer_group_describe",  # 69
     "list_config_resources",  # 74

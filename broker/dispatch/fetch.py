@@ -11,8 +11,11 @@ A fetch returns whole record batches up to the high watermark: at most ``partiti
 partition and ``max_bytes`` in all, except that the first batch found is returned whole even when
 larger (KIP-74). With fewer than ``min_bytes`` available the request waits, up to ``max_wait_ms``,
 and is woken by appends (never by polling). Fetch sessions are declined with session id 0, which
-Kafka allows: clients then send full fetches. read_committed behaves like read_uncommitted (no
-transactions exist).
+Kafka allows: clients then send full fetches. Every answer carries the last stable offset (LSO:
+below it every transaction is decided); read_committed (isolation level 1) reads only up to it and
+gets the aborted transactions of the range read (producer id, first offset), from the partition's
+aborted-transaction index (broker/log/txnindex.py), which the consumer skips; read_uncommitted
+reads up to the high watermark and gets null.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import asyncio
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.fetch import (
+    AbortedTransaction,
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
@@ -125,9 +129,7 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
     services = ctx.services
     v = ctx.api_version
     budget = req.max_bytes if v >= 3 else 0x7FFFFFFF
-    # read_committed: the (here always empty) list of aborted transactions; read_uncommitted: null,
-    # as Kafka answers
-    aborted = [] if req.isolation_level == 1 else None
+    committed = req.isolation_level == 1
     total = 0
     watch = []
     topics = []
@@ -170,19 +172,29 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
                 continue
             limit = min(fp.partition_max_bytes, budget - total)
             records = b""
+            lso = plog.last_stable_offset
             if limit > 0 or total == 0:
-                records = plog.read(offset, max(limit, 1))
+                records = plog.read(offset, max(limit, 1), lso if committed else None)
                 if total > 0 and len(records) > limit:
                     records = b""  # only the first batch of the response may exceed the limits
             total += len(records)
             watch.append(plog)  # any readable partition may bring the response up to min_bytes
             hw = plog.high_watermark
+            aborted = None
+            if committed:
+                # read_committed: the aborted transactions of the range read (Kafka's
+                # collectAbortedTransactions, up to the end of the last batch returned)
+                upper = _end_offset(records) if records else offset
+                aborted = [
+                    AbortedTransaction(producer_id=e.producer_id, first_offset=e.first_offset)
+                    for e in plog.aborted.overlapping(offset, upper)
+                ]
             parts.append(
                 PartitionData(
                     partition_index=fp.partition,
                     error_code=0,
                     high_watermark=hw,
-                    last_stable_offset=hw,
+                    last_stable_offset=lso,
                     log_start_offset=plog.log_start_offset,
                     aborted_transactions=aborted,
                     preferred_read_replica=-1,
@@ -194,6 +206,16 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
     if hinted and v >= 16:
         response.node_endpoints = leadership.endpoints(ctx, NodeEndpoint, hinted)
     return response, total, watch
+
+
+def _end_offset(records: bytes) -> int:
+    """The offset after the last batch of ``records`` (whole batches)."""
+    pos, last = 0, -1
+    while pos + 61 <= len(records):
+        base = int.from_bytes(records[pos : pos + 8], "big", signed=True)
+        last = base + int.from_bytes(records[pos + 23 : pos + 27], "big", signed=True)
+        pos += 12 + int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True)
+    return last + 1
 
 
 def _partition_error(index: int, code: ErrorCode, plog=None) -> PartitionData:

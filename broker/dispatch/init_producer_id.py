@@ -4,10 +4,16 @@ fields) is in the schema but not advertised, as Kafka 4.3 does not advertise it.
 
 Idempotent producers (no transactional id) get a fresh producer id with epoch 0 every time, as
 Kafka does; ids come from a block persisted in the data directory, so they never repeat across
-restarts. Transactions are not supported: a transactional id is refused with UNSUPPORTED_VERSION.
+restarts. A transactional id goes to the transaction coordinator (broker/txn): a new id gets a
+producer id, a known one its epoch bumped (fencing the previous producer, whose open transaction is
+aborted first: CONCURRENT_TRANSACTIONS until that is done), with Kafka's KIP-360 recovery when
+the producer names its id and epoch. Clients before v4 get INVALID_PRODUCER_EPOCH for
+PRODUCER_FENCED, as Kafka answers them.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -19,7 +25,14 @@ API_KEY = 22
 VERSIONS = (0, 5)
 
 
-def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
+def _response(version: int, out: tuple[int, int, int]) -> InitProducerIdResponse:
+    code, pid, epoch = out
+    if code == ErrorCode.PRODUCER_FENCED and version < 4:
+        code = int(ErrorCode.INVALID_PRODUCER_EPOCH)
+    return InitProducerIdResponse(error_code=code, producer_id=pid, producer_epoch=epoch)
+
+
+def handle(ctx: RequestContext, req: InitProducerIdRequest) -> Any:
     # as Kafka: WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE on the
     # cluster or WRITE on some topic
     if req.transactional_id is not None and not ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id):
@@ -34,9 +47,18 @@ def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdRes
         return InitProducerIdResponse(
             error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), producer_id=-1, producer_epoch=-1
         )
-    if req.transactional_id is not None:
-        return InitProducerIdResponse(
-            error_code=int(ErrorCode.UNSUPPORTED_VERSION), producer_id=-1, producer_epoch=-1
-        )
-    pid = ctx.services.logs.allocate_producer_id()
-    return InitProducerIdResponse(error_code=0, producer_id=pid, producer_epoch=0)
+    if req.transactional_id is None:
+        pid = ctx.services.logs.allocate_producer_id()
+        return InitProducerIdResponse(error_code=0, producer_id=pid, producer_epoch=0)
+    expected = None
+    if ctx.api_version >= 3 and req.producer_id != -1:
+        expected = (req.producer_id, req.producer_epoch)
+    version = ctx.api_version
+    out = ctx.services.txns.init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
+    if isinstance(out, tuple):
+        return _response(version, out)
+
+    async def later() -> InitProducerIdResponse:
+        return _response(version, await out)
+
+    return later()

@@ -3,7 +3,8 @@ isolation level; v4 current leader epoch and the leader epoch in answers; v6 fle
 timestamp (-3, KIP-734); v8 earliest-local (-4, KIP-405); v9 latest tiered (-5, KIP-1005); v10
 timeout; v11 earliest pending upload (-6, KIP-1023).
 
-Special timestamps, as Kafka answers them for a log without tiered storage: -1 latest (the high
+With isolation level read_committed (v2+), -1 is the last stable offset and a timestamp search
+finds only offsets below it. Special timestamps, as Kafka answers them for a log without tiered storage: -1 latest (the high
 watermark), -2 earliest and -4 earliest-local (both the log start offset), -3 the first record
 carrying the largest timestamp (record-exact inside its batch, KAFKA-16310; offset -1 for an empty
 log), -5 latest tiered and -6 earliest pending upload: offset -1, timestamp -1, leader epoch -1
@@ -40,10 +41,15 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING
 )
 
 
-def lookup(plog: PartitionLog, ts: int) -> tuple[int, int]:
-    """(offset, timestamp) for a ListOffsets timestamp query; (-1, -1) when nothing matches."""
+def lookup(plog: PartitionLog, ts: int, committed: bool = False) -> tuple[int, int]:
+    """(offset, timestamp) for a ListOffsets timestamp query; (-1, -1) when nothing matches.
+    ``committed`` (isolation level read_committed, v2+): latest is the last stable offset, and a
+    timestamp search finds only offsets below it, as Kafka's Partition.fetchOffsetForTimestamp."""
     if ts == LATEST:
-        return plog.high_watermark, -1
+        return (plog.last_stable_offset if committed else plog.high_watermark), -1
+    if committed and ts >= 0:
+        found = plog.offset_for_timestamp(ts)
+        return found if found is not None and found[0] < plog.last_stable_offset else (-1, -1)
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
     if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
@@ -91,7 +97,7 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
             if p.timestamp == MAX_TIMESTAMP and v < 7 or p.timestamp < EARLIEST_PENDING_UPLOAD:
                 parts.append(_error(p.partition_index, ErrorCode.UNSUPPORTED_VERSION))
                 continue
-            offset, ts = lookup(plog, p.timestamp)
+            offset, ts = lookup(plog, p.timestamp, v >= 2 and req.isolation_level == 1)
             if v == 0:
                 old = [offset] if offset >= 0 and p.max_num_offsets > 0 else []
                 parts.append(ListOffsetsPartitionResponse(p.partition_index, 0, old_style_offsets=old))

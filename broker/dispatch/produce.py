@@ -156,6 +156,39 @@ async def _after_flush(
     return response
 
 
+#: the transaction coordinator's verification errors as Kafka's ReplicaManager answers a produce
+_VERIFY_ERRORS = {
+    ErrorCode.TRANSACTION_ABORTABLE: (
+        ErrorCode.INVALID_TXN_STATE,
+        "Partition was not added to the transaction",
+    ),
+    ErrorCode.PRODUCER_FENCED: (ErrorCode.INVALID_PRODUCER_EPOCH, None),
+    ErrorCode.CONCURRENT_TRANSACTIONS: (
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        "Unable to verify the partition has been added to the transaction. Underlying error: CONCURRENT_TRANSACTIONS",
+    ),
+}
+
+
+def _verify_transaction(
+    ctx: RequestContext, transactional_id: str | None, batch, topic: str, partition: int
+) -> PartitionProduceResponse | None:
+    """A transactional batch is appended only to a partition its transaction has added
+    (AddPartitionsToTxn), from the producer's current epoch (Kafka's transaction verification)."""
+    txns = ctx.services.txns
+    if batch.producer_id < 0:
+        return _error(partition, ErrorCode.INVALID_RECORD, "a transactional batch must carry a producer id")
+    if transactional_id is None:  # a client that left it out: the producer id names it
+        transactional_id = txns.transactional_id_of(batch.producer_id)
+        if transactional_id is None:
+            return _error(partition, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    code = txns.verify(transactional_id, batch.producer_id, batch.producer_epoch, topic, partition)
+    if code == ErrorCode.NONE:
+        return None
+    code, message = _VERIFY_ERRORS.get(code, (code, None))
+    return _error(partition, code, message)
+
+
 def _append(
     ctx: RequestContext,
     topic: str,
@@ -229,8 +262,10 @@ def _append(
             "One or more records have been rejected due to invalid timestamp",
             bad_timestamps,
         )
-    if transactional_id is not None or batch.is_transactional:
-        return _error(partition, ErrorCode.INVALID_TXN_STATE, "transactions are not supported by this broker")
+    if batch.is_transactional:
+        refused = _verify_transaction(ctx, transactional_id, batch, topic, partition)
+        if refused is not None:
+            return refused
     try:
         duplicate = plog.producers.check(batch)
     except KafkaError as e:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from broker.security.authorizer import Authorizer
     from broker.security.scram_store import ScramCredentials
     from broker.topic_admin import TopicAdmin
+    from broker.txn import TransactionCoordinator
 
     from .registry import Registry
 
@@ -48,6 +49,8 @@ class Services:
     advertised_address: Callable[[str], tuple[str, int]]
     #: client quotas (DescribeClientQuotas/AlterClientQuotas) and their enforcement
     quotas: ClientQuotas
+    #: the transaction coordinator's facade (transactional ids, transactions, markers)
+    txns: TransactionCoordinator
     #: SCRAM credentials (DescribeUserScramCredentials/AlterUserScramCredentials, SCRAM authentication)
     scram: ScramCredentials
     #: the cluster's nodes, partition leaders and group coordinators (one node unless cluster.nodes)

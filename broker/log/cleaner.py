@@ -8,7 +8,8 @@ timestamps; the survivors of consecutive plain batches (no producer id, not cont
 transactional, uncompressed or not) are packed into new uncompressed batches of up to
 ``MERGE_RECORDS`` records, so the compacted log also replays with less per-batch work. Batches with
 a producer id or the control/transactional bit are kept byte for byte (their records still count as
-the latest of their keys). Records without a key cannot be compacted and are kept.
+the latest of their keys, except a transaction's: TxnOffsetCommit records may be aborted, so the
+record they would supersede stays). Records without a key cannot be compacted and are kept.
 
 Crash safety -- SIGKILL at any instant leaves either the old segments or the new one:
 
@@ -33,8 +34,8 @@ last sequence) or the last batch of the cleaned range, which stay as empty batch
 RETAIN_EMPTY). Records without a key are removed (Kafka counts them as invalid). Tombstones follow
 KIP-534: the first pass that keeps one stamps its batch with a delete horizon (now +
 ``delete.retention.ms``, in the base timestamp, attribute bit 0x40); a later pass past the horizon
-drops it. Control batches (transaction markers; transactions are refused here) are kept byte for
-byte. A partition's next pass is picked as Kafka picks it: the filthiest log whose dirty ratio is
+drops it. Control batches (transaction markers) and transactional batches are kept byte for byte
+(Kafka would remove aborted records and, later, markers: not done here). A partition's next pass is picked as Kafka picks it: the filthiest log whose dirty ratio is
 above ``min.cleanable.dirty.ratio``, or whose oldest dirty record is older than
 ``max.compaction.lag.ms``; segments with a record younger than ``min.compaction.lag.ms`` wait.
 """
@@ -268,9 +269,13 @@ def clean_segments(
     for path in sources:
         for buf, pos in _iter_batches(path, cancel):
             cleanable = _plain(buf, pos)
+            # a transaction's records (TxnOffsetCommit) may yet be aborted: they never replace an
+            # earlier record of their key, which stays until a plain record does
+            transactional = bool(buf[pos + 22] & TRANSACTIONAL_MASK)
             for off, _ts, key, _tomb, _raw in _records(buf, pos, False):
                 if key is not None:
-                    latest[key] = off
+                    if not transactional:
+                        latest[key] = off
                     if not cleanable:
                         pinned.add(key)
                 result.records_read += 1

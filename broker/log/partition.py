@@ -21,10 +21,12 @@ import orjson
 
 from broker.protocol.errors import ErrorCode, KafkaError
 
-from . import cleaner, streaming
+from . import cleaner, streaming, txnindex
 from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets, read_header
 from .config import LogConfig
+from .control import parse_marker
 from .producers import ProducerState
+from .records import decode_batch
 from .segment import SYSTEM_OPS, UNBOUNDED, FileOps, LogCorruption, OpenFiles, Segment, segment_name
 from .streaming import EXPANSION_LIMIT
 
@@ -60,6 +62,11 @@ class PartitionLog:
         self.segments: list[Segment] = []
         self._bases: list[int] = []
         self.producers = ProducerState()
+        #: aborted transactions (their markers), for read_committed fetches (txnindex.py)
+        self.aborted = txnindex.AbortedIndex()
+        #: (marker offset, first offset) of transactions ended but not yet below the high
+        #: watermark: they still hold the last stable offset back, as in Kafka
+        self._ending: list[tuple[int, int]] = []
         self.waiters: set[asyncio.Future] = set()
         self.deleted = False
         #: ``serve --recover``: truncate at corruption (and report it) instead of refusing to start
@@ -193,8 +200,43 @@ class PartitionLog:
                     self._snapshot_offset = start
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                 log.warning("%s: unreadable producer snapshot; rebuilding from the log", snap)
-        for info in self.iter_headers(start):
-            self.producers.record(info)
+        # the aborted-transaction index: the files of the segments below the snapshot, then
+        # rebuilt from the log with the producer state from there (and each file rewritten)
+        self.aborted = txnindex.AbortedIndex()
+        for seg in self.segments:
+            if seg.txnindex_path.exists():
+                for e in txnindex.read_file(seg.txnindex_path):
+                    if e.last_offset < start:
+                        self.aborted.add(e)
+        for seg, info in self._iter_batches(start):
+            first = self.producers.record(info)
+            if first is not None and self._is_abort(seg, info):
+                # the last stable offset then is not known any more: the transaction's start
+                self.aborted.add(txnindex.AbortedTxn(info.producer_id, first, info.base_offset, first))
+        if start < self.log_end_offset:
+            for i, seg in enumerate(self.segments):
+                end = (
+                    self.segments[i + 1].base_offset
+                    if i + 1 < len(self.segments)
+                    else self.log_end_offset + 1
+                )
+                if end > start:
+                    self._write_txnindex(seg, end)
+
+    def _segment_end(self, seg: Segment) -> int:
+        i = self.segments.index(seg)
+        return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self.log_end_offset + 1
+
+    def _write_txnindex(self, seg: Segment, end: int | None = None) -> None:
+        entries = self.aborted.between(seg.base_offset, self._segment_end(seg) if end is None else end)
+        if entries or seg.txnindex_path.exists():
+            txnindex.write_file(seg.txnindex_path, entries)
+
+    @staticmethod
+    def _is_abort(seg: Segment, info: BatchInfo) -> bool:
+        """Whether the control batch ``info`` of ``seg`` is an abort marker."""
+        buf = os.pread(seg.fd, info.size, info.position)
+        return _marker_kind(buf, 0) is False
 
     def iter_headers(self, from_offset: int) -> Iterator[BatchInfo]:
         """Batch headers (no CRC check) of every batch whose last offset >= ``from_offset``."""
@@ -301,8 +343,36 @@ class PartitionLog:
         active.append(data, base, next_offset, max_ts)
         self.log_end_offset = next_offset
         for b in batches:
-            self.producers.record(b)
+            first = self.producers.record(b)
+            if first is not None:
+                self._ended(data, b, first, active)
         return base
+
+    def _ended(self, data: bytearray, b: BatchInfo, first: int, active: Segment) -> None:
+        """A transaction marker was appended: the transaction holds the last stable offset back
+        until the marker is below the high watermark; an abort goes to the aborted index."""
+        hw = self.high_watermark
+        if self._ending and self._ending[0][0] < hw:  # bounded by the markers not yet flushed
+            self._ending = [(m, f) for m, f in self._ending if m >= hw]
+        self._ending.append((b.base_offset, first))
+        if _marker_kind(data, b.position) is False:
+            entry = txnindex.AbortedTxn(b.producer_id, first, b.base_offset, self.last_stable_offset)
+            self.aborted.add(entry)
+            txnindex.append_file(active.txnindex_path, entry)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided (Kafka's LSO): the high watermark, or the first
+        offset of the oldest transaction still open or whose marker is not yet below it."""
+        hw = self.high_watermark
+        if self._ending:
+            self._ending = [(m, f) for m, f in self._ending if m >= hw]
+        lso = hw
+        for first in self.producers.ongoing.values():
+            lso = min(lso, first)
+        for _marker, first in self._ending:
+            lso = min(lso, first)
+        return lso
 
     @property
     def roll_ms(self) -> int:
@@ -319,6 +389,7 @@ class PartitionLog:
         old = self.active
         old.flush()
         old.write_index()
+        self._write_txnindex(old)
         self.durable_offset = max(self.durable_offset, self.log_end_offset)
         seg = Segment(self.dir, self.log_end_offset, self.config.index_interval_bytes, self.ops, self.files)
         self.segments.append(seg)
@@ -353,6 +424,9 @@ class PartitionLog:
         self.log_end_offset = hw
         self.durable_offset = min(self.durable_offset, hw)
         self.producers.truncate_after(hw)
+        self.aborted.truncate(hw)
+        self._ending = [(m, f) for m, f in self._ending if m < hw]
+        self._write_txnindex(seg)
         log.warning(
             "%s-%d: fsync failed; dropped the %d unflushed offsets from %d",
             self.topic,
@@ -385,15 +459,25 @@ class PartitionLog:
 
     # ------------------------------------------------------------------ reading
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
-        """Record batches from the one holding ``offset`` up to the high watermark."""
-        if offset >= self.high_watermark:
+    def read(self, offset: int, max_bytes: int, upto: int | None = None) -> bytes:
+        """Record batches from the one holding ``offset`` up to the high watermark, or up to
+        ``upto`` (a batch boundary below it: the last stable offset of a read_committed fetch)."""
+        hw_seg, hw_pos = self._hw_segment, self._hw_position
+        if upto is not None and upto < self.high_watermark:
+            if offset >= upto:
+                return b""
+            j = self._segment_index(upto)
+            seg = self.segments[j]
+            pos = seg.find(upto, hw_pos if seg is hw_seg else seg.size)
+            if pos is None:  # upto is where the next segment starts
+                pos = seg.size
+            hw_seg, hw_pos = seg, pos
+        elif offset >= self.high_watermark:
             return b""
         i = self._segment_index(offset)
-        hw_seg = self._hw_segment
         while i < len(self.segments):
             seg = self.segments[i]
-            limit = self._hw_position if seg is hw_seg else seg.size
+            limit = hw_pos if seg is hw_seg else seg.size
             pos = seg.find(offset, limit)
             if pos is not None:
                 return seg.read(pos, max_bytes, limit)
@@ -465,6 +549,12 @@ class PartitionLog:
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole old segments past retention.ms / retention.bytes, and those below a log start
         offset moved by DeleteRecords (whatever the policy, as Kafka); returns segments deleted."""
+        deleted = self._apply_retention(now_ms)
+        if deleted:
+            self.aborted.drop_below(self.segments[0].base_offset)
+        return deleted
+
+    def _apply_retention(self, now_ms: int) -> int:
         deleted = self.delete_below_start()
         if "delete" not in self.config.cleanup_policy or self.cleaning:
             return deleted
@@ -522,8 +612,11 @@ class PartitionLog:
         seg.write_index()
         for old in replaced:
             old.close()
+            if old.base_offset != start:
+                old.txnindex_path.unlink(missing_ok=True)
         self.segments[: len(replaced)] = [seg]
         self._bases = [s.base_offset for s in self.segments]
+        self._write_txnindex(seg)
 
     def install_cleaned(self, result: cleaner.CleanResult, replaced: list[Segment]) -> bool:
         """All of a swap at once (tests, tools): False, with the output deleted, when the log changed."""
@@ -541,6 +634,7 @@ class PartitionLog:
         try:
             active.flush()
             active.write_index()
+            self._write_txnindex(active)
             self.write_producer_snapshot()
         finally:
             for seg in self.segments:
@@ -571,6 +665,15 @@ def _scan_headers(path: Path, position: int) -> tuple[int, int, int, int]:
         last = max(last, base + last_delta)
         pos += length + 12
     return batches, records, len(data), last
+
+
+def _marker_kind(buf: bytes | bytearray, pos: int) -> bool | None:
+    """The control batch at ``pos``: True for a commit marker, False for an abort, else None."""
+    try:
+        _info, records = decode_batch(buf, pos, verify_crc=False)
+    except Exception:
+        return None
+    return parse_marker(records[0].key) if records else None
 
 
 def now_ms() -> int:

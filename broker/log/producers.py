@@ -33,6 +33,10 @@ class CachedBatch:
 class ProducerEntry:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    #: first offset of the producer's open transaction in this partition, -1 when none
+    txn_first_offset: int = -1
+    #: the coordinator epoch of the last marker written for it (-1: none yet)
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -42,6 +46,12 @@ class ProducerEntry:
 class ProducerState:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        #: producer id -> first offset of its open transaction (Kafka's ongoingTxns)
+        self.ongoing: dict[int, int] = {}
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (the last stable offset's bound)."""
+        return min(self.ongoing.values()) if self.ongoing else None
 
     def check(self, b: BatchInfo) -> CachedBatch | None:
         """None to append; a CachedBatch when ``b`` duplicates one already written; raises to refuse."""
@@ -78,16 +88,31 @@ class ProducerState:
             )
         return None
 
-    def record(self, b: BatchInfo) -> None:
+    def record(self, b: BatchInfo) -> int | None:
+        """Apply an appended batch; for a transaction marker, returns the first offset of the
+        transaction it ends (the marker's own offset when the producer wrote nothing here)."""
         if b.producer_id < 0:
-            return
+            return None
         entry = self.producers.get(b.producer_id)
+        if b.is_control:
+            # a transaction marker (Kafka's appendEndTxnMarker): ends the open transaction and
+            # moves the epoch; it has no sequence
+            first = self.ongoing.pop(b.producer_id, b.base_offset)
+            if entry is None or b.producer_epoch > entry.epoch:
+                entry = self.producers[b.producer_id] = ProducerEntry(b.producer_epoch)
+            entry.txn_first_offset = -1
+            entry.coordinator_epoch = 0  # this node has always coordinated every transaction
+            return first
         if entry is None or b.producer_epoch > entry.epoch:
             entry = ProducerEntry(b.producer_epoch)
             self.producers[b.producer_id] = entry
+        if b.is_transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = b.base_offset
+            self.ongoing[b.producer_id] = b.base_offset
         entry.batches.append(
             CachedBatch(b.base_sequence, b.last_sequence, b.base_offset, b.last_offset, b.max_timestamp)
         )
+        return None
 
     def to_json(self) -> dict:
         return {
@@ -96,6 +121,8 @@ class ProducerState:
                 "batches": [
                     [c.first_seq, c.last_seq, c.base_offset, c.last_offset, c.timestamp] for c in e.batches
                 ],
+                **({"txn": e.txn_first_offset} if e.txn_first_offset >= 0 else {}),
+                **({"ce": e.coordinator_epoch} if e.coordinator_epoch >= 0 else {}),
             }
             for pid, e in self.producers.items()
         }
@@ -107,15 +134,22 @@ class ProducerState:
             entry = ProducerEntry(e["epoch"])
             for fs, ls, bo, lo, ts in e["batches"]:
                 entry.batches.append(CachedBatch(fs, ls, bo, lo, ts))
+            entry.txn_first_offset = e.get("txn", -1)
+            entry.coordinator_epoch = e.get("ce", -1)
             st.producers[int(pid)] = entry
+            if entry.txn_first_offset >= 0:
+                st.ongoing[int(pid)] = entry.txn_first_offset
         return st
 
     def truncate_after(self, offset: int) -> None:
         """Forget batches at or beyond ``offset`` (after a log truncation)."""
         for pid in list(self.producers):
             e = self.producers[pid]
+            if e.txn_first_offset >= offset:
+                e.txn_first_offset = -1
+                self.ongoing.pop(pid, None)
             kept = [c for c in e.batches if c.last_offset < offset]
-            if not kept:
+            if not kept and e.txn_first_offset < 0:
                 del self.producers[pid]
             else:
                 e.batches = deque(kept, maxlen=MAX_CACHED_BATCHES)

@@ -177,6 +177,8 @@ class Segment:
         self.base_offset = base_offset
         self.path = directory / (segment_name(base_offset) + ".log")
         self.index_path = directory / (segment_name(base_offset) + ".index")
+        #: its aborted transactions (broker/log/txnindex.py), when it has any
+        self.txnindex_path = directory / (segment_name(base_offset) + ".txnindex")
         self.index_interval = index_interval
         self._fd: int | None = None  # open while in ``files`` (see OpenFiles)
         self._pins = 0
@@ -443,7 +445,7 @@ class Segment:
 
     def delete(self) -> None:
         self.close()
-        for p in (self.path, self.index_path):
+        for p in (self.path, self.index_path, self.txnindex_path):
             try:
                 p.unlink()
             except FileNotFoundError:

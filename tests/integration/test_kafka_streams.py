@@ -1,8 +1,8 @@
 """Kafka Streams (the newest 4.x release, scripts/clients.sh) as an application-level client: the word
 count in tests/java-streams/WordCountApp.java against the broker.
 
-processing.guarantee=at_least_once: exactly_once_v2 needs transactions, which the broker does not
-support yet (a transactional id is refused). Streams creates its internal topics (the repartition
+processing.guarantee=at_least_once, and exactly_once_v2 (transactions: the output read with
+read_committed). Streams creates its internal topics (the repartition
 topic and the compacted changelog of the count store) through CreateTopics with its own configs; the
 test checks they exist with those configs, that the counts in the output topic are right, that they
 keep counting as more input arrives, and that a second instance with an empty state directory
@@ -49,12 +49,12 @@ def produce(bt, lines: list[str]) -> None:
 class Output:
     """The output topic read from the start by one kafka-python consumer: latest count per word."""
 
-    def __init__(self, bt):
+    def __init__(self, bt, isolation_level: str = "read_uncommitted"):
         from kafka import KafkaConsumer
 
         self.consumer = KafkaConsumer(
             OUTPUT, bootstrap_servers=bt.bootstrap, group_id=None, auto_offset_reset="earliest",
-            enable_auto_commit=False,
+            enable_auto_commit=False, isolation_level=isolation_level,
         )
         self.latest: dict[str, int] = {}
         self.updates = 0
@@ -83,8 +83,8 @@ def committed_offsets(bt) -> dict[tuple[str, int], int]:
         admin.close()
 
 
-def start_app(java, bt, state_dir: Path) -> JavaSession:
-    app = java.session("WordCountApp", [bt.bootstrap, APP, INPUT, OUTPUT, str(state_dir)], timeout=120)
+def start_app(java, bt, state_dir: Path, *overrides: str) -> JavaSession:
+    app = java.session("WordCountApp", [bt.bootstrap, APP, INPUT, OUTPUT, str(state_dir), *overrides], timeout=120)
     deadline = time.monotonic() + 120
     while True:
         line = app.next_line(max(1.0, deadline - time.monotonic()))
@@ -141,6 +141,35 @@ def test_word_count(bt, tmp_path: Path):
         try:
             produce(bt, LINES_3)
             out.wait_for(words(LINES_1 + LINES_2 + LINES_3))
+        finally:
+            stop_app(app)
+    finally:
+        out.close()
+
+
+def test_word_count_exactly_once_v2(bt, tmp_path: Path):
+    """processing.guarantee=exactly_once_v2: Streams' transactional producer commits the counts and
+    the input offsets together; a read_committed reader sees the right counts, and a restarted
+    instance resumes at the committed offsets."""
+    java = require_java("streams")
+    bt.call(bt.broker.create_topic, INPUT, 2)
+    bt.call(bt.broker.create_topic, OUTPUT, 2)
+    produce(bt, LINES_1)
+    out = Output(bt, "read_committed")
+    eos = "processing.guarantee=exactly_once_v2"
+    try:
+        app = start_app(java, bt, tmp_path / "state-1", eos)
+        try:
+            out.wait_for(words(LINES_1))
+        finally:
+            stop_app(app)
+        committed = committed_offsets(bt)
+        # every input line (produced without a transaction: no markers in the input topic)
+        assert sum(o for (t, _), o in committed.items() if t == INPUT) == len(LINES_1), committed
+        app = start_app(java, bt, tmp_path / "state-2", eos)
+        try:
+            produce(bt, LINES_2)
+            out.wait_for(words(LINES_1 + LINES_2))
         finally:
             stop_app(app)
     finally:

@@ -91,6 +91,7 @@ class InProcessBroker:
             return
         self.stopped = True
         self.broker.groups.close()
+        self.broker.txns.close()
         self.loop.run_until_complete(self.broker.logs.close())
         self.broker.close()
         self.loop.close()

@@ -1,0 +1,49 @@
+"""DescribeProducers (key 61) v0 (KIP-664): a partition's active producers from its producer
+state: id, epoch, last sequence and timestamp, coordinator epoch of the last marker, and the first
+offset of the open transaction (-1 when none), as Kafka's ProducerStateManager reports them;
+UNKNOWN_TOPIC_OR_PARTITION for a partition this node does not have."""
+
+from __future__ import annotations
+
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.describe_producers import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    PartitionResponse,
+    ProducerState,
+    TopicResponse,
+)
+
+from .registry import RequestContext
+
+API_KEY = 61
+
+
+def handle(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
+    logs = ctx.services.logs
+    topics = []
+    for t in req.topics:
+        parts = []
+        for index in t.partition_indexes:
+            plog = logs.get(t.name, index)
+            if plog is None:
+                parts.append(PartitionResponse(
+                    partition_index=index, error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                    error_message=None, active_producers=[],
+                ))  # fmt: skip
+                continue
+            active = [
+                ProducerState(
+                    producer_id=pid,
+                    producer_epoch=e.epoch,
+                    last_sequence=e.last_seq,
+                    last_timestamp=e.batches[-1].timestamp if e.batches else -1,
+                    coordinator_epoch=e.coordinator_epoch,
+                    current_txn_start_offset=e.txn_first_offset,
+                )
+                for pid, e in sorted(plog.producers.producers.items())
+            ]
+            parts.append(PartitionResponse(partition_index=index, error_code=0, error_message=None,
+                                           active_producers=active))  # fmt: skip
+        topics.append(TopicResponse(name=t.name, partitions=parts))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

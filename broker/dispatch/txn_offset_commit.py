@@ -1,0 +1,56 @@
+"""TxnOffsetCommit (key 28) v0-5: v2 adds the leader epoch; v3 is flexible and adds the member id,
+generation and instance id (KIP-447: checked as Kafka checks them); v4-5 change error handling.
+
+The group's ``__consumer_offsets`` partition must be in the producer's transaction
+(AddOffsetsToTxn), as Kafka's verification demands: otherwise INVALID_TXN_STATE for every
+partition, INVALID_PRODUCER_EPOCH for a fenced producer, the coordinator's own error else. The
+offsets stay pending (OffsetFetch does not show them; require_stable gets UNSTABLE_OFFSET_COMMIT)
+until the transaction commits, and are dropped if it aborts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
+
+from .registry import RequestContext
+
+API_KEY = 28
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def error_response(req: TxnOffsetCommitRequest, version: int, code: ErrorCode) -> TxnOffsetCommitResponse:
+    return TxnOffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=int(code))
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
+    v = ctx.api_version
+    code = ctx.services.txns.verify(
+        req.transactional_id, req.producer_id, req.producer_epoch, OFFSETS_TOPIC, 0
+    )
+    if code == ErrorCode.TRANSACTION_ABORTABLE:
+        code = ErrorCode.INVALID_TXN_STATE
+    elif code == ErrorCode.PRODUCER_FENCED:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    if code:
+        return error_response(req, v, code)
+    return ctx.services.groups.txn_offset_commit(ctx, req)
