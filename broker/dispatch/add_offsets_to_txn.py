@@ -1,7 +1,8 @@
 """AddOffsetsToTxn (key 25) v0-4: v1-2 change nothing on the wire; v3 is flexible; v4 may answer
 TRANSACTION_ABORTABLE. Adds the group's ``__consumer_offsets`` partition to the transaction, so
 that its TxnOffsetCommits are committed or aborted with it (PRODUCER_FENCED is
-INVALID_PRODUCER_EPOCH below v2, as Kafka answers)."""
+INVALID_PRODUCER_EPOCH below v2, as Kafka answers). As Kafka's KafkaApis: WRITE on the transactional
+id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group (GROUP_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from broker.security.authorizer import GROUP, READ, TRANSACTIONAL_ID, WRITE
 
 from .registry import RequestContext
 
@@ -25,6 +27,10 @@ def handle(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> Any:
             code = int(ErrorCode.INVALID_PRODUCER_EPOCH)
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
 
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return answer(int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    if not ctx.allowed(READ, GROUP, req.group_id):
+        return answer(int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     ctx.services.groups.ensure_log()  # the partition must exist to be in a transaction
     out = ctx.services.txns.add_partitions(
         req.transactional_id, req.producer_id, req.producer_epoch, [OFFSETS_PARTITION]

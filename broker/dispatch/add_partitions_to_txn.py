@@ -2,9 +2,12 @@
 several transactions and can only verify (KIP-890: Kafka's brokers send it to the coordinator
 before appending a transactional batch); v5 may answer TRANSACTION_ABORTABLE.
 
-As Kafka's KafkaApis: unknown partitions are UNKNOWN_TOPIC_OR_PARTITION and the others of that
-transaction OPERATION_NOT_ATTEMPTED; before v4 internal topics are not authorized for clients
-(TOPIC_AUTHORIZATION_FAILED); otherwise the coordinator's one error code applies to every
+As Kafka's KafkaApis: before v4 (clients) WRITE on the transactional id is needed (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition) and WRITE on each topic (internal topics
+are never authorized for clients): those refused are TOPIC_AUTHORIZATION_FAILED, then unknown
+partitions UNKNOWN_TOPIC_OR_PARTITION, and the others of that transaction OPERATION_NOT_ATTEMPTED.
+v4+ comes from brokers: CLUSTER_ACTION on the cluster, else the whole request is
+CLUSTER_AUTHORIZATION_FAILED (top-level, no transaction answered). Otherwise the coordinator's one error code applies to every
 partition of the transaction (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2).
 """
 
@@ -21,6 +24,7 @@ from broker.protocol.generated.add_partitions_to_txn import (
     AddPartitionsToTxnResult,
     AddPartitionsToTxnTopicResult,
 )
+from broker.security.authorizer import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID, WRITE
 
 from .registry import RequestContext
 
@@ -41,10 +45,17 @@ def _one(ctx: RequestContext, version: int, tid: str, pid: int, epoch: int, topi
     """(transactional id, partition -> code) or an awaitable of it."""
     services = ctx.services
     wanted = [(t.name, p) for t in topics for p in t.partitions]
+    if version < 4 and not ctx.allowed(WRITE, TRANSACTIONAL_ID, tid):
+        return tid, dict.fromkeys(wanted, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
     errors: dict[tuple[str, int], int] = {}
+    if version < 4:  # clients: WRITE on each topic (one decision per topic); internal topics never
+        names = {name for name, _p in wanted}
+        refused = {n for n in names if n in INTERNAL or not ctx.allowed(WRITE, TOPIC, n)}
+    else:
+        refused = set()
     for name, p in wanted:
         topic = services.topics.get(name)
-        if version < 4 and name in INTERNAL:
+        if name in refused:
             errors[(name, p)] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         elif topic is None or not 0 <= p < topic.partitions:
             errors[(name, p)] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -90,6 +101,12 @@ def handle(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> Any:
             return build3(await one)
 
         return later3()
+    if not ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+        return AddPartitionsToTxnResponse(
+            throttle_time_ms=0,
+            error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+            results_by_transaction=[],
+        )
     parts = [
         _one(ctx, v, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only)
         for t in req.transactions

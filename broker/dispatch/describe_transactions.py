@@ -1,13 +1,18 @@
 """DescribeTransactions (key 65) v0 (KIP-664): each transactional id's state, producer id and
 epoch, timeout, start time and partitions, as Kafka answers (TRANSACTIONAL_ID_NOT_FOUND for an
-unknown id, INVALID_REQUEST for the empty one)."""
+unknown id, INVALID_REQUEST for the empty one). As Kafka's KafkaApis: an id the principal may not
+DESCRIBE is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and the topics it may not DESCRIBE are left out
+of a transaction's partitions."""
 
 from __future__ import annotations
 
+from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
+    TransactionState,
 )
+from broker.security.authorizer import DESCRIBE, TOPIC, TRANSACTIONAL_ID
 
 from .registry import RequestContext
 
@@ -15,5 +20,21 @@ API_KEY = 65
 
 
 def handle(ctx: RequestContext, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-    states = ctx.services.txns.describe(list(req.transactional_ids))
+    if ctx.services.authorizer is None:
+        states = ctx.services.txns.describe(list(req.transactional_ids))
+    else:
+        states = []
+        for tid in req.transactional_ids:
+            if not ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, tid):
+                states.append(
+                    TransactionState(
+                        error_code=int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                        transactional_id=tid,
+                        topics=[],
+                    )
+                )
+                continue
+            (state,) = ctx.services.txns.describe([tid])
+            state.topics = [t for t in state.topics if ctx.allowed(DESCRIBE, TOPIC, t.topic)]
+            states.append(state)
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)

@@ -22,7 +22,7 @@ import asyncio
 import logging
 
 from broker.log import validator
-from broker.log.batch import InvalidBatch, validate_produce
+from broker.log.batch import HEADER_SIZE, TRANSACTIONAL_MASK, InvalidBatch, validate_produce
 from broker.log.manager import StorageError
 from broker.log.streaming import EXPANSION_LIMIT, validate_records
 from broker.protocol.errors import ErrorCode, KafkaError
@@ -36,7 +36,7 @@ from broker.protocol.generated.produce import (
     TopicProduceResponse,
 )
 from broker.quotas import user_of
-from broker.security.authorizer import TOPIC, WRITE
+from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE
 
 from . import leadership
 from .registry import CloseConnection, Deferred, RequestContext
@@ -68,10 +68,46 @@ def _error(
     )
 
 
+def _has_transactional_records(req: ProduceRequest) -> bool:
+    """Whether the first batch of some partition is transactional (Kafka's
+    RequestUtils.hasTransactionalRecords: magic 2, attributes bit 4)."""
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            r = pd.records
+            if r is not None and len(r) >= HEADER_SIZE and r[16] == 2 and r[22] & TRANSACTIONAL_MASK:
+                return True
+    return False
+
+
+def _refuse_all(req: ProduceRequest, code: ErrorCode) -> ProduceResponse:
+    """Every partition of the request with ``code`` (Kafka's ProduceRequest.getErrorResponse)."""
+    return ProduceResponse(
+        responses=[
+            TopicProduceResponse(
+                name=td.name,
+                topic_id=td.topic_id,
+                partition_responses=[_error(pd.index, code) for pd in td.partition_data],
+            )
+            for td in req.topic_data
+        ],
+        throttle_time_ms=0,
+    )
+
+
 def handle(ctx: RequestContext, req: ProduceRequest):
     services = ctx.services
     acks = req.acks
     v = ctx.api_version
+    if (
+        services.authorizer is not None
+        and _has_transactional_records(req)
+        and (req.transactional_id is None or not ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id))
+    ):
+        # as Kafka: transactional records need WRITE on the transactional id (a request without one
+        # is refused too), else every partition fails; with acks=0 the connection is closed
+        if acks == 0:
+            raise CloseConnection("a transactional produce request with acks=0 was not authorized")
+        return _refuse_all(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     now = services.logs.now_ms()  # the broker clock (broker/clock.py)
     waits: list[asyncio.Future] = []
     responses: list[TopicProduceResponse] = []

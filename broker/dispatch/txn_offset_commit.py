@@ -6,6 +6,11 @@ The group's ``__consumer_offsets`` partition must be in the producer's transacti
 partition, INVALID_PRODUCER_EPOCH for a fenced producer, the coordinator's own error else. The
 offsets stay pending (OffsetFetch does not show them; require_stable gets UNSTABLE_OFFSET_COMMIT)
 until the transaction commits, and are dropped if it aborts.
+
+Authorization as Kafka's KafkaApis: WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), READ on the group (else
+GROUP_AUTHORIZATION_FAILED for every partition), then READ on each topic: the topics refused get
+TOPIC_AUTHORIZATION_FAILED and only the others are committed.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from broker.protocol.generated.txn_offset_commit import (
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,
 )
+from broker.security.authorizer import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 
 from .registry import RequestContext
 
@@ -43,6 +49,36 @@ def error_response(req: TxnOffsetCommitRequest, version: int, code: ErrorCode) -
 
 
 def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
+    v = ctx.api_version
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return error_response(req, v, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.allowed(READ, GROUP, req.group_id):
+        return error_response(req, v, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if ctx.services.authorizer is None:
+        return _commit(ctx, req)
+    allowed = {name for name in {t.name for t in req.topics} if ctx.allowed(READ, TOPIC, name)}
+    denied = [t for t in req.topics if t.name not in allowed]
+    if not denied:
+        return _commit(ctx, req)
+    refused = error_response(req, v, ErrorCode.TOPIC_AUTHORIZATION_FAILED).topics
+    refused = [t for t in refused if t.name not in allowed]
+    req.topics = [t for t in req.topics if t.name in allowed]
+    if not req.topics:
+        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=refused)
+    out = _commit(ctx, req)
+    if isinstance(out, TxnOffsetCommitResponse):
+        out.topics.extend(refused)
+        return out
+
+    async def later() -> TxnOffsetCommitResponse:
+        response = await out
+        response.topics.extend(refused)
+        return response
+
+    return later()
+
+
+def _commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
     v = ctx.api_version
     code = ctx.services.txns.verify(
         req.transactional_id, req.producer_id, req.producer_epoch, OFFSETS_TOPIC, 0

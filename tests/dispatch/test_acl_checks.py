@@ -7,8 +7,14 @@ import pytest
 
 from broker.dispatch import acl as bits
 from broker.dispatch.registry import ClientInfo
-from broker.log.records import simple_batch
+from broker.log.records import build_batch, simple_batch
 from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.add_offsets_to_txn import AddOffsetsToTxnRequest
+from broker.protocol.generated.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
 from broker.protocol.generated.create_acls import AclCreation, CreateAclsRequest
 from broker.protocol.generated.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from broker.protocol.generated.describe_acls import DescribeAclsRequest
@@ -16,11 +22,16 @@ from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from broker.protocol.generated.describe_groups import DescribeGroupsRequest
 from broker.protocol.generated.describe_log_dirs import DescribeLogDirsRequest
+from broker.protocol.generated.describe_producers import DescribeProducersRequest
+from broker.protocol.generated.describe_producers import TopicRequest as DescribeProducersTopic
+from broker.protocol.generated.describe_transactions import DescribeTransactionsRequest
+from broker.protocol.generated.end_txn import EndTxnRequest
 from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.init_producer_id import InitProducerIdRequest
 from broker.protocol.generated.list_groups import ListGroupsRequest
 from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from broker.protocol.generated.list_transactions import ListTransactionsRequest
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
 from broker.protocol.generated.offset_commit import (
     OffsetCommitRequest,
@@ -33,11 +44,17 @@ from broker.protocol.generated.offset_fetch import (
     OffsetFetchRequestTopics,
 )
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.protocol.generated.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
 from broker.security.authorizer import (
     ALL,
     ALLOW,
     ALTER_CONFIGS,
     CLUSTER,
+    CLUSTER_ACTION,
     CLUSTER_NAME,
     CREATE,
     DELETE,
@@ -48,6 +65,7 @@ from broker.security.authorizer import (
     PREFIXED,
     READ,
     TOPIC,
+    TRANSACTIONAL_ID,
     WRITE,
     AclBinding,
 )
@@ -318,3 +336,201 @@ def test_acl_apis(node, node_factory):
     assert plain.request(30, 3, CreateAclsRequest([creation]), client(ADMIN)).results[0].error_code == (
         ErrorCode.SECURITY_DISABLED
     )
+
+
+# ---------------------------------------------------------------------- transactions (KafkaApis' checks)
+
+
+def init_txn(node, principal, tid):
+    out = node.req(principal, 22, 4, InitProducerIdRequest(tid, 60_000, -1, -1))
+    assert out.error_code == 0
+    return out.producer_id, out.producer_epoch
+
+
+def add_partitions(node, principal, tid, pid, epoch, **topics):
+    body = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=tid,
+        v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[AddPartitionsToTxnTopic(t, ps) for t, ps in topics.items()],
+    )
+    out = node.req(principal, 24, 3, body).results_by_topic_v3_and_below
+    return {(t.name, p.partition_index): p.partition_error_code for t in out for p in t.results_by_partition}
+
+
+def txn_produce(node, principal, tid, pid, epoch, seq, topics=("a",), acks=-1):
+    batch = build_batch(
+        [(None, b"v")], producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True
+    )
+    body = ProduceRequest(
+        tid,
+        acks,
+        5000,
+        [TopicProduceData(t, partition_data=[PartitionProduceData(0, batch)]) for t in topics],
+    )
+    out = node.req(principal, 0, 9, body)
+    return {t.name: t.partition_responses[0].error_code for t in out.responses}
+
+
+def test_add_partitions_produce_and_end_txn_need_write_on_the_transactional_id(node):
+    pid, epoch = init_txn(node, ADMIN, "tx")
+    node.allow((TOPIC, "a", LITERAL, WRITE, ALLOW))
+    # no WRITE on the transactional id: every partition, before any topic check
+    assert add_partitions(node, ALICE, "tx", pid, epoch, a=[0], b=[0]) == {
+        ("a", 0): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ("b", 0): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+    node.allow((TRANSACTIONAL_ID, "tx", LITERAL, WRITE, ALLOW))
+    # topics refused (unknown ones too: their existence is not disclosed; internal ones always), the
+    # rest not attempted
+    assert add_partitions(node, ALICE, "tx", pid, epoch, a=[0], b=[0], zz=[0], __consumer_offsets=[0]) == {
+        ("a", 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+        ("b", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        ("zz", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        ("__consumer_offsets", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    }
+    node.allow((TOPIC, "z", PREFIXED, WRITE, ALLOW))
+    assert add_partitions(node, ALICE, "tx", pid, epoch, a=[0], zz=[0]) == {
+        ("a", 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+        ("zz", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    assert node.broker.txns.verify("tx", pid, epoch, "a", 0) != 0  # nothing was added
+    assert add_partitions(node, ALICE, "tx", pid, epoch, a=[0]) == {("a", 0): 0}
+    # Produce of transactional records: WRITE on the transactional id, or every partition fails
+    assert txn_produce(node, ALICE, "other", pid, epoch, 0, ("a", "b")) == {
+        "a": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        "b": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+    assert txn_produce(node, ALICE, None, pid, epoch, 0) == {
+        "a": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    }
+    with pytest.raises(ConnectionClosed):
+        txn_produce(node, ALICE, "other", pid, epoch, 0, acks=0)
+    assert txn_produce(node, ALICE, "tx", pid, epoch, 0, ("a", "b")) == {
+        "a": 0,
+        "b": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    }
+    assert produce(node, ALICE) == 0  # records that are not transactional need no transactional id
+    # EndTxn: WRITE on the transactional id
+    end = EndTxnRequest("other", pid, epoch, True)
+    assert node.req(ALICE, 26, 3, end).error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert node.req(ALICE, 26, 3, EndTxnRequest("tx", pid, epoch, True)).error_code == 0
+
+
+def test_batched_add_partitions_needs_cluster_action(node):
+    pid, epoch = init_txn(node, ADMIN, "tx")
+    assert add_partitions(node, ADMIN, "tx", pid, epoch, a=[0]) == {("a", 0): 0}
+    body = AddPartitionsToTxnRequest(
+        transactions=[
+            AddPartitionsToTxnTransaction("tx", pid, epoch, True, [AddPartitionsToTxnTopic("a", [0])])
+        ]
+    )
+    # brokers send v4+: CLUSTER_ACTION on the cluster, else the whole request fails at the top
+    out = node.req(ALICE, 24, 4, body)
+    assert (out.error_code, out.results_by_transaction) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+    node.allow((CLUSTER, CLUSTER_NAME, LITERAL, CLUSTER_ACTION, ALLOW))
+    out = node.req(ALICE, 24, 4, body)  # no transactional id nor topic ACL is needed then
+    assert out.error_code == 0
+    assert out.results_by_transaction[0].topic_results[0].results_by_partition[0].partition_error_code == 0
+
+
+def txn_commit(node, principal, tid, pid, epoch, group, *topics):
+    body = TxnOffsetCommitRequest(
+        transactional_id=tid,
+        group_id=group,
+        producer_id=pid,
+        producer_epoch=epoch,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            TxnOffsetCommitRequestTopic(t, [TxnOffsetCommitRequestPartition(0, 3, -1, "")]) for t in topics
+        ],
+    )
+    return sorted((t.name, t.partitions[0].error_code) for t in node.req(principal, 28, 3, body).topics)
+
+
+def test_add_offsets_and_txn_offset_commit(node):
+    pid, epoch = init_txn(node, ADMIN, "tx")
+    node.allow((TRANSACTIONAL_ID, "tx", LITERAL, WRITE, ALLOW))
+
+    def add_offsets(tid, group):
+        return node.req(ALICE, 25, 3, AddOffsetsToTxnRequest(tid, pid, epoch, group)).error_code
+
+    # the transactional id first, then READ on the group
+    assert add_offsets("other", "g") == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert add_offsets("tx", "g") == ErrorCode.GROUP_AUTHORIZATION_FAILED
+    node.allow((GROUP, "g", LITERAL, READ, ALLOW), (TOPIC, "a", LITERAL, READ, ALLOW))
+    assert add_offsets("tx", "g") == 0
+    denied_tid = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert txn_commit(node, ALICE, "other", pid, epoch, "g", "a") == [("a", denied_tid)]
+    assert txn_commit(node, ALICE, "tx", pid, epoch, "h", "a", "b") == [
+        ("a", ErrorCode.GROUP_AUTHORIZATION_FAILED),
+        ("b", ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    ]
+    assert txn_commit(node, ALICE, "tx", pid, epoch, "g", "b") == [
+        ("b", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    ]
+    assert txn_commit(node, ALICE, "tx", pid, epoch, "g", "a", "b") == [
+        ("a", 0),
+        ("b", ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    ]
+    assert node.req(ALICE, 26, 3, EndTxnRequest("tx", pid, epoch, True)).error_code == 0
+    body = OffsetFetchRequest(groups=[OffsetFetchRequestGroup("g", None, -1, None)], require_stable=True)
+    (g,) = node.req(ADMIN, 9, 9, body).groups
+    assert [(t.name, t.partitions[0].committed_offset) for t in g.topics] == [("a", 3)]
+
+
+def test_describe_and_list_transactions_and_describe_producers(node):
+    pid, epoch = init_txn(node, ADMIN, "tx1")
+    init_txn(node, ADMIN, "tx2")
+    assert add_partitions(node, ADMIN, "tx1", pid, epoch, a=[0], b=[0]) == {("a", 0): 0, ("b", 0): 0}
+    assert txn_produce(node, ADMIN, "tx1", pid, epoch, 0) == {"a": 0}
+    node.allow((TRANSACTIONAL_ID, "tx1", LITERAL, DESCRIBE, ALLOW), (TOPIC, "a", LITERAL, DESCRIBE, ALLOW))
+    tx1, tx2 = node.req(ALICE, 65, 0, DescribeTransactionsRequest(["tx1", "tx2"])).transaction_states
+    # b is left out of the partitions of a transaction alice may describe
+    assert (tx1.error_code, tx1.producer_id, [(t.topic, t.partitions) for t in tx1.topics]) == (
+        0,
+        pid,
+        [("a", [0])],
+    )
+    assert (tx2.transactional_id, tx2.error_code, tx2.topics) == (
+        "tx2",
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        [],
+    )
+    tx1, _ = node.req(ADMIN, 65, 0, DescribeTransactionsRequest(["tx1", "tx2"])).transaction_states
+    assert [t.topic for t in tx1.topics] == ["a", "b"]
+
+    def listed(principal):
+        out = node.req(principal, 66, 1, ListTransactionsRequest([], [], -1))
+        return sorted(s.transactional_id for s in out.transaction_states)
+
+    assert listed(ALICE) == ["tx1"] and listed(ADMIN) == ["tx1", "tx2"]
+
+    def producers(principal, *topics):
+        body = DescribeProducersRequest([DescribeProducersTopic(t, [0]) for t in topics])
+        out = node.req(principal, 61, 0, body).topics
+        return {t.name: (t.partitions[0].error_code, len(t.partitions[0].active_producers)) for t in out}
+
+    # READ is needed (DESCRIBE is not enough); an invalid name is refused as such first
+    assert producers(ALICE, "a", "b", "no/such", "zz") == {
+        "a": (ErrorCode.TOPIC_AUTHORIZATION_FAILED, 0),
+        "b": (ErrorCode.TOPIC_AUTHORIZATION_FAILED, 0),
+        "no/such": (ErrorCode.INVALID_TOPIC_EXCEPTION, 0),
+        "zz": (ErrorCode.TOPIC_AUTHORIZATION_FAILED, 0),
+    }
+    node.allow((TOPIC, "a", LITERAL, READ, ALLOW))
+    assert producers(ALICE, "a")["a"] == (0, 1)
+    assert producers(ADMIN, "zz")["zz"] == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0)
+
+
+def test_find_coordinator_of_a_transactional_id_needs_describe(node):
+    def find(version, key):
+        body = FindCoordinatorRequest(key=key, key_type=1, coordinator_keys=[key])
+        out = node.req(ALICE, 10, version, body)
+        return out.error_code if version < 4 else out.coordinators[0].error_code
+
+    assert find(3, "tx") == find(4, "tx") == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    node.allow((TRANSACTIONAL_ID, "tx", LITERAL, WRITE, ALLOW))  # implies DESCRIBE
+    assert find(3, "tx") == find(4, "tx") == 0
