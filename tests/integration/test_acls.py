@@ -424,3 +424,53 @@ def test_consumer_protocol_group_needs_describe_on_its_topics(acl_broker):
         assert e.value.args[0].code() == CKError.TOPIC_AUTHORIZATION_FAILED
     finally:
         member.close()
+
+
+def test_transactional_producer_needs_write_on_its_transactional_id(acl_broker):
+    """confluent-kafka's transactional producer: DESCRIBE on its transactional id lets it find the
+    coordinator, but without WRITE InitProducerId is refused (librdkafka reports a fatal
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED); with WRITE it commits; WRITE taken away before its next
+    transaction, AddPartitionsToTxn is refused and the commit fails with the same fatal error."""
+    b = acl_broker
+    tid = "bob-tx"
+    create_acls(
+        b,
+        ck_acl(ResourceType.TOPIC, "a", "User:bob", AclOperation.WRITE),
+        ck_acl(ResourceType.TRANSACTIONAL_ID, tid, "User:bob", AclOperation.DESCRIBE),
+    )
+    conf = ck_conf(b, "bob", **{"transactional.id": tid, "transaction.timeout.ms": 60000})
+    refused = confluent_kafka.Producer(conf)
+    with pytest.raises(confluent_kafka.KafkaException) as e:
+        refused.init_transactions(30)
+    err = e.value.args[0]
+    assert err.code() == CKError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and err.fatal()
+    del refused
+    write_tid = ck_acl(ResourceType.TRANSACTIONAL_ID, tid, "User:bob", AclOperation.WRITE)
+    create_acls(b, write_tid)
+    p = confluent_kafka.Producer(conf)
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("a", b"committed")
+    p.commit_transaction(30)
+    # WRITE taken away: the next transaction cannot add its partition
+    admin = AdminClient(ck_conf(b, "admin"))
+    for f in admin.delete_acls([AclBindingFilter(
+        ResourceType.TRANSACTIONAL_ID, tid, ResourcePatternType.LITERAL, "User:bob", "*",
+        AclOperation.WRITE, AclPermissionType.ALLOW,
+    )]).values():  # fmt: skip
+        assert len(f.result(timeout=30)) == 1
+    p.begin_transaction()
+    p.produce("a", b"refused")
+    with pytest.raises(confluent_kafka.KafkaException) as e:
+        p.commit_transaction(30)
+    err = e.value.args[0]
+    assert err.code() == CKError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and err.fatal()
+    # read_committed sees the committed record; the refused one was never appended (one record and
+    # its commit marker in the log)
+    values, error = consume_ck(b, "admin", "a", "txn-reader", 1)
+    assert (values, error) == (["committed"], None)
+    c = confluent_kafka.Consumer(ck_conf(b, "admin", **{"group.id": "wm"}))
+    try:
+        assert c.get_watermark_offsets(confluent_kafka.TopicPartition("a", 0), timeout=30) == (0, 2)
+    finally:
+        c.close()
