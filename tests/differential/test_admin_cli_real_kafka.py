@@ -20,14 +20,17 @@ def _run(kafka, *args: str, input: str | None = None, code: int = 0):
 
 def test_admin_cli_against_real_kafka(real_kafka):
     topic, group = f"cli-{uuid.uuid4().hex[:8]}", f"cli-g-{uuid.uuid4().hex[:8]}"
-    _run(real_kafka, "topics", "create", topic, "-p", "2", "-c", "retention.ms=60000")
+    # (a retention long enough that Kafka's retention check never deletes the records under a slow
+    # consumer: with 60 s it did once, and the consumer then waited for them forever)
+    _run(real_kafka, "topics", "create", topic, "-p", "2", "-c", "retention.ms=86400000")
     assert "TOPIC_ALREADY_EXISTS" in _run(real_kafka, "topics", "create", topic, code=EXIT_KAFKA_ERROR).stderr
     (d,) = orjson.loads(_run(real_kafka, "topics", "describe", topic, "--json").stdout)
-    assert len(d["partitions"]) == 2 and d["configs"]["retention.ms"] == "60000"
+    assert len(d["partitions"]) == 2 and d["configs"]["retention.ms"] == "86400000"
     assert topic in _run(real_kafka, "topics", "list").stdout
 
     _run(real_kafka, "produce", topic, "-K", ":", input="".join(f"k{i}:v{i}\n" for i in range(6)))
-    got = _run(real_kafka, "consume", topic, "-g", group, "--from-beginning", "-n", "6").stdout.split()
+    args = ("-g", group, "--from-beginning", "-n", "6", "--idle-timeout", "60")  # (a hang guard)
+    got = _run(real_kafka, "consume", topic, *args).stdout.split()
     assert sorted(got) == [f"v{i}" for i in range(6)]
     assert orjson.loads(_run(real_kafka, "groups", "lag", group, "--json").stdout)["total_lag"] == 0
     _run(real_kafka, "groups", "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute")
