@@ -36,11 +36,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-import jwt
-
 from broker.config import ConfigError
+
+if TYPE_CHECKING:
+    import jwt
 
 SEPARATOR = "\x01"
 _KEY = r"[A-Za-z]+"
@@ -233,6 +235,11 @@ class JwksValidator:
         scope_claim: str,
         skew_seconds: int,
     ):
+        # PyJWT only when a JWKS is configured: importing it (with cryptography's parts) is about a
+        # quarter of the broker's start-up, which a broker without signed tokens does not pay
+        import jwt  # noqa: PLC0415
+
+        self.jwt = jwt
         try:
             self.keys = jwt.PyJWKSet.from_json(jwks_path.read_text())
         except (OSError, jwt.PyJWTError, ValueError) as e:
@@ -257,6 +264,7 @@ class JwksValidator:
         raise InvalidToken("the token names no key (kid) and the JWKS holds several")
 
     def validate(self, token: str, now_ms: int) -> ValidToken:
+        jwt = self.jwt
         try:
             header = jwt.get_unverified_header(token)
             key = self._key(header.get("kid"))
