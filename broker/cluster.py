@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import orjson
 
+from broker.datadir import write_durably
 from broker.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -45,20 +45,6 @@ def validate_topic_name(name: str) -> None:
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_' and '-'",
         )
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 @dataclass
@@ -108,7 +94,7 @@ class ClusterMeta:
         if "cluster.id" not in props:
             props = {"version": "1", "cluster.id": kafka_uuid_str(uuid.uuid4()), "node.id": str(node_id)}
             body = "".join(f"{k}={v}\n" for k, v in props.items())
-            _atomic_write(path, ("#Written by the broker; do not edit\n" + body).encode())
+            write_durably(path, ("#Written by the broker; do not edit\n" + body).encode())
             log.info("new data directory %s: cluster id %s", data_dir, props["cluster.id"])
         self.cluster_id: str = props["cluster.id"]
 
@@ -141,7 +127,7 @@ class TopicRegistry:
 
     def _save(self) -> None:
         doc = {"version": 1, "topics": [_topic_doc(t) for t in self._by_name.values()]}
-        _atomic_write(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        write_durably(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
 
     def save(self) -> None:
         """Persist the registry after a change made to a topic in place (its leaders and epochs)."""

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import orjson
 
-from broker.cluster import Topic, TopicRegistry, _atomic_write
+from broker.cluster import Topic, TopicRegistry
+from broker.datadir import write_durably
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.primitives import ZERO_UUID
 
@@ -376,7 +377,7 @@ class Nodes:
         s = self.slots
         assert s is not None
         doc = {"version": 1, "replicas": s.replicas, "leaders": s.leaders, "leader_epochs": s.leader_epochs}
-        _atomic_write(self._slots_path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        write_durably(self._slots_path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
 
     def slot_of(self, key: str) -> int:
         return coordinator_slot(key, self.slots.partitions) if self.slots is not None else 0

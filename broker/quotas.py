@@ -27,12 +27,12 @@ import ipaddress
 import json
 import logging
 import math
-import os
 import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from broker.datadir import write_durably
 from broker.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -444,14 +444,4 @@ def _save(path: Path, entities: dict[Entity, dict[str, float]]) -> None:
             {"entity": [list(p) for p in entity], "quotas": values} for entity, values in entities.items()
         ],
     }
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    write_durably(path, json.dumps(doc, indent=1).encode())

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from broker.cluster import _atomic_write
+from broker.datadir import write_durably
 from broker.protocol.errors import ErrorCode, KafkaError
 
 
@@ -87,4 +87,4 @@ class GroupConfigStore:
             self.overrides[group_id] = {k: str(int(v)) for k, v in configs.items()}
         else:
             self.overrides.pop(group_id, None)
-        _atomic_write(self.path, orjson.dumps(self.overrides, option=orjson.OPT_INDENT_2))
+        write_durably(self.path, orjson.dumps(self.overrides, option=orjson.OPT_INDENT_2))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from broker.cluster import _atomic_write
+from broker.datadir import write_durably
 
 LAYOUT_FILE = "coordinator-layout.json"
 #: what readers assume of a data directory with no layout file: every record is legacy
@@ -63,7 +63,7 @@ def ensure_kafka_layout_from(data_dir: Path | str, log_end_offset: int | None) -
 def write_kafka_layout_from(data_dir: Path | str, offset: int) -> None:
     path = Path(data_dir) / LAYOUT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, orjson.dumps({"kafka_layout_from": offset}) + b"\n")
+    write_durably(path, orjson.dumps({"kafka_layout_from": offset}) + b"\n")
 
 
 def reader_kafka_layout_from(data_dir: Path | str) -> int:

@@ -9,9 +9,10 @@ included), and a change that was not written is not applied. A start replays the
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
+
+from broker.datadir import write_durably
 
 from .authorizer import AclBinding, AclFilter, Authorizer, validate_new_acl
 
@@ -92,14 +93,4 @@ def _load(path: Path) -> list[AclBinding]:
 
 def _save(path: Path, acls: list[AclBinding]) -> None:
     doc = {"version": FORMAT_VERSION, "acls": [list(acl) for acl in acls]}
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=None, separators=(",", ":"))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    write_durably(path, json.dumps(doc, separators=(",", ":")).encode())

@@ -24,12 +24,12 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.datadir import write_durably
 from broker.protocol.errors import ErrorCode
 
 FILE = "scram-credentials.json"
@@ -260,15 +260,4 @@ def _save(path: Path, stored: dict[tuple[str, str], AuthInfo], deleted: set[tupl
         ],
         "deleted": [{"name": name, "mechanism": mech} for mech, name in sorted(deleted)],
     }
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    write_durably(path, json.dumps(doc, indent=1).encode(), mode=0o600)
