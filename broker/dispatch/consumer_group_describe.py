@@ -28,17 +28,7 @@ def _fix(ctx: RequestContext, req: ConsumerGroupDescribeRequest, response: Any, 
     for i, g in enumerate(response.groups):
         # as Kafka: DESCRIBE on each group first, then its coordinator, and its own operations
         if not ctx.allowed(DESCRIBE, GROUP, g.group_id):
-            response.groups[i] = DescribedGroup(
-                error_code=int(ErrorCode.GROUP_AUTHORIZATION_FAILED),
-                error_message=None,
-                group_id=g.group_id,
-                group_state="",
-                group_epoch=0,
-                assignment_epoch=0,
-                assignor_name="",
-                members=[],
-                authorized_operations=acl.NOT_REQUESTED,
-            )
+            response.groups[i] = _refused(g.group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
         elif g.group_id in away:
             ops = acl.GROUP_OPS if req.include_authorized_operations else acl.NOT_REQUESTED
             response.groups[i] = DescribedGroup(
@@ -52,17 +42,22 @@ def _fix(ctx: RequestContext, req: ConsumerGroupDescribeRequest, response: Any, 
     # may not describe is not described
     for i, g in enumerate(response.groups):
         if g.error_code == 0 and any(not ctx.allowed(DESCRIBE, TOPIC, name) for name in _assigned_topics(g)):
-            response.groups[i] = DescribedGroup(
-                error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                error_message=HIDDEN_TOPICS,
-                group_id=g.group_id,
-                group_state="",
-                group_epoch=0,
-                assignment_epoch=0,
-                assignor_name="",
-                members=[],
-                authorized_operations=acl.NOT_REQUESTED,
-            )
+            response.groups[i] = _refused(g.group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, HIDDEN_TOPICS)
+
+
+def _refused(group_id: str, code: ErrorCode, message: str | None) -> DescribedGroup:
+    """A group that is not described to this principal (nothing about it is disclosed)."""
+    return DescribedGroup(
+        error_code=int(code),
+        error_message=message,
+        group_id=group_id,
+        group_state="",
+        group_epoch=0,
+        assignment_epoch=0,
+        assignor_name="",
+        members=[],
+        authorized_operations=acl.NOT_REQUESTED,
+    )
 
 
 HIDDEN_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
