@@ -25,8 +25,18 @@ def kafka_ranges(peers: tuple[Peer, Peer]) -> dict[int, tuple[int, int]]:
     return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
 
+#: APIs compared with Kafka by a module of their own (a Kafka configured differently)
+COMPARED_ELSEWHERE = {29: "test_acls.py", 30: "test_acls.py", 31: "test_acls.py"}
+#: APIs served but not in the corpus yet, each with why: a new API must be added to one of the three
+NOT_YET_COMPARED = {
+    api: "transactions (issue 15): their corpus needs transactional producers on both brokers"
+    for api in (24, 25, 26, 28, 61, 65, 66)  # AddPartitionsToTxn ... ListTransactions
+}
+
+
 def test_corpus_covers_every_api_we_serve() -> None:
-    assert set(BUILDERS) == set(OUR_RANGES)
+    assert set(BUILDERS).isdisjoint(COMPARED_ELSEWHERE) and set(BUILDERS).isdisjoint(NOT_YET_COMPARED)
+    assert set(BUILDERS) | set(COMPARED_ELSEWHERE) | set(NOT_YET_COMPARED) == set(OUR_RANGES)
 
 
 @pytest.mark.parametrize("api", sorted(BUILDERS), ids=[api_name(k) for k in sorted(BUILDERS)])
@@ -35,7 +45,9 @@ def test_api(api: int, peers: tuple[Peer, Peer], kafka_ranges: dict[int, tuple[i
     name = api_name(api)
     lo = max(OUR_RANGES[api][0], kafka_ranges.get(api, (1 << 15, 0))[0])
     hi = min(OUR_RANGES[api][1], kafka_ranges.get(api, (1 << 15, -1))[1])
-    assert lo <= hi, f"no version of {name} both brokers serve: ours {OUR_RANGES[api]}, Kafka {kafka_ranges.get(api)}"
+    assert lo <= hi, (
+        f"no version of {name} both brokers serve: ours {OUR_RANGES[api]}, Kafka {kafka_ranges.get(api)}"
+    )
     unexplained: list[str] = []
     for v in range(lo, hi + 1):
         cases = list(BUILDERS[api](v, Names())) + list(generic_cases(api, v))
