@@ -188,9 +188,12 @@ def test_confluent_compression(broker, codec):
     topic = f"z-{codec}"
     create(broker, topic)
     acks = ck_produce(broker.bootstrap, topic, n, **{"compression.type": codec})
-    # the batches really travelled (and are stored) compressed with the codec
+    # the batches really travelled (and are stored) compressed with the codec; librdkafka sends a
+    # batch uncompressed when compressing would not make it smaller (a batch of one or two records
+    # when the producer was fast enough to send it alone), so those may sit beside them
     for p in range(PARTS):
-        assert stored_codecs(broker, topic, p) == {CODEC_IDS[codec]}
+        codecs = stored_codecs(broker, topic, p)
+        assert CODEC_IDS[codec] in codecs and codecs <= {CODEC_IDS[codec], 0}, codecs
     consumer = ck_consumer(broker.bootstrap)
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTS)])
