@@ -139,6 +139,11 @@ class TopicRegistry:
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
         return self._by_id.get(topic_id)
 
+    def name_of(self, topic_id: uuid.UUID | None) -> str | None:
+        """The name of the topic with ``topic_id`` (None when there is none)."""
+        topic = self._by_id.get(topic_id)
+        return topic.name if topic is not None else None
+
     def all(self) -> list[Topic]:
         return list(self._by_name.values())
 

@@ -31,7 +31,7 @@ def handle(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
     if ctx.services.authorizer is not None:
         kept = []
         for t in req.topics:
-            name = t.name if ctx.api_version < 10 else _name_of(ctx, t.topic_id)
+            name = t.name if ctx.api_version < 10 else ctx.services.topics.name_of(t.topic_id)
             (kept if name is None or ctx.allowed(READ, TOPIC, name) else denied).append(t)
         if denied:
             req.topics = kept
@@ -46,11 +46,6 @@ def handle(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
         # the commit is applied; only its flush is awaited: the connection may go on meanwhile
         return Deferred(_with_denied(result, denied) if denied else result)
     return _with_denied(result, denied) if denied else result
-
-
-def _name_of(ctx: RequestContext, topic_id: Any) -> str | None:
-    topic = ctx.services.topics.by_id(topic_id)
-    return topic.name if topic is not None else None
 
 
 def _denied_topics(denied: list) -> list[OffsetCommitResponseTopic]:

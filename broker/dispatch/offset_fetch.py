@@ -75,7 +75,7 @@ def _fix(ctx: RequestContext, req: OffsetFetchRequest, response: Any, away: set[
 def _redact(ctx: RequestContext, topics: list, all_topics: bool, part_cls: Any) -> list:
     out = []
     for t in topics:
-        name = t.name or _name_of(ctx, getattr(t, "topic_id", None))
+        name = t.name or ctx.services.topics.name_of(getattr(t, "topic_id", None))
         if name is None or ctx.allowed(DESCRIBE, TOPIC, name):
             out.append(t)
         elif not all_topics:
@@ -86,8 +86,3 @@ def _redact(ctx: RequestContext, topics: list, all_topics: bool, part_cls: Any) 
 
 def _denied(part_cls: Any, p: Any, code: ErrorCode) -> Any:
     return part_cls(p.partition_index, -1, -1, "", int(code))
-
-
-def _name_of(ctx: RequestContext, topic_id: Any) -> str | None:
-    topic = ctx.services.topics.by_id(topic_id) if topic_id is not None else None
-    return topic.name if topic is not None else None
