@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
 
+from tests.differential import tally as differential_tally
+from tests.fuzz import tally as fuzz_tally
 from tests.support.reference import ReferenceUnavailable, ensure_reference
 
 # No timed assertions: Hypothesis's default 200 ms deadline per example fails property tests on a
@@ -46,10 +49,57 @@ def cost_marker(item: pytest.Item) -> str:
     return "unit"
 
 
+# ------------------------------------------------------------------------- parallel runs (xdist)
+# scripts/test.sh runs the suite on two pytest-xdist workers with ``--dist loadgroup``. Each module
+# is one unit of work, so a module's fixtures start once. The stages that start a JVM for the whole
+# session (the real Kafka broker: tests/differential and Spark's connector test; Spark: tests/spark)
+# form one group, so each starts once per run, on one worker, as in a serial run.
+
+#: test directories whose modules share one worker
+SHARED_SESSION_GROUPS = {"differential": "real-kafka-and-spark", "spark": "real-kafka-and-spark"}
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The unit of work a test belongs to: its shared-stage group, else its module."""
+    rel = Path(item.path).relative_to(TESTS)
+    return SHARED_SESSION_GROUPS.get(rel.parts[0], rel.as_posix())
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:  # a module or test may say its cost itself (pytestmark = pytest.mark.server)
         if not any(item.get_closest_marker(m) for m in COST_MARKERS):
             item.add_marker(cost_marker(item))
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+
+
+#: the per-session tallies printed at the end (counters keyed by tuples of strings)
+TALLIES = {
+    "differential": (differential_tally, "differential: pykbroker vs Apache Kafka, steps per API"),
+    "fuzz": (fuzz_tally, "fuzz cases per API"),
+}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker: hand the tallies to the controller (``pytest_testnodedown``)."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["tallies"] = {name: module.export() for name, (module, _title) in TALLIES.items()}
+
+
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """On the xdist controller: add a finished worker's tallies to this process's."""
+    for name, data in getattr(node, "workeroutput", {}).get("tallies", {}).items():
+        TALLIES[name][0].merge(data)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for module, title in TALLIES.values():
+        lines = module.summary()
+        if lines:
+            terminalreporter.section(title)
+            for line in lines:
+                terminalreporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,6 @@
 """Fixtures of the differential suite: pykbroker (in-process, session-long) beside the real Kafka
-(tests/conftest.py ``real_kafka``), as two :class:`engine.Peer` s; the per-API table at the end."""
+(tests/conftest.py ``real_kafka``), as two :class:`engine.Peer` s; the per-API table at the end is
+printed by tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from tests.differential import tally
 from tests.differential.engine import Peer
 from tests.support.real_kafka import TEST_SETTINGS, RealKafka
 
@@ -42,11 +42,3 @@ def peers(our_broker: Any, real_kafka: RealKafka) -> Iterator[tuple[Peer, Peer]]
     yield ours, theirs
     ours.close()
     theirs.close()
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    lines = tally.summary()
-    if lines:
-        terminalreporter.section("differential: pykbroker vs Apache Kafka, steps per API")
-        for line in lines:
-            terminalreporter.write_line(line)

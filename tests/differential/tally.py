@@ -12,6 +12,7 @@ DIFFERENT: Counter[tuple[str, str]] = Counter()
 ALLOWED: Counter[tuple[str, str]] = Counter()
 #: allowed-difference rules that matched at least once (by reason), for the summary
 RULES_USED: Counter[str] = Counter()
+_COUNTERS = {"compared": COMPARED, "different": DIFFERENT, "allowed": ALLOWED, "rules_used": RULES_USED}
 
 
 def record(layer: str, api: str, different: bool, allowed: bool) -> None:
@@ -20,6 +21,22 @@ def record(layer: str, api: str, different: bool, allowed: bool) -> None:
         DIFFERENT[(layer, api)] += 1
         if allowed:
             ALLOWED[(layer, api)] += 1
+
+
+def export() -> dict[str, list[list]]:
+    """The counts as plain lists, for an xdist worker to send to the controller (tests/conftest.py)."""
+    return {
+        name: [[*key, n] if isinstance(key, tuple) else [key, n] for key, n in counter.items()]
+        for name, counter in _COUNTERS.items()
+    }
+
+
+def merge(data: dict[str, list[list]]) -> None:
+    """Add counts exported by :func:`export` (another process's) to this process's."""
+    for name, rows in data.items():
+        counter = _COUNTERS[name]
+        for *key, n in rows:
+            counter[tuple(key) if len(key) > 1 else key[0]] += n
 
 
 def summary() -> list[str]:

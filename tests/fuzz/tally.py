@@ -21,6 +21,17 @@ def count(layer: str, frame: bytes) -> None:
     COUNTS[(layer, _NAMES.get(key, "(other)"))] += 1
 
 
+def export() -> list[list]:
+    """The counts as plain lists, for an xdist worker to send to the controller (tests/conftest.py)."""
+    return [[layer, name, n] for (layer, name), n in COUNTS.items()]
+
+
+def merge(rows: list[list]) -> None:
+    """Add counts exported by :func:`export` (another process's) to this process's."""
+    for layer, name, n in rows:
+        COUNTS[(layer, name)] += n
+
+
 def summary() -> list[str]:
     """Table lines: one row per API (served ones in key order, then "(other)"), one column per layer."""
     if not COUNTS:
