@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+from xdist.scheduler import LoadScopeScheduling
 
 from tests.differential import tally as differential_tally
 from tests.fuzz import tally as fuzz_tally
@@ -50,27 +51,43 @@ def cost_marker(item: pytest.Item) -> str:
 
 
 # ------------------------------------------------------------------------- parallel runs (xdist)
-# scripts/test.sh runs the suite on two pytest-xdist workers with ``--dist loadgroup``. Each module
-# is one unit of work, so a module's fixtures start once. The stages that start a JVM for the whole
+# scripts/test.sh runs the suite on two pytest-xdist workers (``--dist loadscope``). Each module is
+# one unit of work, so a module's fixtures start once. The stages that start a JVM for the whole
 # session (the real Kafka broker: tests/differential and Spark's connector test; Spark: tests/spark)
-# form one group, so each starts once per run, on one worker, as in a serial run.
+# form one unit, so each starts once per run, on one worker, as in a serial run; that unit is the
+# longest, so the workers collect it first and it starts first.
 
 #: test directories whose modules share one worker
 SHARED_SESSION_GROUPS = {"differential": "real-kafka-and-spark", "spark": "real-kafka-and-spark"}
 
 
-def xdist_group(item: pytest.Item) -> str:
-    """The unit of work a test belongs to: its shared-stage group, else its module."""
-    rel = Path(item.path).relative_to(TESTS)
-    return SHARED_SESSION_GROUPS.get(rel.parts[0], rel.as_posix())
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to (by its node id): its shared-stage group, else its module."""
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    if len(parts) > 2 and parts[0] == TESTS.name and parts[1] in SHARED_SESSION_GROUPS:
+        return SHARED_SESSION_GROUPS[parts[1]]
+    return path
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group markers
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+class ModuleAndStageScheduling(LoadScopeScheduling):
+    """xdist's scheduling by module, with the shared-stage groups as single units."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return work_unit(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    return ModuleAndStageScheduling(config, log) if config.getoption("dist") == "loadscope" else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:  # a module or test may say its cost itself (pytestmark = pytest.mark.server)
         if not any(item.get_closest_marker(m) for m in COST_MARKERS):
             item.add_marker(cost_marker(item))
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    if hasattr(config, "workerinput"):  # an xdist worker: the shared-stage groups first
+        shared = set(SHARED_SESSION_GROUPS.values())
+        items.sort(key=lambda item: work_unit(item.nodeid) not in shared)
 
 
 #: the per-session tallies printed at the end (counters keyed by tuples of strings)
