@@ -588,6 +588,7 @@ def main() -> int:
             probe = Producer({"bootstrap.servers": f"{mb.host}:{mb.port}", "log_level": 3})
             wait_for_topics(probe, {"probe"}, 1)  # auto-created: its partition count is the mock's
             per_topic = len(probe.list_topics("probe", timeout=10).topics["probe"].partitions)
+            del probe
             mock = Server("mock", f"{mb.host}:{mb.port}", per_topic)
 
         value = os.urandom(args.size)
@@ -698,7 +699,7 @@ def throughput(
                 peers[name].stop()
     for name, got in kept.items():
         if got != args.messages:
-            print(f"  {name}: consume read the {got:,} records it kept of {args.messages:,}")
+            print(f"  {name}: consume read {got:,} records (up to its high watermarks) of {args.messages:,}")
     return [
         ("produce msgs/s", {n: best.get((n, "produce")) for n in order}),
         ("consume msgs/s", {n: best.get((n, "consume")) for n in order}),
