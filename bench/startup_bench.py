@@ -25,6 +25,7 @@ Exit status 1 if a bar is missed.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import signal
 import socket
@@ -228,9 +229,15 @@ def main() -> int:
             f"max {ms(max(stops))} (n={args.fixture_runs})  no bar"
         )
     if sys.flags.dont_write_bytecode:
+        compiled = Path(importlib.util.cache_from_source(str(ROOT / "broker" / "cli.py"))).exists()
         print(
-            "note: PYTHONDONTWRITEBYTECODE is set, so every broker process (and the first fixture start)"
-            " compiles the broker's modules from source"
+            "note: PYTHONDONTWRITEBYTECODE is set: "
+            + (
+                "the broker's .pyc files compiled beforehand are used (scripts/setup.sh compiles them)"
+                if compiled
+                else "no .pyc files are written, so every broker process compiles the broker's modules "
+                "from source (run scripts/setup.sh, or python -m compileall broker)"
+            )
         )
     if failed:
         print("missed bars: " + ", ".join(failed))
