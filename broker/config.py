@@ -10,9 +10,9 @@ from __future__ import annotations
 import difflib
 import functools
 import logging
+import pkgutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -772,7 +772,11 @@ def parse_protocol_map(text: str) -> dict[str, str]:
 @functools.cache
 def kafka_broker_properties() -> frozenset[str]:
     """The broker property names Kafka itself defines (see kafka_broker_properties.txt)."""
-    text = resources.files("broker").joinpath("kafka_broker_properties.txt").read_text()
+    # pkgutil, not importlib.resources: the same package data for a fraction of the import time
+    # (this module is imported by every start-up)
+    data = pkgutil.get_data("broker", "kafka_broker_properties.txt")
+    assert data is not None  # the package's own loader reads files
+    text = data.decode()
     return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 

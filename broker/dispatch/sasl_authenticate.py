@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from broker.security.sasl import SaslFailure
+from broker.security.errors import SaslFailure
 
 from .registry import RequestContext
 

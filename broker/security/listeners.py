@@ -1,17 +1,36 @@
 """What each listener needs for its security protocol: a TLS context (SSL, SASL_SSL) and a SASL
 authenticator (SASL_PLAINTEXT, SASL_SSL). Built once at start-up; a missing key file or an
-unusable setting is a ConfigError naming it."""
+unusable setting is a ConfigError naming it.
+
+The SASL mechanisms (:mod:`.sasl`, with scramp, asn1crypto and the OAUTHBEARER validator) are a
+plug-in resolved here, at configuration time: :data:`SASL_MODULE` is imported only when the
+configuration has a SASL listener or ``sasl.users``, so a PLAINTEXT broker starts without loading
+them. Nothing else in the broker imports :mod:`.sasl` (the request path knows only
+:class:`~.errors.SaslFailure`)."""
 
 from __future__ import annotations
 
+import importlib
 import ssl
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from broker.config import Config, Endpoint
 
-from .sasl import Authenticator, build_authenticator, parse_users, scram_credentials
 from .scram_store import ScramCredentials
 from .tls import PrincipalRules, server_context
+
+if TYPE_CHECKING:
+    from .sasl import Authenticator
+
+#: the module implementing SASL (build_authenticator, parse_users, scram_credentials)
+SASL_MODULE = "broker.security.sasl"
+
+
+def sasl_module() -> ModuleType:
+    """The SASL implementation, imported on first use (see the module docstring)."""
+    return importlib.import_module(SASL_MODULE)
 
 
 @dataclass(frozen=True)
@@ -24,7 +43,10 @@ class ListenerSecurity:
 
 def configured_scram(config: Config) -> ScramCredentials:
     """The SCRAM credentials of ``sasl.users`` (salted here; the passwords are not kept)."""
-    return ScramCredentials(scram_credentials(parse_users(config["sasl.users"])))
+    if not config["sasl.users"].strip():
+        return ScramCredentials()
+    sasl = sasl_module()
+    return ScramCredentials(sasl.scram_credentials(sasl.parse_users(config["sasl.users"])))
 
 
 def listener_security(
@@ -46,7 +68,7 @@ def listener_security(
         if ep.sasl:
             if scram_store is None:  # salted once, whatever the number of SASL listeners
                 scram_store = configured_scram(config)
-            sasl = build_authenticator(
+            sasl = sasl_module().build_authenticator(
                 ep.name, prop, scram_store, config["connection.failed.authentication.delay.ms"]
             )
         out[ep.name] = ListenerSecurity(tls, sasl, rules)

@@ -36,6 +36,7 @@ import scramp
 
 from broker.config import ConfigError
 
+from .errors import SaslFailure
 from .oauth import BadClientMessage, InvalidToken, Validator, build_validator, parse_client_first
 from .scram_store import ScramCredentials
 
@@ -60,10 +61,6 @@ def scram_failed(mechanism: str, reauthenticating: bool = False) -> str:
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
-
-
-class SaslFailure(Exception):
-    """The client failed to authenticate; the message is what the client is told."""
 
 
 def parse_users(text: str) -> dict[str, str]:

@@ -29,7 +29,7 @@ from broker.dispatch.services import Services
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.framing import REQUEST_PREFIX, peek_client_id, response_frame
 from broker.protocol.primitives import DecodeError
-from broker.security.sasl import SaslFailure
+from broker.security.errors import SaslFailure
 
 log = logging.getLogger(__name__)
 #: one DEBUG line per request (``--log-level debug``); checked once per request through

