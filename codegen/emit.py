@@ -494,7 +494,11 @@ class ModuleEmitter:
         if f.type.kind == "struct":
             if d is None and not f.nullable.empty:
                 return f"{obj}.{f.attr} is not None"
-            return f"{obj}.{f.attr} != {self.cls(m, f.struct)}()"
+            # field by field (as Message.__eq__ compares them), without building a default struct
+            # per encoded message: the produce and fetch responses' tagged structs, per partition
+            inner = f"{obj}.{f.attr}"
+            subs = [self.non_default(m, sf, inner) for sf in f.struct.fields]
+            return f"({' or '.join(subs)})" if subs else "False"
         if f.type.name == "uuid":
             return f"{obj}.{f.attr} != _ZU"
         if d is None:

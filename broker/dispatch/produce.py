@@ -113,6 +113,8 @@ def handle(ctx: RequestContext, req: ProduceRequest):
     responses: list[TopicProduceResponse] = []
     any_error = False
     hinted: set[int] = set()  # leaders named in NOT_LEADER_OR_FOLLOWER answers
+    # a single node leads every partition (leadership.check); simulated nodes may not
+    multi = services.nodes.multi
     for td in req.topic_data:
         if v >= 13:
             topic = services.topics.by_id(td.topic_id)
@@ -120,36 +122,41 @@ def handle(ctx: RequestContext, req: ProduceRequest):
         else:
             name = td.name
             topic = services.topics.get(name)
-        # as Kafka: WRITE on the topic, checked before its existence
-        denied = name is not None and not ctx.allowed(WRITE, TOPIC, name)
+        # what refuses every partition of the topic, checked once per topic, in Kafka's order: WRITE
+        # on the topic (before its existence), acks, existence, internal topics
+        refuse: tuple[ErrorCode, str | None] | None = None
+        if name is not None and not ctx.allowed(WRITE, TOPIC, name):
+            refuse = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+        elif acks not in (0, 1, -1):
+            refuse = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}")
+        elif topic is None:
+            refuse = (ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        elif topic.internal or topic.name.startswith("__"):
+            # the coordinator's own log (and Kafka's other internal topics) take no client writes
+            refuse = (ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic.name}")
         parts = []
-        for pd in td.partition_data:
-            if denied:
-                resp = _error(pd.index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif acks not in (0, 1, -1):
-                resp = _error(
-                    pd.index, ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, not {acks}"
-                )
-            elif topic is None:
-                code = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                resp = _error(pd.index, code)
-            elif topic.internal or topic.name.startswith("__"):
-                # the coordinator's own log (and Kafka's other internal topics) take no client writes
-                resp = _error(
-                    pd.index,
-                    ErrorCode.INVALID_TOPIC_EXCEPTION,
-                    f"Cannot append to internal topic {topic.name}",
-                )
-            elif 0 <= pd.index < topic.partitions and (refused := leadership.check(ctx, topic, pd.index)):
-                resp = _error(pd.index, refused)
-                if v >= 10:  # KIP-951: the new leader, and its endpoint below
-                    leader, epoch = leadership.leader_hint(ctx, topic, pd.index)
-                    resp.current_leader = LeaderIdAndEpoch(leader, epoch)
-                    hinted.add(leader)
-            else:
-                resp = _append(ctx, name, pd.index, pd.records, req.transactional_id, acks, now, waits)
-            any_error = any_error or resp.error_code != 0
-            parts.append(resp)
+        if refuse is not None:
+            code, message = refuse
+            parts = [_error(pd.index, code, message) for pd in td.partition_data]
+            any_error = any_error or bool(parts)
+        else:
+            for pd in td.partition_data:
+                index = pd.index
+                if (
+                    multi
+                    and 0 <= index < topic.partitions
+                    and (refused := leadership.check(ctx, topic, index))
+                ):
+                    resp = _error(index, refused)
+                    if v >= 10:  # KIP-951: the new leader, and its endpoint below
+                        leader, epoch = leadership.leader_hint(ctx, topic, index)
+                        resp.current_leader = LeaderIdAndEpoch(leader, epoch)
+                        hinted.add(leader)
+                else:
+                    resp = _append(ctx, name, index, pd.records, req.transactional_id, acks, now, waits)
+                if resp.error_code:
+                    any_error = True
+                parts.append(resp)
         responses.append(
             TopicProduceResponse(name=name or "", topic_id=td.topic_id, partition_responses=parts)
         )

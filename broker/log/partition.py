@@ -339,7 +339,7 @@ class PartitionLog:
             active = self.roll()
         base = self.log_end_offset
         next_offset = assign_offsets(data, batches, base, now_ms if self.config.log_append_time else None)
-        max_ts = max(b.max_timestamp for b in batches)
+        max_ts = batches[0].max_timestamp if len(batches) == 1 else max(b.max_timestamp for b in batches)
         active.append(data, base, next_offset, max_ts)
         self.log_end_offset = next_offset
         for b in batches:

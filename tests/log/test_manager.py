@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import os
+import threading
 
 import pytest
 
 from broker.config import Config
 from broker.log import records
 from broker.log.batch import validate_produce
-from broker.log.manager import LogManager, StorageError
+from broker.log.manager import FLUSH_WORKERS, LogManager, StorageError
 
 NOW = 1_700_000_000_000
 
@@ -87,6 +89,55 @@ async def test_fsync_failure_fails_the_waiters_and_keeps_data_invisible(tmp_path
         await asyncio.wait_for(fut, 5)
     assert plog.high_watermark == 0
     monkeypatch.undo()
+    await m.close()
+
+
+async def test_a_group_commit_fsyncs_its_files_on_several_threads(tmp_path, monkeypatch):
+    m = manager(tmp_path, **{"log.flush": "interval"})
+    m.open_topic("t", 100, {})
+    logs = [m.get("t", p) for p in range(100)]
+    threads: dict[int, str] = {}
+    real = os.fdatasync
+    monkeypatch.setattr(
+        os, "fdatasync", lambda fd: (threads.__setitem__(fd, threading.current_thread().name), real(fd))[1]
+    )
+    futs = {append(m, plog)[1] for plog in logs}
+    assert len(futs) == 1, "one group commit for every partition"
+    await asyncio.wait_for(futs.pop(), 5)
+    assert [plog.high_watermark for plog in logs] == [1] * 100
+    assert len(threads) == 100, "each partition's segment fsynced once"
+    assert len(set(threads.values())) > 1, "spread over the flush threads"
+    await m.close()
+
+
+async def test_one_failed_fsync_of_a_group_commit_fails_all_its_appends(tmp_path, monkeypatch):
+    """Every other share of the commit runs to its end, then the failure fails every append of the commit
+    and cuts it from its log (none becomes visible, not even those whose own fsync succeeded)."""
+    m = manager(tmp_path, **{"log.flush": "interval"})
+    m.open_topic("t", 50, {})
+    logs = [m.get("t", p) for p in range(50)]
+    bad = logs[17].active.fd
+    synced: list[int] = []
+    real = os.fdatasync
+
+    def fdatasync(fd):
+        if fd == bad:
+            raise OSError(5, "Input/output error")
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    futs = {append(m, plog)[1] for plog in logs}
+    with pytest.raises(StorageError):
+        await asyncio.wait_for(futs.pop(), 5)
+    # a share stops at its failure; every other share fsynced all of its files
+    assert len(synced) >= 50 - math.ceil(50 / FLUSH_WORKERS), "the other shares finished their files"
+    assert [plog.high_watermark for plog in logs] == [0] * 50
+    assert [plog.log_end_offset for plog in logs] == [0] * 50, "cut from every log"
+    monkeypatch.undo()
+    _, fut = append(m, logs[17])
+    await asyncio.wait_for(fut, 5)  # the disk is back: appends succeed again
+    assert logs[17].high_watermark == 1
     await m.close()
 
 

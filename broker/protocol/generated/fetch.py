@@ -1587,7 +1587,7 @@ def encode_request_v15(o: FetchRequest) -> bytes:
             parts16.append(_UV[n18] if n18 < 128 else _uv(n18))
             parts16.append(s17)
         tg15.append((0, b"".join(parts16)))
-    if o.replica_state != ReplicaState():
+    if (o.replica_state.replica_id != -1 or o.replica_state.replica_epoch != -1):
         parts19: list[bytes] = []
         o20 = o.replica_state
         parts19.append(_S11.pack(o20.replica_id, o20.replica_epoch))
@@ -1851,7 +1851,7 @@ def encode_request_v17(o: FetchRequest) -> bytes:
             parts18.append(_UV[n20] if n20 < 128 else _uv(n20))
             parts18.append(s19)
         tg17.append((0, b"".join(parts18)))
-    if o.replica_state != ReplicaState():
+    if (o.replica_state.replica_id != -1 or o.replica_state.replica_epoch != -1):
         parts21: list[bytes] = []
         o22 = o.replica_state
         parts21.append(_S11.pack(o22.replica_id, o22.replica_epoch))
@@ -2118,7 +2118,7 @@ def encode_request_v18(o: FetchRequest) -> bytes:
             parts19.append(_UV[n21] if n21 < 128 else _uv(n21))
             parts19.append(s20)
         tg18.append((0, b"".join(parts19)))
-    if o.replica_state != ReplicaState():
+    if (o.replica_state.replica_id != -1 or o.replica_state.replica_epoch != -1):
         parts22: list[bytes] = []
         o23 = o.replica_state
         parts22.append(_S11.pack(o23.replica_id, o23.replica_epoch))
@@ -2746,7 +2746,7 @@ def encode_response_v12(o: FetchResponse) -> bytes:
                 w(_UV[n13] if n13 < 128 else _uv(n13))
                 w(s12)
             tg14 = []
-            if e8.diverging_epoch != EpochEndOffset():
+            if (e8.diverging_epoch.epoch != -1 or e8.diverging_epoch.end_offset != -1):
                 parts15: list[bytes] = []
                 o16 = e8.diverging_epoch
                 parts15.append(_S11.pack(o16.epoch, o16.end_offset))
@@ -2755,7 +2755,7 @@ def encode_response_v12(o: FetchResponse) -> bytes:
                 else:
                     parts15.append(b"\x00")
                 tg14.append((0, b"".join(parts15)))
-            if e8.current_leader != LeaderIdAndEpoch():
+            if (e8.current_leader.leader_id != -1 or e8.current_leader.leader_epoch != -1):
                 parts17: list[bytes] = []
                 o18 = e8.current_leader
                 parts17.append(_S13.pack(o18.leader_id, o18.leader_epoch))
@@ -2764,7 +2764,7 @@ def encode_response_v12(o: FetchResponse) -> bytes:
                 else:
                     parts17.append(b"\x00")
                 tg14.append((1, b"".join(parts17)))
-            if e8.snapshot_id != SnapshotId():
+            if (e8.snapshot_id.end_offset != -1 or e8.snapshot_id.epoch != -1):
                 parts19: list[bytes] = []
                 o20 = e8.snapshot_id
                 parts19.append(_S20.pack(o20.end_offset, o20.epoch))
@@ -2990,7 +2990,7 @@ def encode_response_v13(o: FetchResponse) -> bytes:
                 w(_UV[n11] if n11 < 128 else _uv(n11))
                 w(s10)
             tg12 = []
-            if e6.diverging_epoch != EpochEndOffset():
+            if (e6.diverging_epoch.epoch != -1 or e6.diverging_epoch.end_offset != -1):
                 parts13: list[bytes] = []
                 o14 = e6.diverging_epoch
                 parts13.append(_S11.pack(o14.epoch, o14.end_offset))
@@ -2999,7 +2999,7 @@ def encode_response_v13(o: FetchResponse) -> bytes:
                 else:
                     parts13.append(b"\x00")
                 tg12.append((0, b"".join(parts13)))
-            if e6.current_leader != LeaderIdAndEpoch():
+            if (e6.current_leader.leader_id != -1 or e6.current_leader.leader_epoch != -1):
                 parts15: list[bytes] = []
                 o16 = e6.current_leader
                 parts15.append(_S13.pack(o16.leader_id, o16.leader_epoch))
@@ -3008,7 +3008,7 @@ def encode_response_v13(o: FetchResponse) -> bytes:
                 else:
                     parts15.append(b"\x00")
                 tg12.append((1, b"".join(parts15)))
-            if e6.snapshot_id != SnapshotId():
+            if (e6.snapshot_id.end_offset != -1 or e6.snapshot_id.epoch != -1):
                 parts17: list[bytes] = []
                 o18 = e6.snapshot_id
                 parts17.append(_S20.pack(o18.end_offset, o18.epoch))
@@ -3311,7 +3311,7 @@ def encode_response_v16(o: FetchResponse) -> bytes:
                 w(_UV[n11] if n11 < 128 else _uv(n11))
                 w(s10)
             tg12 = []
-            if e6.diverging_epoch != EpochEndOffset():
+            if (e6.diverging_epoch.epoch != -1 or e6.diverging_epoch.end_offset != -1):
                 parts13: list[bytes] = []
                 o14 = e6.diverging_epoch
                 parts13.append(_S11.pack(o14.epoch, o14.end_offset))
@@ -3320,7 +3320,7 @@ def encode_response_v16(o: FetchResponse) -> bytes:
                 else:
                     parts13.append(b"\x00")
                 tg12.append((0, b"".join(parts13)))
-            if e6.current_leader != LeaderIdAndEpoch():
+            if (e6.current_leader.leader_id != -1 or e6.current_leader.leader_epoch != -1):
                 parts15: list[bytes] = []
                 o16 = e6.current_leader
                 parts15.append(_S13.pack(o16.leader_id, o16.leader_epoch))
@@ -3329,7 +3329,7 @@ def encode_response_v16(o: FetchResponse) -> bytes:
                 else:
                     parts15.append(b"\x00")
                 tg12.append((1, b"".join(parts15)))
-            if e6.snapshot_id != SnapshotId():
+            if (e6.snapshot_id.end_offset != -1 or e6.snapshot_id.epoch != -1):
                 parts17: list[bytes] = []
                 o18 = e6.snapshot_id
                 parts17.append(_S20.pack(o18.end_offset, o18.epoch))

@@ -1376,7 +1376,7 @@ def encode_response_v10(o: ProduceResponse) -> bytes:
                 w(_UV[n15] if n15 < 128 else _uv(n15))
                 w(s14)
             tg16 = []
-            if e8.current_leader != LeaderIdAndEpoch():
+            if (e8.current_leader.leader_id != -1 or e8.current_leader.leader_epoch != -1):
                 parts17: list[bytes] = []
                 o18 = e8.current_leader
                 parts17.append(_S3.pack(o18.leader_id, o18.leader_epoch))
@@ -1686,7 +1686,7 @@ def encode_response_v13(o: ProduceResponse) -> bytes:
                 w(_UV[n13] if n13 < 128 else _uv(n13))
                 w(s12)
             tg14 = []
-            if e6.current_leader != LeaderIdAndEpoch():
+            if (e6.current_leader.leader_id != -1 or e6.current_leader.leader_epoch != -1):
                 parts15: list[bytes] = []
                 o16 = e6.current_leader
                 parts15.append(_S3.pack(o16.leader_id, o16.leader_epoch))

@@ -1,0 +1,63 @@
+"""Produce answers per topic and per partition: what refuses a whole topic (unknown, internal, acks)
+is decided once per topic, and every partition of a request gets its own answer in request order."""
+
+from __future__ import annotations
+
+from broker.log.records import simple_batch
+from broker.protocol.errors import ErrorCode
+from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+
+PRODUCE = 0
+
+
+def _produce(node, topics: dict[str, list[int]], acks: int = -1, version: int = 9):
+    batch = simple_batch([b"v"])
+    body = ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=5000,
+        topic_data=[
+            TopicProduceData(name=t, partition_data=[PartitionProduceData(p, batch) for p in parts])
+            for t, parts in topics.items()
+        ],
+    )
+    with node.client() as c:
+        resp = c.call(PRODUCE, version, body)
+    return {
+        (t.name, p.index): (p.error_code, p.base_offset, p.error_message)
+        for t in resp.responses
+        for p in t.partition_responses
+    }
+
+
+def test_one_request_over_many_partitions_and_topics(node):
+    node.broker.admin.create_topic("many", 300)
+    node.broker.admin.create_topic("other", 2)
+    node.broker.admin.create_topic("__internal", 1)  # a name of Kafka's internal topics: no client writes
+    got = _produce(
+        node,
+        {"many": list(range(300)) + [300], "missing": [0, 1], "other": [1, 0], "__internal": [0]},
+    )
+    assert len(got) == 300 + 1 + 2 + 2 + 1
+    for p in range(300):
+        assert got[("many", p)] == (0, 0, None)
+    assert got[("many", 300)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert [got[("missing", p)][0] for p in (0, 1)] == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] * 2
+    assert got[("other", 1)] == (0, 0, None) and got[("other", 0)] == (0, 0, None)
+    code, _base, message = got[("__internal", 0)]
+    assert (code, message) == (
+        ErrorCode.INVALID_TOPIC_EXCEPTION,
+        "Cannot append to internal topic __internal",
+    )
+    again = _produce(node, {"many": [7, 299]})
+    assert again[("many", 7)][:2] == (0, 1) and again[("many", 299)][:2] == (0, 1)
+
+
+def test_invalid_acks_refuses_every_partition_and_appends_nothing(node):
+    node.broker.admin.create_topic("t", 3)
+    got = _produce(node, {"t": [0, 1, 2]}, acks=2)
+    assert {k: v[:2] for k, v in got.items()} == {
+        ("t", p): (ErrorCode.INVALID_REQUIRED_ACKS, -1) for p in range(3)
+    }
+    assert got[("t", 0)][2] == "acks must be -1, 0 or 1, not 2"
+    assert [node.broker.logs.get("t", p).log_end_offset for p in range(3)] == [0, 0, 0]
