@@ -179,9 +179,11 @@ def _legacy_offset_commit_v4(value: bytes) -> Any:
                              topic_id=to_uuid(raw_id))  # fmt: skip
 
 
-def to_batch(records: list[CoordinatorRecord], now_ms: int, producer: tuple[int, int] | None = None) -> bytes:
+def to_batch(records: list[Any], now_ms: int, producer: tuple[int, int] | None = None) -> bytes:
     """One uncompressed record batch holding ``records`` (offsets are assigned by the log); with
     ``producer`` (id, epoch), that producer's transactional batch, as Kafka writes TxnOffsetCommit.
+    A record is a CoordinatorRecord or anything with ``key_bytes()`` and ``value_bytes()`` (the
+    transaction coordinator's records, broker/txn/records.py, go through the same runtime).
 
     The same bytes as ``build_batch`` of ``key_bytes()`` / ``value_bytes()`` records with offset
     deltas 0.. and timestamp delta 0 (tests/coordinator/test_records_codec.py compares them), built
@@ -198,7 +200,7 @@ def to_batch(records: list[CoordinatorRecord], now_ms: int, producer: tuple[int,
     tid_zero = True
     for i, r in enumerate(records):
         value: bytes | None
-        if r.type == OFFSET_COMMIT:
+        if type(r) is CoordinatorRecord and r.type == OFFSET_COMMIT:
             k = r.key
             if last_gt is None or last_gt[0] != k.group or last_gt[1] != k.topic:
                 last_gt = (k.group, k.topic)

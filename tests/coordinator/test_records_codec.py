@@ -256,3 +256,22 @@ def test_to_batch_of_one_request_shares_group_and_topic_but_not_across_them():
     assert to_batch(records, 77) == _generic_batch(records, 77)
     decoded = from_batches(to_batch(records, 77))
     assert [(r.key, r.value) for _o, _ts, r in decoded] == [(r.key, r.value) for r in records]
+
+
+class _OtherRecord:
+    """A record of another coordinator on the same runtime (the transaction coordinator's): only
+    its key and value bytes."""
+
+    def __init__(self, key: bytes, value: bytes | None):
+        self.key, self.value = key, value
+
+    def key_bytes(self) -> bytes:
+        return self.key
+
+    def value_bytes(self) -> bytes | None:
+        return self.value
+
+
+def test_to_batch_takes_any_record_with_key_and_value_bytes():
+    records = [_OtherRecord(b"\x00\x00tx", b"\x00\x01v"), SAMPLES[0], _OtherRecord(b"\x00\x01k", None)]
+    assert to_batch(records, 5) == _generic_batch(records, 5)
