@@ -6,7 +6,8 @@ last SyncGroup answer.
                                       [--parts heartbeat,commit,rebalance] [--groups 100] [--members 10]
                                       [--inflight 5] [--load-procs 1] [--rebalance-members 100]
                                       [--rebalance-groups 5] [--session-timeout-ms 600000] [--no-pin]
-                                      [--broker-config K=V] [--broker-root DIR]
+                                      [--broker-config K=V] [--broker-root DIR] [--baseline-root DIR]
+                                      [--commit-partitions 1,10]
 
 For each ``log.flush`` mode of ``--flush`` (in order) our broker runs as a subprocess (``python -m broker
 serve --config group.initial.rebalance.delay.ms=0 --config log.flush=MODE``, temp data dir);
@@ -24,8 +25,12 @@ the bytes every later answer is checked against.
 1. Heartbeats (first flush mode only: a heartbeat writes nothing): one connection per group (100),
    each keeping ``--inflight`` heartbeats outstanding, round-robin over its group's members, vs the
    echo server fed the very same request frames. Bar: heartbeats/s >= 0.5 x echo round trips/s.
-2. Offset commits, same load shape, per flush mode: commits/s and the ratio to echo round trips/s of
-   the same commit frames (no bar: a commit waits for its flush).
+2. Offset commits, same load shape, per flush mode and per ``--commit-partitions`` width (each member
+   commits its own partition and the next ones): requests/s, committed partitions/s, the broker's CPU
+   per request, and the ratio to echo round trips/s of the same commit frames (no bar: a commit waits
+   for its flush). With ``--baseline-root`` (another checkout, e.g. ``git worktree add`` of the base
+   commit) its broker runs the same commit workloads first, in the same run, and the ratios to it are
+   printed (issue 19's goal: >= 100k partitions/s at 10 partitions, >= 50k requests/s at 1).
 3. Rebalance (per flush mode): ``--rebalance-members`` members of a new group, each on its own
    connection, get their member ids (JoinGroup, MEMBER_ID_REQUIRED); then all rejoin at once, every
    member sends SyncGroup as soon as its JoinGroup answer arrives (the leader with assignments for
@@ -438,7 +443,7 @@ def hb_ok(resp: Any) -> str | None:
 
 def commit_ok(resp: Any) -> str | None:
     codes = [p.error_code for t in resp.topics for p in t.partitions]
-    return None if codes == [0] else f"errors {[err_name(c) for c in codes]}"
+    return None if codes and not any(codes) else f"errors {[err_name(c) for c in codes]}"
 
 
 @dataclass
@@ -465,20 +470,11 @@ class Workload:
         return out
 
 
-async def setup(port: int, args: Any, topic: str) -> tuple[list[Group], Workload, Workload]:
-    await create_topic(port, topic, args.members)
-    sem = asyncio.Semaphore(args.setup_concurrency)
-
-    async def formed(g: int) -> Group:
-        async with sem:
-            return await form_group(port, f"bench-group-{g}", args.members, topic, args.members, args)
-
-    groups = await gather_all(formed(g) for g in range(args.groups))
-    hb_frames = [
-        [request_frame(HEARTBEAT, HeartbeatRequest(g.group_id, g.generation, m, None)) for m, _p in g.members]
-        for g in groups
-    ]
-    commit_frames = [
+def commit_frames_for(groups: list[Group], topic: str, nparts: int, width: int) -> list[list[bytes]]:
+    """Per group, per member: an OffsetCommit of ``width`` partitions, the member's own first and
+    then the next ones round the topic (Kafka does not check what a member commits against its
+    assignment)."""
+    return [
         [
             request_frame(
                 COMMIT,
@@ -492,11 +488,12 @@ async def setup(port: int, args: Any, topic: str) -> tuple[list[Group], Workload
                             name=topic,
                             partitions=[
                                 OffsetCommitRequestPartition(
-                                    partition_index=p,
+                                    partition_index=(p + k) % nparts,
                                     committed_offset=COMMITTED_OFFSET,
                                     committed_leader_epoch=-1,
                                     committed_metadata="",
                                 )
+                                for k in range(width)
                             ],
                         )
                     ],
@@ -506,18 +503,37 @@ async def setup(port: int, args: Any, topic: str) -> tuple[list[Group], Workload
         ]
         for g in groups
     ]
+
+
+async def setup(port: int, args: Any, topic: str) -> tuple[list[Group], Workload, dict[int, Workload]]:
+    """The groups, the heartbeat workload, and a commit workload per ``--commit-partitions`` width."""
+    await create_topic(port, topic, args.members)
+    sem = asyncio.Semaphore(args.setup_concurrency)
+
+    async def formed(g: int) -> Group:
+        async with sem:
+            return await form_group(port, f"bench-group-{g}", args.members, topic, args.members, args)
+
+    groups = await gather_all(formed(g) for g in range(args.groups))
+    hb_frames = [
+        [request_frame(HEARTBEAT, HeartbeatRequest(g.group_id, g.generation, m, None)) for m, _p in g.members]
+        for g in groups
+    ]
     hb_answers = await verify(port, HEARTBEAT, hb_frames, hb_ok)
-    commit_answers = await verify(port, COMMIT, commit_frames, commit_ok)
     hb = Workload(
         "heartbeat",
         HEARTBEAT,
         [list(zip(f, a, strict=True)) for f, a in zip(hb_frames, hb_answers, strict=True)],
     )
-    commits = Workload(
-        "commit",
-        COMMIT,
-        [list(zip(f, a, strict=True)) for f, a in zip(commit_frames, commit_answers, strict=True)],
-    )
+    commits = {}
+    for width in args.commit_partitions:
+        frames = commit_frames_for(groups, topic, args.members, width)
+        answers = await verify(port, COMMIT, frames, commit_ok)
+        commits[width] = Workload(
+            "commit",
+            COMMIT,
+            [list(zip(f, a, strict=True)) for f, a in zip(frames, answers, strict=True)],
+        )
     return groups, hb, commits
 
 
@@ -1098,6 +1114,17 @@ def main() -> int:
     ap.add_argument("--broker-root", type=Path, default=ROOT, help="checkout whose broker to run")
     ap.add_argument("--broker-config", action="append", default=[], metavar="K=V", help="extra broker config")
     ap.add_argument(
+        "--baseline-root",
+        type=Path,
+        default=None,
+        help="another checkout whose broker runs the commit part too, first, in the same run (ratios)",
+    )
+    ap.add_argument(
+        "--commit-partitions",
+        default="1",
+        help="partitions per OffsetCommit request, comma-separated: one commit workload each [default 1]",
+    )
+    ap.add_argument(
         "--parts",
         default="heartbeat,commit,rebalance,consumer-heartbeat,consumer-rebalance",
         help="which measurements to run (comma-separated; default all)",
@@ -1124,6 +1151,14 @@ def main() -> int:
         ap.error("--flush takes always, interval and/or never, comma-separated")
     if not (args.broker_root / "broker" / "__main__.py").is_file():
         ap.error(f"--broker-root {args.broker_root}: no broker/__main__.py there")
+    try:
+        args.commit_partitions = [int(w) for w in args.commit_partitions.split(",") if w.strip()]
+    except ValueError:
+        ap.error("--commit-partitions takes numbers, comma-separated")
+    if not args.commit_partitions or not all(1 <= w <= args.members for w in args.commit_partitions):
+        ap.error(f"--commit-partitions: each from 1 to --members ({args.members})")
+    if args.baseline_root is not None and not (args.baseline_root / "broker" / "__main__.py").is_file():
+        ap.error(f"--baseline-root {args.baseline_root}: no broker/__main__.py there")
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     if not parts or parts - CLASSIC_PARTS - CONSUMER_PARTS:
         ap.error(
@@ -1162,9 +1197,10 @@ def main() -> int:
             ),
             flush=True,
         )
-        for i, mode in enumerate(modes):
+
+        def start_broker(root: Path, mode: str, tag: str) -> tuple[Any, int]:
             bport = free_port()
-            data = tmpdir / f"data-{mode}"
+            data = tmpdir / f"data-{mode}{tag}"
             cmd = [sys.executable, "-m", "broker", "serve", "--port", str(bport), "--data-dir", str(data)]
             for kv in [
                 "group.initial.rebalance.delay.ms=0",
@@ -1173,10 +1209,42 @@ def main() -> int:
                 *args.broker_config,
             ]:
                 cmd += ["--config", kv]
-            broker = start(cmd, tmpdir / f"broker-{mode}.log", cwd=args.broker_root)
+            proc = start(cmd, tmpdir / f"broker-{mode}{tag}.log", cwd=root)
             if load_cpus:
-                os.sched_setaffinity(broker.pid, {cpus[0]})
-            wait_ready(broker, bport, 30, f"broker (log.flush={mode})")
+                os.sched_setaffinity(proc.pid, {cpus[0]})
+            wait_ready(proc, bport, 30, f"broker{tag} (log.flush={mode})")
+            return proc, bport
+
+        def commit_rates(label: str, pid: int, port: int, commits: dict[int, Workload], mode: str) -> dict:
+            """Per commit width: (broker best, echo best), printed with the broker's CPU per request."""
+            out = {}
+            for width, work in commits.items():
+                b, e = compare(
+                    f"{label}[{mode}, {width}p]", work, pid, port, echo.pid, eport, args, load_cpus
+                )
+                out[width] = (b, e)
+            return out
+
+        def commit_line(label: str, mode: str, width: int, b: dict, e: dict) -> str:
+            cpu_us = b["server_cpu"] / b["rate"] * 1e6 if b["rate"] else float("nan")
+            return (
+                f"{label} (log.flush={mode}, {width} partition{'s' if width > 1 else ''}/request) "
+                f"{b['rate']:,.0f} requests/s = {b['rate'] * width:,.0f} partitions/s, broker CPU "
+                f"{cpu_us:.1f} us/request ({b['server_cpu']:.0%} of a core), echo round trips/s "
+                f"{e['rate']:,.0f}, ratio {b['rate'] / e['rate']:.2f}"
+            )
+
+        for i, mode in enumerate(modes):
+            baseline = None
+            if args.baseline_root is not None and "commit" in parts:
+                # the same commit workloads against the baseline checkout's broker, first
+                broker, bport = start_broker(args.baseline_root, mode, "-baseline")
+                print(f"log.flush={mode} baseline {args.baseline_root} (broker pid {broker.pid})", flush=True)
+                _g, _hb, base_commits = uvloop.run(setup(bport, args, topic))
+                baseline = commit_rates("baseline commits", broker.pid, bport, base_commits, mode)
+                stop(broker)
+                broker = None
+            broker, bport = start_broker(args.broker_root, mode, "")
             print(f"log.flush={mode} (broker pid {broker.pid})", flush=True)
             if parts & CLASSIC_PARTS:
                 t = time.perf_counter()
@@ -1198,15 +1266,20 @@ def main() -> int:
                 print("  " + line, flush=True)
                 summary.append(line)
             if "commit" in parts:
-                b, e = compare(
-                    f"commit[{mode}]", commits, broker.pid, bport, echo.pid, eport, args, load_cpus
-                )
-                line = (
-                    f"commits/s (log.flush={mode}) {b['rate']:,.0f}, echo round trips/s {e['rate']:,.0f}, "
-                    f"ratio {b['rate'] / e['rate']:.2f}"
-                )
-                print("  " + line, flush=True)
-                summary.append(line)
+                ours = commit_rates("commits", broker.pid, bport, commits, mode)
+                for width, (b, e) in ours.items():
+                    lines = [commit_line("commits", mode, width, b, e)]
+                    if baseline is not None:
+                        bb, be = baseline[width]
+                        lines.append(commit_line("  baseline", mode, width, bb, be))
+                        cpu = (bb["server_cpu"] / bb["rate"]) / (b["server_cpu"] / b["rate"])
+                        lines.append(
+                            f"  vs baseline: {b['rate'] / bb['rate']:.2f}x requests/s, "
+                            f"{cpu:.2f}x less broker CPU per request"
+                        )
+                    for line in lines:
+                        print("  " + line, flush=True)
+                        summary.append(line)
             if "rebalance" in parts:
                 m0, s0, c0 = machine_busy(), proc_cpu(broker.pid), time.process_time()
                 times, splits = uvloop.run(rebalance_series(bport, args, topic, args.members, mode))

@@ -1,6 +1,6 @@
 """Restart benchmark: coordinator replay time before and after compaction of ``__consumer_offsets``.
 
-    python bench/restart_bench.py [--scale 1.0] [--rounds 10] [--runs 3] [--dir D]
+    python bench/restart_bench.py [--scale 1.0] [--rounds 10] [--runs 3] [--dir D] [--baseline-root DIR]
 
 1. Builds a data directory whose coordinator log holds ``rounds`` commits of every partition of
    every group: at scale 1, 100,000 groups x 10 partitions = 1,000,000 live offsets and 10 rounds =
@@ -14,6 +14,9 @@
    identical to the uncompacted replay, and prints records/s replayed and the ratio between the
    two restarts. Decode alone (reading and decoding the records without applying them) is timed
    separately, so decode and apply can be told apart.
+5. With ``--baseline-root`` (another checkout, e.g. ``git worktree add`` of the base commit): the
+   compacted restart again in fresh processes of that checkout and of this one, alternating, best of
+   ``--runs`` each (a warm-up broker first, so imports are not counted), and their ratio.
 
 Bar (scale 1): the compacted restart under 2 s. Exit status 1 if it is missed at scale 1.
 """
@@ -22,8 +25,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -140,6 +146,51 @@ class _Capture(logging.Handler):
             self.out.append(int(record.args[0]))  # type: ignore[index]
 
 
+#: run by ``restart_in`` in a fresh process of a checkout: one warm-up Broker on an empty data
+#: directory (imports and their bytecode are not the replay), then the timed restart on ``data``
+_RESTART_CHILD = """
+import asyncio, json, logging, sys, tempfile, time
+from broker.app import Broker
+from broker.config import Config
+loaded = []
+class Capture(logging.Handler):
+    def emit(self, record):
+        if record.getMessage().startswith("coordinator loaded"):
+            loaded.append(int(record.args[0]))
+def config(data):
+    return Config({"log.dirs": str(data), "port": 0, "log.flush": "never"})
+def close(broker):
+    broker.groups.close()
+    asyncio.get_event_loop().run_until_complete(broker.logs.close())
+    broker.close()
+asyncio.set_event_loop(asyncio.new_event_loop())
+with tempfile.TemporaryDirectory() as empty:
+    close(Broker(config(empty)))
+logger = logging.getLogger("broker.coordinator")
+logger.addHandler(Capture())
+logger.setLevel(logging.INFO)
+start = time.perf_counter()
+broker = Broker(config(sys.argv[1]))
+took = time.perf_counter() - start
+close(broker)
+print(json.dumps({"seconds": took, "records": loaded[0] if loaded else 0}))
+"""
+
+
+def restart_in(root: Path, data: Path) -> tuple[float, int]:
+    """(seconds, records replayed) of one restart by the broker of checkout ``root``, in a new process."""
+    out = subprocess.run(
+        [sys.executable, "-c", _RESTART_CHILD, str(data)],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    return doc["seconds"], doc["records"]
+
+
 def decode_only(data: Path) -> tuple[float, int]:
     """Seconds to read and decode every record of the coordinator log, without applying them."""
     paths = sorted((data / f"{OFFSETS_TOPIC}-0").glob("*.log"))
@@ -162,6 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=10, help="commits of every offset [default 10]")
     ap.add_argument("--runs", type=int, default=3, help="restarts on the compacted log (best of)")
     ap.add_argument("--dir", type=Path, default=None, help="work directory (kept) [default: a temp dir]")
+    ap.add_argument(
+        "--baseline-root",
+        type=Path,
+        default=None,
+        help="another checkout: the compacted restart also runs in fresh processes of it and of this "
+        "one, alternating (best of --runs each), and their ratio is printed",
+    )
     args = ap.parse_args(argv)
     groups = max(1, int(100_000 * args.scale))
     work = args.dir or Path(tempfile.mkdtemp(prefix="restart-bench-"))
@@ -205,6 +263,21 @@ def main(argv: list[str] | None = None) -> int:
             f"{compact[1] / compact[0]:,.0f} records/s (generic iter_records decode alone {dec[0]:.3f} s); "
             f"{full[0] / compact[0]:.1f}x faster than uncompacted; offsets identical: {same}"
         )
+        if args.baseline_root is not None:
+            best = {"this": float("inf"), "baseline": float("inf")}
+            counts = {}
+            for _ in range(args.runs):
+                for name, root in (("baseline", args.baseline_root), ("this", ROOT)):
+                    took, count = restart_in(root, data)
+                    best[name] = min(best[name], took)
+                    counts[name] = count
+            print(
+                f"compacted restart in fresh processes, best of {args.runs}: this checkout "
+                f"{counts['this']:,} records in {best['this']:.3f} s = {counts['this'] / best['this']:,.0f} "
+                f"records/s; baseline {args.baseline_root} {counts['baseline']:,} in {best['baseline']:.3f} s = "
+                f"{counts['baseline'] / best['baseline']:,.0f} records/s; ratio "
+                f"{best['baseline'] / best['this']:.2f}x"
+            )
         if not same:
             return 1
         if args.scale >= 1 and compact[0] >= BAR_S:

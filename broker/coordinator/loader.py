@@ -13,6 +13,7 @@ the general path: ``decode_record`` and ``replay``, the same code the live runti
 from __future__ import annotations
 
 import gc
+import re
 from struct import Struct
 from struct import error as StructError
 from typing import Any
@@ -37,7 +38,11 @@ _V4_EMPTY = Struct(">hqiBqBBB16s")
 #: the common record from its key's partition field on: partition, value length (varint 42 = 0x54),
 #: the v4 value with empty metadata (version, offset, leader epoch, 1 = "", commit timestamp, the
 #: topic id as tagged field 0) and the record's header count (0)
-_FAST = Struct(">iBhqiBqBBB16sB")
+_FAST = Struct(">i3sqiBq3s16sB")
+#: its constant parts: the value's length (varint 42) and version (4); the topic id's tag (count 1,
+#: tag 0, size 16)
+_FAST_VALUE_HEAD = b"\x54\x00\x04"
+_FAST_TAG = b"\x01\x00\x10"
 
 
 class _OffsetDecoder:
@@ -209,6 +214,46 @@ def _replay_transactional(batch: bytes, info: Any, min_offset: int, target: Any)
     return n
 
 
+#: the regular expression and the struct of a run of common records of one layout (see
+#: ``_run_layout``), by layout
+_RUNS: dict[tuple, tuple[re.Pattern, Struct] | None] = {}
+#: a varint of 1, 2 or 3 bytes
+_VARINT_RE = {1: rb"[\x00-\x7f]", 2: rb"[\x80-\xff][\x00-\x7f]", 3: rb"[\x80-\xff]{2}[\x00-\x7f]"}
+
+
+def _run_layout(layout: tuple) -> tuple[re.Pattern, Struct] | None:
+    """For the common record of ``layout`` (its length varint's bytes, the widths of its timestamp
+    and offset deltas, its key size varint's bytes, its key size): a regular expression that
+    matches a run of records of that layout -- every byte checked as ``_replay_records`` checks it,
+    the deltas well-formed varints of those widths -- and the struct that unpacks each record's key
+    prefix (type id, group, topic), partition, offset, leader epoch, commit timestamp and topic id.
+    None when the deltas are too wide to bother."""
+    lv, ts_width, od_width, ks, size = layout
+    if ts_width not in _VARINT_RE or od_width not in _VARINT_RE or size < 10:
+        _RUNS[layout] = None
+        return None
+    record = b"".join(
+        (
+            re.escape(lv),
+            b".",  # attributes
+            _VARINT_RE[ts_width],
+            _VARINT_RE[od_width],
+            re.escape(ks),
+            rb"\x00\x01",  # OffsetCommit
+            b".{%d}" % (size - 2),  # group, topic, partition
+            re.escape(b"\x54" + _FAST_VALUE_HEAD[1:]),  # value length 42, version 4
+            rb".{12}\x01.{8}",  # offset, leader epoch, empty metadata, commit timestamp
+            re.escape(_FAST_TAG),
+            rb".{16}\x00",  # topic id, no headers
+        )
+    )
+    skip = len(lv) + 1 + ts_width + od_width + len(ks)
+    run = (re.compile(b"(?:" + record + b")+", re.DOTALL), Struct(f">{skip}x{size - 4}si3xqixq3x16sx"))
+    assert run[1].size == len(lv) + 1 + ts_width + od_width + len(ks) + size + 44
+    _RUNS[layout] = run
+    return run
+
+
 def _replay_records(
     data: bytes,
     count: int,
@@ -228,6 +273,8 @@ def _replay_records(
     zz = _ZZ
     rv = _read_varint
     fast = _FAST.unpack_from
+    value_head = _FAST_VALUE_HEAD
+    tag_head = _FAST_TAG
     names = offsets.names
     ids = offsets.ids
     new_offset = CommittedOffset
@@ -235,8 +282,19 @@ def _replay_records(
     n = len(data)
     pos = 0
     done = 0
+    # the last group and topic's key prefix, its key size and its partitions (kept here, and in
+    # ``offsets`` for its own path), and the last topic id
+    last = offsets.last_prefix
+    last_size = -1 if last is None else len(last) + 4
+    last_parts = offsets.last_parts
+    last_raw = b""
+    last_id = None
+    runs = _RUNS
+    i = 0
     try:
-        for _ in range(count):
+        while i < count:
+            i += 1
+            start = pos
             b = data[pos]
             if b < 0x80:
                 length = zz[b]
@@ -259,6 +317,7 @@ def _replay_records(
             while data[pos] >= 0x80:  # the offset delta, decoded below only when needed
                 pos += 1
             pos += 1
+            ks_pos = pos
             b = data[pos]
             if b < 0x80:
                 size = zz[b]
@@ -271,26 +330,17 @@ def _replay_records(
                 size, pos = rv(data, pos, 5)
             vs = pos + size + 1  # where the value would start after a 1-byte length
             if (
-                size > 10
+                vs + 43 == end
+                and size > 10
                 and data[pos] == 0
                 and data[pos + 1] == 1
-                and vs + 43 == end
                 and (whole or base + rv(data, od_pos, 5)[0] >= min_offset)
             ):
                 # an OffsetCommit key; from its partition field to the record's end in one unpack
-                partition, vlen, version, offset, epoch, mlen, cts, nt, tag, tsize, raw_id, headers = fast(
-                    data, vs - 5
-                )
-                if (
-                    vlen == 0x54
-                    and version == 4
-                    and mlen == 1
-                    and (nt, tag, tsize) == _TOPIC_ID_TAG
-                    and not headers
-                ):
-                    last = offsets.last_prefix
-                    if last is not None and size - 4 == len(last) and data.startswith(last, pos):
-                        parts = offsets.last_parts
+                partition, vhead, offset, epoch, mlen, cts, tag, raw_id, headers = fast(data, vs - 5)
+                if vhead == value_head and mlen == 1 and tag == tag_head and not headers:
+                    if size == last_size and data.startswith(last, pos):
+                        parts = last_parts
                     else:
                         prefix = data[pos : pos + size - 4]
                         group_topic = names.get(prefix) or offsets._names(data[pos : pos + size])
@@ -299,13 +349,53 @@ def _replay_records(
                         else:
                             parts = offsets.state.offset_partitions(group_topic[0], group_topic[1])
                             offsets.last_prefix, offsets.last_parts = prefix, parts
+                            last, last_size, last_parts = prefix, size, parts
                     if parts is not None:
-                        topic_id = ids.get(raw_id)
-                        if topic_id is None:
-                            topic_id = ids[raw_id] = to_uuid(raw_id)
-                        parts[partition] = new_offset(offset, epoch, "", cts, topic_id)
+                        if raw_id != last_raw:
+                            last_id = ids.get(raw_id)
+                            if last_id is None:
+                                last_id = ids[raw_id] = to_uuid(raw_id)
+                            last_raw = raw_id
+                        parts[partition] = new_offset(offset, epoch, "", cts, last_id)
                         pos = end
                         done += 1
+                        if not whole or i == count or data[end] != data[start]:
+                            continue
+                        # the next records may have this one's layout: take the run of them at once
+                        layout = (
+                            data[start : ts_pos - 1],
+                            od_pos - ts_pos,
+                            ks_pos - od_pos,
+                            data[ks_pos : vs - size - 1],
+                            size,
+                        )
+                        run = runs.get(layout) or _run_layout(layout)
+                        if run is None:
+                            continue
+                        m = run[0].match(data, end)
+                        if m is None:
+                            continue
+                        rlen = end - start
+                        stop = end + min((m.end() - end) // rlen, count - i) * rlen
+                        for prefix, partition, offset, epoch, cts, raw_id in run[1].iter_unpack(
+                            memoryview(data)[end:stop]
+                        ):
+                            if prefix != last:
+                                group_topic = names.get(prefix) or offsets._names(prefix + b"\0\0\0\0")
+                                if group_topic is None:
+                                    break  # left to the record-by-record path
+                                parts = offsets.state.offset_partitions(group_topic[0], group_topic[1])
+                                offsets.last_prefix, offsets.last_parts = prefix, parts
+                                last, last_size, last_parts = prefix, size, parts
+                            if raw_id != last_raw:
+                                last_id = ids.get(raw_id)
+                                if last_id is None:
+                                    last_id = ids[raw_id] = to_uuid(raw_id)
+                                last_raw = raw_id
+                            last_parts[partition] = new_offset(offset, epoch, "", cts, last_id)
+                            pos += rlen
+                            i += 1
+                            done += 1
                         continue
             if size >= 0:
                 key = data[pos : pos + size]
@@ -342,8 +432,12 @@ def _replay_records(
                 continue
             if key is not None and key[:2] == _OFFSET_COMMIT_KEY and offsets.apply(key, value):
                 done += 1
+                last = offsets.last_prefix  # as offsets.apply left it
+                last_size = -1 if last is None else len(last) + 4
+                last_parts = offsets.last_parts
                 continue
             offsets.last_prefix = None  # the cached partitions' dict may go with this record
+            last, last_size = None, -1
             if append_time is not None:
                 ts = append_time
             else:

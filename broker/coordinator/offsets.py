@@ -15,6 +15,7 @@ from collections.abc import Callable
 from struct import Struct
 from typing import TYPE_CHECKING, Any
 
+from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.offset_commit import (
@@ -48,6 +49,7 @@ from broker.protocol.primitives import ZERO_UUID
 
 from .classic.group import ClassicGroup, GroupState
 from .classic.join import schedule_session
+from .records import OFFSET_COMMIT, CoordinatorRecord
 from .result import Result
 from .timers import OFFSETS_EXPIRE
 
@@ -129,39 +131,61 @@ def commit(st: CoordinatorState, req: OffsetCommitRequest, version: int, now: in
     else:
         code = _commit_check(group, req, version)
     result = Result()
+    records = result.records
     out_topics = []
+    ok = code == ErrorCode.NONE
+    group_id = req.group_id
+    max_metadata = st.config.offset_metadata_max_bytes
+    leader_epochs = version >= 6
     for t in req.topics:
         name, topic_id = t.name, t.topic_id
         if version >= 10:
             name = topics.name_for_id(topic_id)
         parts = []
-        for p in t.partitions:
-            pcode = code
-            if pcode == ErrorCode.NONE:
-                if name is None:
-                    pcode = ErrorCode.UNKNOWN_TOPIC_ID
-                elif not topics.exists(name, p.partition_index):
-                    pcode = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if ok and name is not None:
+            # looked up once per topic; OffsetCommitKey and the value's topic id as Kafka writes them
+            stored_id = topics.id_for_name(name) or ZERO_UUID
+            for p in t.partitions:
+                index = p.partition_index
+                metadata = p.committed_metadata
+                if not topics.exists(name, index):
+                    pcode = _UNKNOWN_TOPIC_OR_PARTITION
                 elif (
-                    p.committed_metadata is not None
-                    and len(p.committed_metadata.encode()) > st.config.offset_metadata_max_bytes
+                    metadata is not None
+                    and len(metadata) * 4 > max_metadata
+                    and len(metadata.encode()) > max_metadata
                 ):
-                    pcode = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            if pcode == ErrorCode.NONE:
-                value = OffsetCommitValue(
-                    offset=p.committed_offset,
-                    leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-                    metadata=p.committed_metadata or "",
-                    commit_timestamp=now,
-                    topic_id=topics.id_for_name(name) or ZERO_UUID,
-                )
-                result.records.append(st.offset_record(req.group_id, name, p.partition_index, value))
-            parts.append(OffsetCommitResponsePartition(p.partition_index, int(pcode)))
+                    pcode = _OFFSET_METADATA_TOO_LARGE
+                else:
+                    pcode = 0
+                    value = OffsetCommitValue(
+                        p.committed_offset,
+                        p.committed_leader_epoch if leader_epochs else -1,
+                        metadata or "",
+                        now,
+                        -1,
+                        stored_id,
+                    )
+                    records.append(
+                        CoordinatorRecord(OFFSET_COMMIT, OffsetCommitKey(group_id, name, index), value)
+                    )
+                parts.append(OffsetCommitResponsePartition(index, pcode))
+        else:
+            pcode = int(code) if not ok else _UNKNOWN_TOPIC_ID
+            parts = [OffsetCommitResponsePartition(p.partition_index, pcode) for p in t.partitions]
         out_topics.append(OffsetCommitResponseTopic(name=t.name, topic_id=topic_id, partitions=parts))
-    if code == ErrorCode.NONE and group is not None and req.member_id in group.members:
-        schedule_session(st, group, group.members[req.member_id], now)  # a commit is a heartbeat too
+    if ok and group is not None:
+        member = group.members.get(req.member_id)
+        if member is not None:  # a commit is a heartbeat too
+            if not st.timers.extend(member.session_key(group.group_id), now + member.session_timeout_ms):
+                schedule_session(st, group, member, now)
     result.response = OffsetCommitResponse(throttle_time_ms=0, topics=out_topics)
     return result
+
+
+_UNKNOWN_TOPIC_ID = int(ErrorCode.UNKNOWN_TOPIC_ID)
+_UNKNOWN_TOPIC_OR_PARTITION = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+_OFFSET_METADATA_TOO_LARGE = int(ErrorCode.OFFSET_METADATA_TOO_LARGE)
 
 
 def _txn_commit_check(st: CoordinatorState, req: TxnOffsetCommitRequest, version: int) -> ErrorCode:

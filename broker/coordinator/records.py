@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from struct import Struct
 from typing import Any
+from uuid import UUID
+
+from crc32c import crc32c
 
 from broker.coordinator.generated import BY_NAME, RECORD_TYPES
 from broker.coordinator.generated import consumer_group_member_metadata_value as _mem_v
@@ -18,11 +21,14 @@ from broker.coordinator.generated import consumer_group_partition_metadata_value
 from broker.coordinator.generated import legacy_consumer_group_member_metadata_value as _legacy_mem_v
 from broker.coordinator.generated import legacy_consumer_group_partition_metadata_value as _legacy_part_v
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
-from broker.log.records import Record as LogRecord
-from broker.log.records import build_batch, iter_records
-from broker.protocol.primitives import DecodeError, read_uvarint, to_uuid
+from broker.log.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, TRANSACTIONAL_MASK
+from broker.log.records import _varint, iter_records
+from broker.protocol.primitives import UV as _UV
+from broker.protocol.primitives import ZERO_UUID, DecodeError, read_uvarint, to_uuid, uvarint
 
 _I16 = Struct(">h")
+_I32 = Struct(">i")
+_I64 = Struct(">q")
 
 #: type id -> (key encoder, value version, value encoders, key decoder, value decoders), resolved once
 _CODECS = {
@@ -40,6 +46,25 @@ OFFSET_COMMIT = BY_NAME["OffsetCommit"].id
 GROUP_METADATA = BY_NAME["GroupMetadata"].id
 _PARTITION_METADATA = BY_NAME["ConsumerGroupPartitionMetadata"].id
 _MEMBER_METADATA = BY_NAME["ConsumerGroupMemberMetadata"].id
+
+# to_batch's direct encoding of OffsetCommit records (the generated codecs' layout, checked by
+# tests/coordinator/test_records_codec.py): the key's type id; value v4's version, offset and leader
+# epoch; its tagged fields, none or the topic id (count 1, tag 0, size 16); a record's attributes and
+# timestamp delta (both 0), a null value, an empty header list
+_OFFSET_COMMIT_TYPE = _I16.pack(OFFSET_COMMIT)
+_OFFSET_VALUE_V4 = _CODECS[OFFSET_COMMIT][1] == 4
+_V4_HEAD = Struct(">hqi")
+_NO_TAGS = b"\x00"
+_TOPIC_ID_TAG = b"\x01\x00\x10"
+_ATTR_TS0 = b"\x00\x00"
+_NULL = b"\x01"
+_NO_HEADERS = b"\x00"
+#: the common OffsetCommit record from its key's partition field on: partition, value length 42
+#: (varint 0x54), value v4 with empty metadata (version, offset, leader epoch, length 0 + 1, commit
+#: timestamp, the topic id as tagged field 0), no headers
+_COMMON_TAIL = Struct(">iBhqiBq3s16sB")
+#: the varint of every value below 4096 (record lengths and offset deltas)
+_ZIGZAG = tuple(_varint(n) for n in range(4096))
 
 
 @dataclass(slots=True)
@@ -154,22 +179,115 @@ def _legacy_offset_commit_v4(value: bytes) -> Any:
                              topic_id=to_uuid(raw_id))  # fmt: skip
 
 
-def to_batch(records: list[CoordinatorRecord], now_ms: int, producer: tuple[int, int] | None = None) -> bytes:
+def to_batch(records: list[Any], now_ms: int, producer: tuple[int, int] | None = None) -> bytes:
     """One uncompressed record batch holding ``records`` (offsets are assigned by the log); with
-    ``producer`` (id, epoch), that producer's transactional batch, as Kafka writes TxnOffsetCommit."""
-    if producer is None:
-        return build_batch(
-            [LogRecord(i, 0, r.key_bytes(), r.value_bytes(), []) for i, r in enumerate(records)],
-            base_timestamp=now_ms,
+    ``producer`` (id, epoch), that producer's transactional batch, as Kafka writes TxnOffsetCommit.
+    A record is a CoordinatorRecord or anything with ``key_bytes()`` and ``value_bytes()`` (the
+    transaction coordinator's records, broker/txn/records.py, go through the same runtime).
+
+    The same bytes as ``build_batch`` of ``key_bytes()`` / ``value_bytes()`` records with offset
+    deltas 0.. and timestamp delta 0 (tests/coordinator/test_records_codec.py compares them), built
+    here without per-record ``Record`` objects: an OffsetCommit record (nearly every record the
+    coordinator writes) is encoded from its fields directly, its key's group and topic once per
+    batch."""
+    out: list[bytes] = []
+    w = out.append
+    zv = _ZIGZAG
+    last_gt: tuple[str, str] | None = None
+    prefix = key_head = b""
+    last_tid: Any = None
+    tid_bytes = b""
+    tid_zero = True
+    for i, r in enumerate(records):
+        value: bytes | None
+        if type(r) is CoordinatorRecord and r.type == OFFSET_COMMIT:
+            k = r.key
+            if last_gt is None or last_gt[0] != k.group or last_gt[1] != k.topic:
+                last_gt = (k.group, k.topic)
+                g, t = k.group.encode(), k.topic.encode()
+                prefix = _OFFSET_COMMIT_TYPE + _I16.pack(len(g)) + g + _I16.pack(len(t)) + t
+                key_head = _varint(len(prefix) + 4) + prefix
+            v = r.value
+            if v is not None and _OFFSET_VALUE_V4 and not v._unknown_tagged and type(v.topic_id) is UUID:
+                tid = v.topic_id
+                if tid is not last_tid:  # UUID.__eq__ and .bytes are Python code: once per batch
+                    last_tid, tid_bytes, tid_zero = tid, tid.bytes, tid == ZERO_UUID
+                if v.metadata == "" and not tid_zero and i < 64:
+                    # the common record, from its key's partition field on in one pack
+                    tail = _COMMON_TAIL.pack(
+                        k.partition,
+                        0x54,
+                        4,
+                        v.offset,
+                        v.leader_epoch,
+                        1,
+                        v.commit_timestamp,
+                        _TOPIC_ID_TAG,
+                        tid_bytes,
+                        0,
+                    )
+                    body = b"".join((_ATTR_TS0, zv[i], key_head, tail))
+                    n = len(body)
+                    w(zv[n] if n < 4096 else _varint(n))
+                    w(body)
+                    continue
+                meta = v.metadata.encode()
+                n = len(meta) + 1
+                value = b"".join(
+                    (
+                        _V4_HEAD.pack(4, v.offset, v.leader_epoch),
+                        _UV[n] if n < 128 else uvarint(n),
+                        meta,
+                        _I64.pack(v.commit_timestamp),
+                        _NO_TAGS if tid_zero else _TOPIC_ID_TAG + tid_bytes,
+                    )
+                )
+            else:
+                value = None if v is None else r.value_bytes()
+            key = prefix + _I32.pack(k.partition)
+        else:
+            key = r.key_bytes()
+            value = r.value_bytes()
+        # the record: attributes 0, timestamp delta 0, offset delta i, key, value, no headers
+        body = b"".join(
+            (
+                _ATTR_TS0,
+                _varint(i),
+                _varint(len(key)),
+                key,
+                _NULL if value is None else _varint(len(value)),
+                b"" if value is None else value,
+                _NO_HEADERS,
+            )
         )
-    return build_batch(
-        [LogRecord(i, 0, r.key_bytes(), r.value_bytes(), []) for i, r in enumerate(records)],
-        base_timestamp=now_ms,
-        producer_id=producer[0],
-        producer_epoch=producer[1],
-        base_sequence=-1,
-        transactional=True,
+        w(_varint(len(body)))
+        w(body)
+    section = b"".join(out)
+    count = len(records)
+    if producer is None:
+        attributes, pid, epoch = 0, -1, -1
+    else:
+        attributes, (pid, epoch) = TRANSACTIONAL_MASK, producer
+    buf = bytearray(
+        HEADER.pack(
+            0,
+            HEADER_SIZE - LOG_OVERHEAD + len(section),
+            -1,
+            2,
+            0,
+            attributes,
+            max(count - 1, 0),
+            now_ms,
+            now_ms,
+            pid,
+            epoch,
+            -1,
+            count,
+        )  # fmt: skip
     )
+    buf += section
+    buf[17:21] = crc32c(memoryview(buf)[21:]).to_bytes(4, "big")
+    return bytes(buf)
 
 
 def from_batches(data: bytes) -> list[tuple[int, int, CoordinatorRecord]]:

@@ -12,7 +12,10 @@ outcome, its response, and completions for parked requests. The runtime then
    key-compacted: broker/log/cleaner.py), then runs the result's ``after`` steps;
 3. releases the response and the completions once the records are durable per ``log.flush``; if
    the fsync fails they get COORDINATOR_NOT_AVAILABLE, and the records stay in the log (so the state
-   matches it) to become durable with the next fsync that succeeds.
+   matches it) to become durable with the next fsync that succeeds. The answer is then a future
+   resolved by a callback on the log manager's group commit (a coroutine only for a parked request,
+   whose response is itself a future); cancelling one request's answer never cancels the shared
+   group commit.
 
 Everything runs on the event-loop thread, so operations never interleave. Timers are keyed (every
 key is built in timers.py) and a timer that fires is just another operation.
@@ -227,7 +230,9 @@ class CoordinatorRuntime:
         if fut is None:
             complete(result.completions)
             return result.response
-        return self._after_flush(fut, result)
+        if isinstance(result.response, asyncio.Future):  # a parked request
+            return self._after_flush(fut, result)
+        return self._when_durable(fut, result)
 
     def _observe(self, op: Callable[[int], Result], now: int) -> None:
         for observer in list(self.observers):
@@ -236,9 +241,38 @@ class CoordinatorRuntime:
             except Exception:
                 log.exception("coordinator observer %r failed", observer)
 
+    def _when_durable(self, flushed: asyncio.Future, result: Result) -> asyncio.Future:
+        """A future of the response, resolved by a callback once ``flushed`` (the log manager's group
+        commit, shared by every append it covers) is done: what ``_after_flush`` does for a response
+        that is not itself a future, without a coroutine and a task per request. Cancelling the
+        returned future (its connection closed) leaves ``flushed`` alone."""
+        out = asyncio.get_running_loop().create_future()
+
+        def done(f: asyncio.Future) -> None:
+            if out.cancelled():
+                return
+            if f.cancelled():
+                out.cancel()
+                return
+            e = f.exception()
+            if isinstance(e, KafkaError):
+                error = KafkaError(ErrorCode.NOT_COORDINATOR, e.message)
+                error.__cause__ = e
+                fail(result.completions, error)
+                out.set_exception(error)
+            elif e is not None:
+                out.set_exception(e)
+            else:
+                complete(result.completions)
+                out.set_result(result.response)
+
+        flushed.add_done_callback(done)
+        return out
+
     async def _after_flush(self, fut: asyncio.Future, result: Result) -> Any:
         try:
-            await fut
+            # shielded: the group commit's future is shared, a cancelled request must not cancel it
+            await asyncio.shield(fut)
         except KafkaError as e:
             error = KafkaError(ErrorCode.NOT_COORDINATOR, e.message)
             fail(result.completions, error)
@@ -256,7 +290,7 @@ class CoordinatorRuntime:
         except KafkaError as e:
             log.warning("timer operation failed: %s", e)
             return
-        if asyncio.iscoroutine(out):
+        if asyncio.iscoroutine(out) or asyncio.isfuture(out):
             task = asyncio.ensure_future(out)
             task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
 

@@ -210,7 +210,23 @@ class CoordinatorState:
 
     def replay(self, record: CoordinatorRecord, offset: int = -1, timestamp: int = -1) -> None:
         if record.type == OFFSET_COMMIT:
-            self._replay_offset(record.key, record.value, offset)
+            value = record.value
+            if value is not None and not self.pending_txn:
+                # the common case, ``put_offset`` inlined: a commit is replayed once per partition
+                key = record.key
+                group_id = key.group
+                group = self.offsets.get(group_id)
+                parts = group.by_topic.get(key.topic) if group is not None else None
+                if parts is not None and (group_id in self.groups or group_id in self.consumer_groups):
+                    parts[key.partition] = CommittedOffset(
+                        value.offset,
+                        value.leader_epoch,
+                        value.metadata,
+                        value.commit_timestamp,
+                        value.topic_id,
+                    )
+                    return
+            self._replay_offset(record.key, value, offset)
         elif record.type == GROUP_METADATA:
             self._replay_group(record.key, record.value, timestamp)
         elif record.type in crec.TYPES:

@@ -42,7 +42,7 @@ def handle(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
     if denied and isinstance(result, OffsetCommitResponse):
         result.topics.extend(_denied_topics(denied))
         return result
-    if asyncio.iscoroutine(result):
+    if asyncio.isfuture(result) or asyncio.iscoroutine(result):
         # the commit is applied; only its flush is awaited: the connection may go on meanwhile
         return Deferred(_with_denied(result, denied) if denied else result)
     return _with_denied(result, denied) if denied else result

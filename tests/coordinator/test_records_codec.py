@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker.coordinator.generated import RECORD_TYPES
 from broker.coordinator.generated import consumer_group_current_member_assignment_value as cur
@@ -12,7 +14,19 @@ from broker.coordinator.generated import consumer_group_member_metadata_value as
 from broker.coordinator.generated import consumer_group_partition_metadata_value as pmeta
 from broker.coordinator.generated import consumer_group_target_assignment_member_value as tmem
 from broker.coordinator.generated import group_metadata_value as gmv
-from broker.coordinator.records import CoordinatorRecord, RecordError, decode_record, from_batches, to_batch
+from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
+from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
+from broker.coordinator.records import (
+    OFFSET_COMMIT,
+    CoordinatorRecord,
+    RecordError,
+    decode_record,
+    from_batches,
+    to_batch,
+)
+from broker.log.records import Record as LogRecord
+from broker.log.records import build_batch
+from broker.protocol.primitives import ZERO_UUID
 
 from .context import CoordinatorContext
 
@@ -148,7 +162,14 @@ def test_offset_commits_in_the_earlier_layout_still_load(metadata):
     raw = metadata.encode()
     n = len(raw) + 1
     length = bytes([n]) if n < 0x80 else bytes([(n & 0x7F) | 0x80, n >> 7])
-    old = KAFKA_COMMIT_VALUE[:14] + length + raw + KAFKA_COMMIT_VALUE[15:23] + rec.value.topic_id.bytes + b"\x00"
+    old = (
+        KAFKA_COMMIT_VALUE[:14]
+        + length
+        + raw
+        + KAFKA_COMMIT_VALUE[15:23]
+        + rec.value.topic_id.bytes
+        + b"\x00"
+    )
     back = decode_record(KAFKA_COMMIT_KEY, old).value
     assert (back.offset, back.leader_epoch, back.metadata, back.commit_timestamp, back.topic_id) == (
         5, -1, metadata, rec.value.commit_timestamp, rec.value.topic_id
@@ -171,3 +192,86 @@ def test_a_group_metadata_member_without_a_rebalance_timeout_gets_its_session_ti
     c = CoordinatorContext()
     c.state.replay(rec, 0, 1)
     assert c.state.groups["g"].members["m1"].rebalance_timeout_ms == rebalance
+
+
+def _generic_batch(records, now_ms, producer=None):
+    """What ``to_batch`` must equal: the log's general batch builder over the records' key and value
+    bytes (the generated codecs)."""
+    recs = [LogRecord(i, 0, r.key_bytes(), r.value_bytes(), []) for i, r in enumerate(records)]
+    if producer is None:
+        return build_batch(recs, base_timestamp=now_ms)
+    pid, epoch = producer
+    return build_batch(
+        recs,
+        base_timestamp=now_ms,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=-1,
+        transactional=True,
+    )
+
+
+_names = st.text(min_size=0, max_size=80)
+_offset_values = st.builds(
+    OffsetCommitValue,
+    offset=st.integers(-(2**63), 2**63 - 1),
+    leader_epoch=st.integers(-(2**31), 2**31 - 1),
+    metadata=st.text(max_size=300),
+    commit_timestamp=st.integers(-(2**63), 2**63 - 1),
+    topic_id=st.sampled_from([ZERO_UUID, T1, T2]),
+)
+_offset_records = st.builds(
+    CoordinatorRecord,
+    st.just(OFFSET_COMMIT),
+    st.builds(OffsetCommitKey, _names, _names, st.integers(-(2**31), 2**31 - 1)),
+    st.none() | _offset_values,
+)
+_records = st.lists(_offset_records | st.sampled_from(SAMPLES), max_size=150)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    records=_records,
+    now=st.integers(0, 2**62),
+    producer=st.none() | st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**15 - 1)),
+)
+def test_to_batch_is_the_generic_batch_byte_for_byte(records, now, producer):
+    assert to_batch(records, now, producer) == _generic_batch(records, now, producer)
+
+
+def test_to_batch_of_one_request_shares_group_and_topic_but_not_across_them():
+    tid = uuid.uuid4()
+    records = [
+        CoordinatorRecord(
+            OFFSET_COMMIT, OffsetCommitKey(g, t, p), OffsetCommitValue(p, -1, "", 5, topic_id=tid)
+        )
+        for g, t in (("g", "t"), ("g", "u"), ("h", "u"), ("h", "u"), ("g", "t"))
+        for p in range(3)
+    ]
+    records.append(CoordinatorRecord(OFFSET_COMMIT, OffsetCommitKey("é" * 40, "t", 1), None))
+    long_key = OffsetCommitKey("g" * 5000, "t" * 300, 2)  # a record longer than the varint table
+    records.append(CoordinatorRecord(OFFSET_COMMIT, long_key, OffsetCommitValue(7, -1, "", 5, topic_id=tid)))
+    odd = OffsetCommitValue(1, 2, "m", 3, topic_id=T1, _unknown_tagged=[(5, b"xy")])  # preserved tags
+    records.append(CoordinatorRecord(OFFSET_COMMIT, OffsetCommitKey("g", "t", 9), odd))
+    assert to_batch(records, 77) == _generic_batch(records, 77)
+    decoded = from_batches(to_batch(records, 77))
+    assert [(r.key, r.value) for _o, _ts, r in decoded] == [(r.key, r.value) for r in records]
+
+
+class _OtherRecord:
+    """A record of another coordinator on the same runtime (the transaction coordinator's): only
+    its key and value bytes."""
+
+    def __init__(self, key: bytes, value: bytes | None):
+        self.key, self.value = key, value
+
+    def key_bytes(self) -> bytes:
+        return self.key
+
+    def value_bytes(self) -> bytes | None:
+        return self.value
+
+
+def test_to_batch_takes_any_record_with_key_and_value_bytes():
+    records = [_OtherRecord(b"\x00\x00tx", b"\x00\x01v"), SAMPLES[0], _OtherRecord(b"\x00\x01k", None)]
+    assert to_batch(records, 5) == _generic_batch(records, 5)
