@@ -1,5 +1,8 @@
 """TxnOffsetCommit (key 28) v0-5: v2 adds the leader epoch; v3 is flexible and adds the member id,
-generation and instance id (KIP-447: checked as Kafka checks them); v4-5 change error handling.
+generation and instance id (KIP-447: checked as Kafka checks them); v4 changes error handling; v5
+(KIP-890 part 2) also does what AddOffsetsToTxn did, when transaction.version 2 is finalized: the
+group's ``__consumer_offsets`` partition is added to the transaction first (a TV2 client sends no
+AddOffsetsToTxn).
 
 The group's ``__consumer_offsets`` partition must be in the producer's transaction
 (AddOffsetsToTxn), as Kafka's verification demands: otherwise INVALID_TXN_STATE for every
@@ -30,6 +33,8 @@ from .registry import RequestContext
 
 API_KEY = 28
 OFFSETS_TOPIC = "__consumer_offsets"
+#: the first version that adds the offsets partition to the transaction itself (KIP-890 part 2)
+TV2_VERSION = 5
 
 
 def error_response(req: TxnOffsetCommitRequest, version: int, code: ErrorCode) -> TxnOffsetCommitResponse:
@@ -79,6 +84,23 @@ def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
 
 
 def _commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
+    txns = ctx.services.txns
+    tid, pid, epoch = req.transactional_id, req.producer_id, req.producer_epoch
+    if ctx.api_version >= TV2_VERSION and txns.needs_add(tid, pid, epoch, (OFFSETS_TOPIC, 0)):
+        ctx.services.groups.ensure_log()  # the partition must exist to be in a transaction
+        added = txns.add_partitions(tid, pid, epoch, [(OFFSETS_TOPIC, 0)], tv=2)
+        if not isinstance(added, int):  # (its error, if any, is verification's too)
+
+            async def later() -> Any:
+                await added
+                out = _verified_commit(ctx, req)
+                return await out if not isinstance(out, TxnOffsetCommitResponse) else out
+
+            return later()
+    return _verified_commit(ctx, req)
+
+
+def _verified_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
     v = ctx.api_version
     code = ctx.services.txns.verify(
         req.transactional_id, req.producer_id, req.producer_epoch, OFFSETS_TOPIC, 0
