@@ -37,7 +37,9 @@ def _run(broker, *args: str) -> dict:
     return json.loads(lines[-1])
 
 
-def test_kafkajs_commit_abort_send_offsets_and_read_committed(broker):
+def test_kafkajs_commit_abort_send_offsets_and_read_committed(broker_factory):
+    # the two reading consumers each form a group: no initial rebalance delay to wait out
+    broker = broker_factory({"group.initial.rebalance.delay.ms": "0"})
     broker.call(broker.broker.create_topic, "kjs-out", 3)
     broker.call(broker.broker.create_topic, "kjs-in", 1)
     out = _run(broker, "kjs-out", "kjs-in", "kjs-group", "kjs-tx")
