@@ -251,6 +251,8 @@ async def _after_flush(
     return response
 
 
+#: the first version whose clients know TRANSACTION_ABORTABLE (KIP-890); older ones get INVALID_TXN_STATE
+ABORTABLE_VERSION = 11
 #: the transaction coordinator's verification errors as Kafka's ReplicaManager answers a produce
 _VERIFY_ERRORS = {
     ErrorCode.TRANSACTION_ABORTABLE: (
@@ -280,6 +282,8 @@ def _verify_transaction(
     code = txns.verify(transactional_id, batch.producer_id, batch.producer_epoch, topic, partition)
     if code == ErrorCode.NONE:
         return None
+    if code == ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version >= ABORTABLE_VERSION:
+        return _error(partition, code, "Partition was not added to the transaction")
     code, message = _VERIFY_ERRORS.get(code, (code, None))
     return _error(partition, code, message)
 

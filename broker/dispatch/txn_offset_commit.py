@@ -5,8 +5,9 @@ group's ``__consumer_offsets`` partition is added to the transaction first (a TV
 AddOffsetsToTxn).
 
 The group's ``__consumer_offsets`` partition must be in the producer's transaction
-(AddOffsetsToTxn), as Kafka's verification demands: otherwise INVALID_TXN_STATE for every
-partition, INVALID_PRODUCER_EPOCH for a fenced producer, the coordinator's own error else. The
+(AddOffsetsToTxn), as Kafka's verification demands: otherwise TRANSACTION_ABORTABLE (v4+; before,
+INVALID_TXN_STATE) for every partition, INVALID_PRODUCER_EPOCH for a fenced producer, the
+coordinator's own error else. The
 offsets stay pending (OffsetFetch does not show them; require_stable gets UNSTABLE_OFFSET_COMMIT)
 until the transaction commits, and are dropped if it aborts.
 
@@ -33,6 +34,8 @@ from .registry import RequestContext
 
 API_KEY = 28
 OFFSETS_TOPIC = "__consumer_offsets"
+#: the first version whose clients know TRANSACTION_ABORTABLE (KIP-890): older ones get INVALID_TXN_STATE
+ABORTABLE_VERSION = 4
 #: the first version that adds the offsets partition to the transaction itself (KIP-890 part 2)
 TV2_VERSION = 5
 
@@ -105,7 +108,7 @@ def _verified_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
     code = ctx.services.txns.verify(
         req.transactional_id, req.producer_id, req.producer_epoch, OFFSETS_TOPIC, 0
     )
-    if code == ErrorCode.TRANSACTION_ABORTABLE:
+    if code == ErrorCode.TRANSACTION_ABORTABLE and v < ABORTABLE_VERSION:
         code = ErrorCode.INVALID_TXN_STATE
     elif code == ErrorCode.PRODUCER_FENCED:
         code = ErrorCode.INVALID_PRODUCER_EPOCH

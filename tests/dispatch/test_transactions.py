@@ -415,10 +415,10 @@ def test_tv2_produce_v12_adds_its_partition_and_end_v5_bumps_the_epoch(node):
         )
         init = _init(c, "tx")
         pid, epoch = init.producer_id, init.producer_epoch
-        # v11: the partition must have been added (a TV2 client never sends v11 in a transaction)
-        assert (
-            _produce_v(c, 11, "tx", "t", 0, pid, epoch, 0, [b"x"]).error_code == ErrorCode.INVALID_TXN_STATE
-        )
+        # v11: the partition must have been added (a TV2 client never sends v11 in a transaction);
+        # from v11 Kafka answers TRANSACTION_ABORTABLE (before: INVALID_TXN_STATE)
+        v11 = _produce_v(c, 11, "tx", "t", 0, pid, epoch, 0, [b"x"])
+        assert v11.error_code == ErrorCode.TRANSACTION_ABORTABLE
         # v12 adds it: no AddPartitionsToTxn
         assert _produce_v(c, 12, "tx", "t", 0, pid, epoch, 0, [b"c0"]).error_code == 0
         assert _produce_v(c, 12, "tx", "t", 1, pid, epoch, 0, [b"c1"]).error_code == 0
@@ -483,10 +483,10 @@ def test_transaction_version_0_is_the_classic_protocol(node_factory):
         init = _init(c, "tx")
         pid, epoch = init.producer_id, init.producer_epoch
         # no implicit add, whatever the version
-        assert (
-            _produce_v(c, 12, "tx", "t", 0, pid, epoch, 0, [b"x"]).error_code == ErrorCode.INVALID_TXN_STATE
-        )
-        assert _txn_commit(c, "tx", pid, epoch, "g", "t", 1, version=5) == ErrorCode.INVALID_TXN_STATE
+        v12 = _produce_v(c, 12, "tx", "t", 0, pid, epoch, 0, [b"x"])
+        assert v12.error_code == ErrorCode.TRANSACTION_ABORTABLE
+        assert _txn_commit(c, "tx", pid, epoch, "g", "t", 1, version=5) == ErrorCode.TRANSACTION_ABORTABLE
+        assert _txn_commit(c, "tx", pid, epoch, "g", "t", 1, version=3) == ErrorCode.INVALID_TXN_STATE
         assert _add(c, "tx", pid, epoch, "t", 0) == {0: 0}
         assert _produce_v(c, 12, "tx", "t", 0, pid, epoch, 0, [b"x"]).error_code == 0
         assert _end(c, "tx", pid, epoch, True, version=4) == 0
