@@ -59,6 +59,8 @@ def redpanda_cluster_id(cluster_id: str) -> str:
     except (binascii.Error, ValueError):
         raw = b""
     return f"redpanda.{uuid.UUID(bytes=raw)}" if len(raw) == 16 else f"redpanda.{cluster_id}"
+
+
 def node_endpoints(endpoints: list[Endpoint], index: int) -> list[Endpoint]:
     """The listeners of the node at ``index`` (0: the first): each port, and each advertised port
     that is set, ``index`` higher (port 0 stays 0: every node gets its own free port)."""
@@ -115,7 +117,9 @@ class Broker:
             for listener in self.listeners:
                 listener.close()
             raise
-        self.registry = build_registry(config["kafka.version"] or None, config["persona"] or None)
+        self.registry = build_registry(
+            config["kafka.version"] or None, config["persona"] or None, self.txns.transaction_version
+        )
         if config["persona"] == "redpanda":
             self.cluster_id = redpanda_cluster_id(self.cluster_id)
         self.rack: str | None = config["broker.rack"] or None

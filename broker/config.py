@@ -307,6 +307,17 @@ _SETTINGS = [
         "transaction.max.timeout.ms", int, 900000, "Largest transaction.timeout.ms a producer may ask for.", 1
     ),
     Setting(
+        "transaction.version",
+        int,
+        2,
+        "The finalized level of Kafka's transaction.version feature (KIP-890; Kafka sets it with "
+        "kafka-storage format --feature): 2 clients bump the epoch at every EndTxn and add partitions "
+        "with their Produce, 1 the transaction log's flexible records only, 0 neither. Capped at 0 "
+        "when kafka.version names a release without EndTxn v5 (3.9) or persona is redpanda.",
+        0,
+        maximum=2,
+    ),
+    Setting(
         "transaction.state.log.segment.bytes",
         int,
         104857600,

@@ -67,16 +67,21 @@ HANDLERS = [
 ]
 
 
-def build_registry(kafka_version: str | None = None, persona: str | None = None) -> Registry:
+def build_registry(
+    kafka_version: str | None = None, persona: str | None = None, transaction_version: int = 2
+) -> Registry:
     """Every handler; with ``kafka_version`` (a key of broker.personas.PERSONAS) only the APIs and
     versions that Kafka release's broker advertises; with ``persona`` "redpanda" those Redpanda's
-    broker advertises (broker.personas_redpanda), and no feature levels (Redpanda sends none)."""
+    broker advertises (broker.personas_redpanda), and no feature levels (Redpanda sends none).
+    ``transaction_version``: the finalized level ApiVersions reports (broker.features)."""
     modules = (importlib.import_module(f"{__name__}.{name}") for name in HANDLERS)
     if persona == "redpanda":
         return Registry(modules, REDPANDA, reports_features=False)
     if persona:
         raise ValueError(f"unknown persona {persona!r}")
-    return Registry(modules, PERSONAS[kafka_version] if kafka_version else None)
+    return Registry(
+        modules, PERSONAS[kafka_version] if kafka_version else None, transaction_version=transaction_version
+    )
 
 
 __all__ = ["Api", "ClientInfo", "CloseConnection", "Registry", "RequestContext", "build_registry", "HANDLERS"]

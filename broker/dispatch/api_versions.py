@@ -48,14 +48,16 @@ def handle(ctx: RequestContext, req: codec.ApiVersionsRequest) -> bytes | ApiVer
     body = cache.get(("api_versions", ctx.api_version))
     if body is None:
         levels = {}
-        if ctx.services.registry.reports_features:  # (the Redpanda persona's ApiVersions has none)
+        registry = ctx.services.registry
+        if registry.reports_features:  # (the Redpanda persona's ApiVersions has none)
             levels = dict(
                 supported_features=[
-                    SupportedFeatureKey(n, lo, hi) for n, (lo, hi, _f) in features.FEATURES.items()
+                    SupportedFeatureKey(n, lo, hi) for n, (lo, hi, _f) in registry.features.items()
                 ],
                 finalized_features_epoch=features.FINALIZED_EPOCH,
                 finalized_features=[
-                    FinalizedFeatureKey(n, lvl, lvl) for n, lvl in features.finalized().items()
+                    FinalizedFeatureKey(n, lvl, lvl)
+                    for n, lvl in features.finalized(registry.features).items()
                 ],
             )
         resp = ApiVersionsResponse(error_code=0, api_keys=_api_keys(ctx), **levels)

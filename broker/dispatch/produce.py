@@ -94,7 +94,66 @@ def _refuse_all(req: ProduceRequest, code: ErrorCode) -> ProduceResponse:
     )
 
 
+#: the first version whose transactional batches add their partition to the transaction (KIP-890
+#: part 2, while transaction.version 2 is finalized: a TV2 client sends no AddPartitionsToTxn)
+TV2_VERSION = 12
+
+
 def handle(ctx: RequestContext, req: ProduceRequest):
+    if ctx.api_version >= TV2_VERSION and req.transactional_id is not None:
+        adding = _add_to_transaction(ctx, req)
+        if adding:
+            return _after_adding(adding, ctx, req)
+    return _produce(ctx, req)
+
+
+def _add_to_transaction(ctx: RequestContext, req: ProduceRequest) -> list:
+    """The implicit AddPartitionsToTxn of a transactional Produce v12 (Kafka's ReplicaManager sends
+    it to the coordinator before appending): the partitions of its transactional batches that are
+    not yet in the producer's transaction are added to it, as its client transaction version 2.
+    Only partitions that exist and that the request may write to (WRITE on the transactional id
+    and the topic); the add's errors are what verification then answers. The awaitables of the
+    coordinator's writes (none: nothing to wait for)."""
+    services = ctx.services
+    txns = services.txns
+    tid = req.transactional_id
+    if txns.transaction_version < 2 or not ctx.allowed(WRITE, TRANSACTIONAL_ID, tid):
+        return []
+    wanted: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for td in req.topic_data:
+        topic = services.topics.by_id(td.topic_id) if ctx.api_version >= 13 else services.topics.get(td.name)
+        if topic is None or topic.internal or topic.name.startswith("__"):
+            continue
+        if not ctx.allowed(WRITE, TOPIC, topic.name):
+            continue
+        for pd in td.partition_data:
+            r = pd.records
+            if r is None or len(r) < HEADER_SIZE or r[16] != 2 or not r[22] & TRANSACTIONAL_MASK:
+                continue
+            if not 0 <= pd.index < topic.partitions:
+                continue
+            producer = (
+                int.from_bytes(r[43:51], "big", signed=True),
+                int.from_bytes(r[51:53], "big", signed=True),
+            )
+            if txns.needs_add(tid, *producer, (topic.name, pd.index)):
+                wanted.setdefault(producer, []).append((topic.name, pd.index))
+    outs = [txns.add_partitions(tid, pid, epoch, parts, tv=2) for (pid, epoch), parts in wanted.items()]
+    return [out for out in outs if not isinstance(out, int)]
+
+
+async def _after_adding(adding: list, ctx: RequestContext, req: ProduceRequest):
+    """The produce, once its partitions are in the transaction (the connection waits for it, so
+    its next produce cannot overtake this one)."""
+    for out in adding:
+        await out
+    response = _produce(ctx, req)
+    if type(response) is Deferred:
+        return await response.awaitable
+    return response
+
+
+def _produce(ctx: RequestContext, req: ProduceRequest):
     services = ctx.services
     acks = req.acks
     v = ctx.api_version
@@ -199,6 +258,8 @@ async def _after_flush(
     return response
 
 
+#: the first version whose clients know TRANSACTION_ABORTABLE (KIP-890); older ones get INVALID_TXN_STATE
+ABORTABLE_VERSION = 11
 #: the transaction coordinator's verification errors as Kafka's ReplicaManager answers a produce
 _VERIFY_ERRORS = {
     ErrorCode.TRANSACTION_ABORTABLE: (
@@ -228,6 +289,8 @@ def _verify_transaction(
     code = txns.verify(transactional_id, batch.producer_id, batch.producer_epoch, topic, partition)
     if code == ErrorCode.NONE:
         return None
+    if code == ErrorCode.TRANSACTION_ABORTABLE and ctx.api_version >= ABORTABLE_VERSION:
+        return _error(partition, code, "Partition was not added to the transaction")
     code, message = _VERIFY_ERRORS.get(code, (code, None))
     return _error(partition, code, message)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from broker import features
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated import APIS, codec, request_header
 
@@ -99,6 +100,7 @@ class RequestContext:
         """The node the client reached: the one answering (``services.node_id`` on a single node)."""
         node = self.client.node_id
         return self.services.node_id if node < 0 else node
+
     # Authorization: with no authorizer (the default) everything is allowed, at the cost of one
     # attribute check. Handlers call these with Kafka's operation and resource type codes
     # (broker.security.authorizer) and check what Kafka's KafkaApis checks for their API.
@@ -177,12 +179,16 @@ class Registry:
         modules: Iterable[ModuleType],
         persona: Mapping[int, tuple[int, int]] | None = None,
         reports_features: bool = True,
+        transaction_version: int = 2,
     ):
         """``persona``: a Kafka release's advertised ranges (broker.personas): each API is served only
         at the versions both that release and its handler know, and not at all if none.
-        ``reports_features``: ApiVersions v3+ lists the feature levels (KIP-584; Redpanda does not)."""
+        ``reports_features``: ApiVersions v3+ lists the feature levels (KIP-584; Redpanda does not).
+        ``transaction_version``: the finalized transaction.version (broker.features.transaction_version)."""
         self.apis: dict[int, Api] = {}
         self.reports_features = reports_features
+        #: feature name -> (min supported, max supported, finalized level)
+        self.features = features.levels(transaction_version)
         #: Responses that depend only on (API, version), encoded once (e.g. ApiVersions).
         self.cache: dict[tuple, bytes] = {}
         for mod in modules:

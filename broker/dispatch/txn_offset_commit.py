@@ -1,9 +1,13 @@
 """TxnOffsetCommit (key 28) v0-5: v2 adds the leader epoch; v3 is flexible and adds the member id,
-generation and instance id (KIP-447: checked as Kafka checks them); v4-5 change error handling.
+generation and instance id (KIP-447: checked as Kafka checks them); v4 changes error handling; v5
+(KIP-890 part 2) also does what AddOffsetsToTxn did, when transaction.version 2 is finalized: the
+group's ``__consumer_offsets`` partition is added to the transaction first (a TV2 client sends no
+AddOffsetsToTxn).
 
 The group's ``__consumer_offsets`` partition must be in the producer's transaction
-(AddOffsetsToTxn), as Kafka's verification demands: otherwise INVALID_TXN_STATE for every
-partition, INVALID_PRODUCER_EPOCH for a fenced producer, the coordinator's own error else. The
+(AddOffsetsToTxn), as Kafka's verification demands: otherwise TRANSACTION_ABORTABLE (v4+; before,
+INVALID_TXN_STATE) for every partition, INVALID_PRODUCER_EPOCH for a fenced producer, the
+coordinator's own error else. The
 offsets stay pending (OffsetFetch does not show them; require_stable gets UNSTABLE_OFFSET_COMMIT)
 until the transaction commits, and are dropped if it aborts.
 
@@ -30,6 +34,10 @@ from .registry import RequestContext
 
 API_KEY = 28
 OFFSETS_TOPIC = "__consumer_offsets"
+#: the first version whose clients know TRANSACTION_ABORTABLE (KIP-890): older ones get INVALID_TXN_STATE
+ABORTABLE_VERSION = 4
+#: the first version that adds the offsets partition to the transaction itself (KIP-890 part 2)
+TV2_VERSION = 5
 
 
 def error_response(req: TxnOffsetCommitRequest, version: int, code: ErrorCode) -> TxnOffsetCommitResponse:
@@ -79,11 +87,28 @@ def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
 
 
 def _commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
+    txns = ctx.services.txns
+    tid, pid, epoch = req.transactional_id, req.producer_id, req.producer_epoch
+    if ctx.api_version >= TV2_VERSION and txns.needs_add(tid, pid, epoch, (OFFSETS_TOPIC, 0)):
+        ctx.services.groups.ensure_log()  # the partition must exist to be in a transaction
+        added = txns.add_partitions(tid, pid, epoch, [(OFFSETS_TOPIC, 0)], tv=2)
+        if not isinstance(added, int):  # (its error, if any, is verification's too)
+
+            async def later() -> Any:
+                await added
+                out = _verified_commit(ctx, req)
+                return await out if not isinstance(out, TxnOffsetCommitResponse) else out
+
+            return later()
+    return _verified_commit(ctx, req)
+
+
+def _verified_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
     v = ctx.api_version
     code = ctx.services.txns.verify(
         req.transactional_id, req.producer_id, req.producer_epoch, OFFSETS_TOPIC, 0
     )
-    if code == ErrorCode.TRANSACTION_ABORTABLE:
+    if code == ErrorCode.TRANSACTION_ABORTABLE and v < ABORTABLE_VERSION:
         code = ErrorCode.INVALID_TXN_STATE
     elif code == ErrorCode.PRODUCER_FENCED:
         code = ErrorCode.INVALID_PRODUCER_EPOCH

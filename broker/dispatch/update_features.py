@@ -14,7 +14,6 @@ twice is answered twice.
 
 from __future__ import annotations
 
-from broker import features
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.update_features import (
     FeatureUpdateKey,
@@ -31,14 +30,14 @@ API_KEY = 57
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
 
-def _check(u: FeatureUpdateKey, version: int) -> None:
+def _check(u: FeatureUpdateKey, version: int, levels: dict[str, tuple[int, int, int]]) -> None:
     level = u.max_version_level
-    if features.FEATURES.get(u.feature) is None:
+    if levels.get(u.feature) is None:
         raise KafkaError(
             ErrorCode.INVALID_UPDATE_VERSION,
             f"Invalid update version {level} for feature {u.feature}. The broker does not support the given feature.",
         )
-    lo, hi, current = features.FEATURES[u.feature]
+    lo, hi, current = levels[u.feature]
     downgrade = u.allow_downgrade if version == 0 else u.upgrade_type in (SAFE_DOWNGRADE, UNSAFE_DOWNGRADE)
     if version >= 1 and u.upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
         raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION, f"Unknown upgrade type {u.upgrade_type}.")
@@ -69,7 +68,7 @@ def handle(ctx: RequestContext, req: UpdateFeaturesRequest) -> UpdateFeaturesRes
     results = []
     for u in req.feature_updates:
         try:
-            _check(u, v)
+            _check(u, v, ctx.services.registry.features)
         except KafkaError as e:
             results.append(UpdatableFeatureResult(u.feature, int(e.code), e.message))
         else:

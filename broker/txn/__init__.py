@@ -19,6 +19,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker import features
 from broker.coordinator.result import Result
 from broker.coordinator.runtime import CoordinatorRuntime, LoopTimers, SystemClock
 from broker.log.batch import iter_batches
@@ -48,12 +49,17 @@ class TransactionCoordinator:
         self.config = config
         self.groups = groups
         clock = clock or SystemClock()
+        #: the finalized transaction.version (broker/features.py): 2 serves KIP-890 part 2
+        self.transaction_version: int = features.transaction_version(config)
         self.timers = LoopTimers(clock, lambda op: self.runtime.run_detached(op))
         self.state = TxnCoordinatorState(
             TxnConfig(
                 max_timeout_ms=config["transaction.max.timeout.ms"],
                 id_expiration_ms=config["transactional.id.expiration.ms"],
-                expiration_check_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+                expiration_check_interval_ms=config[
+                    "transaction.remove.expired.transaction.cleanup.interval.ms"
+                ],
+                transaction_version=self.transaction_version,
             ),
             self.logs.allocate_producer_id,
             self.timers,
@@ -139,9 +145,21 @@ class TransactionCoordinator:
         """(error code, producer id, epoch), or an awaitable of it."""
         return self._run(lambda now: ops.init_producer_id(self.state, tid, timeout_ms, expected, now))
 
-    def add_partitions(self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]]) -> Any:
-        """One error code for all ``partitions``, or an awaitable of it."""
-        return self._run(lambda now: ops.add_partitions(self.state, tid, pid, epoch, partitions, now))
+    def add_partitions(
+        self, tid: str, pid: int, epoch: int, partitions: list[tuple[str, int]], tv: int = 0
+    ) -> Any:
+        """One error code for all ``partitions``, or an awaitable of it. ``tv`` 2: the implicit add
+        of a Produce v12 or TxnOffsetCommit v5 (KIP-890 part 2)."""
+        return self._run(lambda now: ops.add_partitions(self.state, tid, pid, epoch, partitions, now, tv))
+
+    def needs_add(self, tid: str | None, pid: int, epoch: int, partition: tuple[str, int]) -> bool:
+        """Whether a TV2 transactional write to ``partition`` should add it first: transaction.version
+        2 is finalized, and the producer is the transactional id's current one, without ``partition``
+        in an open transaction (the add answers the other cases' errors, as verification does)."""
+        if self.transaction_version < 2 or not tid:
+            return False
+        meta = self.state.txns.get(tid)
+        return meta is not None and not (meta.state == TxnState.ONGOING and partition in meta.partitions)
 
     def transactional_id_of(self, producer_id: int) -> str | None:
         return self.state.by_producer.get(producer_id)
@@ -149,10 +167,14 @@ class TransactionCoordinator:
     def verify(self, tid: str | None, pid: int, epoch: int, topic: str, partition: int) -> ErrorCode:
         return ops.verify(self.state, tid, pid, epoch, (topic, partition))
 
-    async def end_txn(self, tid: str, pid: int, epoch: int, commit: bool) -> tuple[int, int, int]:
+    async def end_txn(
+        self, tid: str, pid: int, epoch: int, commit: bool, tv: int = 0
+    ) -> tuple[int, int, int]:
         """EndTxn: answered once the markers are written and the transaction is complete (Kafka
-        answers once it is prepared; a client never sees the difference but a later read)."""
-        out = self._run(lambda now: ops.end_txn(self.state, tid, pid, epoch, commit, now))
+        answers once it is prepared; a client never sees the difference but a later read). ``tv``
+        2 (EndTxn v5): the epoch is bumped, and the answer names the next transaction's producer
+        id and epoch."""
+        out = self._run(lambda now: ops.end_txn(self.state, tid, pid, epoch, commit, now, tv))
         if asyncio.isfuture(out) or asyncio.iscoroutine(out):
             out = await out
         task = self.completing.get(tid)

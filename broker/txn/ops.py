@@ -7,6 +7,12 @@ state's ``on_prepared`` after replay: the facade then writes the markers and com
 
 Responses are ``(error code, producer id, producer epoch)`` for InitProducerId and EndTxn, an
 error code for AddPartitionsToTxn/AddOffsetsToTxn.
+
+Transaction version 2 (KIP-890 part 2) is decided per request, as Kafka decides it: EndTxn v5 bumps
+the epoch at every end, and partitions a Produce v12 / TxnOffsetCommit v5 adds implicitly mark the
+transaction as a TV2 client's (``client_transaction_version``), which is what tells an EndTxn retry
+(the epoch before the bump) from a fenced producer. The fencing aborts (InitProducerId, timeout)
+bump the epoch once and are TV0 transitions, as Kafka's PrepareEpochFence.
 """
 
 from __future__ import annotations
@@ -82,10 +88,11 @@ def init_producer_id(
             producer_epoch=meta.producer_epoch + 1,
             last_producer_epoch=NO_PRODUCER_EPOCH,
             last_update_ms=now,
+            client_transaction_version=0,  # the fence's own bump: no second one at the end
         )
         return Result(
             response=(int(ErrorCode.CONCURRENT_TRANSACTIONS), NO_PRODUCER_ID, NO_PRODUCER_EPOCH),
-            records=[fenced.record()],
+            records=[fenced.record(st.config.log_value_version)],
             after=_prepared_after(st, tid),
         )
     if meta.state not in (TxnState.EMPTY, *COMPLETE):
@@ -106,11 +113,14 @@ def init_producer_id(
     else:
         return _err(ErrorCode.PRODUCER_FENCED)
     new.state = TxnState.EMPTY
+    new.client_transaction_version = 0  # as Kafka's prepareIncrementProducerEpoch
     new.timeout_ms = timeout_ms
     new.partitions = set()
     new.start_ms = -1
     new.last_update_ms = now
-    return Result(response=(0, new.producer_id, new.producer_epoch), records=[new.record()])
+    return Result(
+        response=(0, new.producer_id, new.producer_epoch), records=[new.record(st.config.log_value_version)]
+    )
 
 
 def _check_producer(meta: TxnMetadata | None, pid: int, epoch: int) -> ErrorCode:
@@ -122,9 +132,18 @@ def _check_producer(meta: TxnMetadata | None, pid: int, epoch: int) -> ErrorCode
 
 
 def add_partitions(
-    st: TxnCoordinatorState, tid: str, pid: int, epoch: int, partitions: Iterable[tuple[str, int]], now: int
+    st: TxnCoordinatorState,
+    tid: str,
+    pid: int,
+    epoch: int,
+    partitions: Iterable[tuple[str, int]],
+    now: int,
+    tv: int = 0,
 ) -> Result:
-    """AddPartitionsToTxn (and AddOffsetsToTxn, with the offsets partition): one error code."""
+    """AddPartitionsToTxn (and AddOffsetsToTxn, with the offsets partition): one error code. ``tv``:
+    the client's transaction version, 2 for the partitions a transactional Produce v12 or
+    TxnOffsetCommit v5 adds implicitly (KIP-890 part 2); the transaction then ends with the epoch
+    bumped."""
     if not tid:
         return Result(response=int(ErrorCode.INVALID_REQUEST))
     meta = st.txns.get(tid)
@@ -139,13 +158,17 @@ def add_partitions(
         return Result(response=0)
     start = now if meta.state in (TxnState.EMPTY, *COMPLETE) else meta.start_ms
     new = meta.transit(
-        state=TxnState.ONGOING, partitions=meta.partitions | added, start_ms=start, last_update_ms=now
+        state=TxnState.ONGOING,
+        partitions=meta.partitions | added,
+        start_ms=start,
+        last_update_ms=now,
+        client_transaction_version=tv,
     )
 
     def arm(_now: int) -> None:
         arm_timeout(st, tid, new.producer_id, new.producer_epoch, start + new.timeout_ms)
 
-    return Result(response=0, records=[new.record()], after=[arm])
+    return Result(response=0, records=[new.record(st.config.log_value_version)], after=[arm])
 
 
 def verify(
@@ -167,32 +190,81 @@ def verify(
     return ErrorCode.NONE
 
 
-def end_txn(st: TxnCoordinatorState, tid: str, pid: int, epoch: int, commit: bool, now: int) -> Result:
-    """EndTxn from a client (transaction.version 0/1: no epoch bump)."""
+def end_txn(
+    st: TxnCoordinatorState, tid: str, pid: int, epoch: int, commit: bool, now: int, tv: int = 0
+) -> Result:
+    """EndTxn from a client, as Kafka's endTransaction. ``tv`` 2 (EndTxn v5, KIP-890 part 2): the
+    epoch is bumped at the end (the markers carry the bumped epoch), and when it is exhausted the
+    transactional id gets a new producer id (``next_producer_id``, taken up on completion); the
+    answer is the producer id and epoch of the next transaction. A retry of an end whose answer was
+    lost names the epoch before the bump (or the old producer id after a rotation) and gets the
+    same answer again. ``tv`` 0: the classic end, no bump."""
     if not tid:
         return _err(ErrorCode.INVALID_REQUEST)
     meta = st.txns.get(tid)
-    if meta is None or meta.producer_id != pid:
+    if meta is None:
         return _err(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-    if epoch != meta.producer_epoch:
-        return _err(ErrorCode.PRODUCER_FENCED)
     state = meta.state
-    if state == TxnState.ONGOING:
-        new = meta.transit(
-            state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, last_update_ms=now
-        )
-        return Result(
-            response=(0, meta.producer_id, meta.producer_epoch),
-            records=[new.record()],
-            after=_prepared_after(st, tid),
-        )
+    v2 = meta.client_transaction_version >= 2  # the last transition was a TV2 client's
+    retry_on_bump = v2 and meta.producer_epoch == epoch + 1
+    retry_on_overflow = (
+        v2 and meta.previous_producer_id == pid and epoch == MAX_EPOCH - 1 and meta.producer_epoch == 0
+    )
+    retry = retry_on_bump or retry_on_overflow
+    if meta.producer_id != pid and not retry_on_overflow:
+        return _err(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    if v2 and state in PREPARED:
+        valid = retry_on_bump
+    elif v2 and state in COMPLETE:
+        # a retry, or (a TV2 client's abort of a transaction it started without reaching a
+        # partition) the next end at the current epoch
+        valid = retry or epoch == meta.producer_epoch
+        retry = retry and epoch != meta.producer_epoch
+    else:
+        valid = epoch == meta.producer_epoch
+        retry = state in COMPLETE  # TV0: the same epoch again is a retry
+    if not valid:
+        return _err(ErrorCode.PRODUCER_FENCED)
     done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
     prepared = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-    if state == done:
+    if state == TxnState.ONGOING:
+        return _prepare(st, meta, prepared, tv, now)
+    if state == done and retry:
         return Result(response=(0, meta.producer_id, meta.producer_epoch))
-    if state == prepared:
-        return _err(ErrorCode.CONCURRENT_TRANSACTIONS)
+    if state in PREPARED:
+        return _err(ErrorCode.CONCURRENT_TRANSACTIONS if state == prepared else ErrorCode.INVALID_TXN_STATE)
+    if not commit and tv >= 2 and not retry and state in (TxnState.EMPTY, *COMPLETE):
+        # nothing was added (the client's sends failed before reaching a partition): an empty
+        # transaction, aborted with the epoch bumped all the same
+        return _prepare(st, meta, TxnState.PREPARE_ABORT, tv, now)
     return _err(ErrorCode.INVALID_TXN_STATE)
+
+
+def _prepare(st: TxnCoordinatorState, meta: TxnMetadata, state: TxnState, tv: int, now: int) -> Result:
+    """Ongoing (or, TV2 abort, nothing open) -> PrepareCommit/PrepareAbort (Kafka's
+    prepareAbortOrCommit). Answered with the producer id and epoch the client goes on with."""
+    if tv >= 2:
+        next_pid = st.allocate_producer_id() if meta.epoch_exhausted else NO_PRODUCER_ID
+        new = meta.transit(
+            state=state,
+            producer_epoch=min(meta.producer_epoch + 1, MAX_EPOCH),
+            last_producer_epoch=meta.producer_epoch,
+            next_producer_id=next_pid,
+            last_update_ms=now,
+            client_transaction_version=tv,
+        )
+        answer = (0, next_pid, 0) if next_pid != NO_PRODUCER_ID else (0, new.producer_id, new.producer_epoch)
+    else:
+        new = meta.transit(state=state, last_update_ms=now, client_transaction_version=tv)
+        answer = (0, meta.producer_id, meta.producer_epoch)
+    if meta.state != TxnState.ONGOING:
+        new.partitions = set()
+        new.start_ms = now
+    return Result(
+        response=answer,
+        records=[new.record(st.config.log_value_version)],
+        after=_prepared_after(st, meta.transactional_id),
+    )
 
 
 def abort_timed_out(st: TxnCoordinatorState, tid: str, pid: int, epoch: int, now: int) -> Result:
@@ -214,8 +286,9 @@ def abort_timed_out(st: TxnCoordinatorState, tid: str, pid: int, epoch: int, now
         producer_epoch=bumped,
         last_producer_epoch=NO_PRODUCER_EPOCH,
         last_update_ms=now,
+        client_transaction_version=0,  # the fence's own bump: no second one, and no EndTxn retry
     )
-    return Result(records=[new.record()], after=_prepared_after(st, tid))
+    return Result(records=[new.record(st.config.log_value_version)], after=_prepared_after(st, tid))
 
 
 def complete(st: TxnCoordinatorState, tid: str, pid: int, epoch: int, now: int) -> Result:
@@ -225,7 +298,13 @@ def complete(st: TxnCoordinatorState, tid: str, pid: int, epoch: int, now: int) 
         return Result()
     state = TxnState.COMPLETE_COMMIT if meta.state == TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
     new = meta.transit(state=state, partitions=set(), last_update_ms=now)
-    return Result(records=[new.record()])
+    if meta.next_producer_id != NO_PRODUCER_ID:
+        # the epoch was exhausted at a TV2 end: the markers carried the old id's last epoch, and
+        # the next transaction is the new id's, at epoch 0 (Kafka's prepareComplete)
+        new.producer_id, new.producer_epoch = meta.next_producer_id, 0
+        new.previous_producer_id = meta.producer_id
+        new.next_producer_id = NO_PRODUCER_ID
+    return Result(records=[new.record(st.config.log_value_version)])
 
 
 def resume(st: TxnCoordinatorState, tid: str) -> Result:

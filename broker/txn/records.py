@@ -2,8 +2,9 @@
 
 In the log a record's key is ``int16 key version (0) + TransactionLogKey`` and its value
 ``int16 value version + TransactionLogValue`` (empty: a tombstone, the transactional id expired), as
-Kafka's TransactionLog writes them. The broker writes value version 0, as Kafka does while
-``transaction.version`` is below 1 (this broker finalizes level 0), and reads 0 and 1.
+Kafka's TransactionLog writes them. The value version is Kafka's choice: 0 while the finalized
+``transaction.version`` is 0, else 1 (flexible: the previous and next producer ids and the client's
+transaction version are tagged fields of it); both are read.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ __all__ = ["PartitionsSchema", "RecordError", "TransactionLogValue", "TxnRecord"
 
 _I16 = Struct(">h")
 KEY_VERSION = 0
-#: the value version written (0 while transaction.version is 0, as Kafka)
-VALUE_VERSION = 0
 _VALUE_ENCODERS = {0: _value.encode_v0, 1: _value.encode_v1}
 _VALUE_DECODERS = {0: _value.decode_v0, 1: _value.decode_v1}
 
@@ -39,6 +38,8 @@ class TxnRecord:
     value: TransactionLogValue | None  # None: tombstone
     #: not written (Kafka keeps it in memory only): the epoch before a KIP-360 bump; -1 on load
     last_producer_epoch: int = -1
+    #: the version its value is written at (0 or 1); on load, the version it was read at
+    value_version: int = 0
 
     def key_bytes(self) -> bytes:
         return _I16.pack(KEY_VERSION) + _key.encode_v0(
@@ -48,7 +49,7 @@ class TxnRecord:
     def value_bytes(self) -> bytes | None:
         if self.value is None:
             return None
-        return _I16.pack(VALUE_VERSION) + _VALUE_ENCODERS[VALUE_VERSION](self.value)
+        return _I16.pack(self.value_version) + _VALUE_ENCODERS[self.value_version](self.value)
 
 
 def decode(key: bytes | None, value: bytes | None) -> TxnRecord:
@@ -65,7 +66,7 @@ def decode(key: bytes | None, value: bytes | None) -> TxnRecord:
     if decoder is None:
         raise RecordError(f"unknown transaction log value version {vv}")
     v, _ = decoder(bytes(value), 2)
-    return TxnRecord(k.transactional_id, v)
+    return TxnRecord(k.transactional_id, v, value_version=vv)
 
 
 def to_batch(records: list[TxnRecord], now_ms: int) -> bytes:

@@ -69,6 +69,9 @@ class TxnMetadata:
     next_producer_id: int = NO_PRODUCER_ID
     #: not in the log (Kafka keeps it in memory only): the epoch before the last bump, for KIP-360
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    #: the transaction version of the client's last transition (KIP-890): 2 when it ends its
+    #: transactions with EndTxn v5 (the epoch bumped at every end), 0 for the classic protocol
+    client_transaction_version: int = 0
 
     @property
     def epoch_exhausted(self) -> bool:
@@ -91,10 +94,12 @@ class TxnMetadata:
             transaction_partitions=parts,
             transaction_last_update_timestamp_ms=self.last_update_ms,
             transaction_start_timestamp_ms=self.start_ms,
+            client_transaction_version=self.client_transaction_version,
         )
 
-    def record(self) -> TxnRecord:
-        return TxnRecord(self.transactional_id, self.to_value(), self.last_producer_epoch)
+    def record(self, value_version: int = 0) -> TxnRecord:
+        """The record of this state, its value at ``value_version`` (1 from transaction.version 1)."""
+        return TxnRecord(self.transactional_id, self.to_value(), self.last_producer_epoch, value_version)
 
     def transit(self, **changes: object) -> TxnMetadata:
         """A copy with ``changes``: what an operation writes (replay makes it the state)."""
@@ -125,6 +130,7 @@ def from_value(transactional_id: str, v: TransactionLogValue) -> TxnMetadata:
         last_update_ms=v.transaction_last_update_timestamp_ms,
         previous_producer_id=v.previous_producer_id,
         next_producer_id=v.next_producer_id,
+        client_transaction_version=v.client_transaction_version,
     )
 
 
@@ -135,6 +141,13 @@ class TxnConfig:
     id_expiration_ms: int = 604_800_000
     #: transaction.remove.expired.transaction.cleanup.interval.ms (Kafka's default: 1 hour)
     expiration_check_interval_ms: int = 3_600_000
+    #: the finalized transaction.version (KIP-890): from 1 the log's values are written at version 1
+    #: (flexible, with the previous/next producer ids and the client's transaction version)
+    transaction_version: int = 2
+
+    @property
+    def log_value_version(self) -> int:
+        return 1 if self.transaction_version >= 1 else 0
 
 
 class TxnCoordinatorState:

@@ -55,14 +55,12 @@ ALLOWED: list[Allowed] = [
     # ---------------------------------------------------------------------------- ApiVersions
     Allowed("ApiVersions", r"api_keys\[\d+\]", "APIs pykbroker does not implement (KRaft, share and "
             "streams groups, delegation tokens, ...): not advertised", values=ABSENT),
-    Allowed("ApiVersions", r"api_keys\[26\]\.max_version", "EndTxn v5 (KIP-890 transaction version 2, its "
-            "epoch bump) is not served yet: transaction.version stays 0", values=r"4 -> 5"),
     Allowed("ApiVersions", r"api_keys\[\d+\]\.min_version", "pykbroker keeps serving the old versions "
             "Kafka 4 removed (KIP-896), for older clients", values=r"0 -> [12]"),
     Allowed("ApiVersions", r"api_keys\[0\]\.min_version", "Produce v0-2 (message formats v0/v1) are not "
             "served; Kafka 4 keeps them only for old librdkafka", values=r"3 -> 0"),
     Allowed("ApiVersions", r"(supported_features|finalized_features)\[[^\]]+\](\.\w+)?|finalized_features_epoch",
-            "feature levels say what pykbroker serves: transaction.version 0 (transactions without KIP-890), kraft.version 0 "
+            "feature levels say what pykbroker serves: kraft.version 0 "
             "(a static single voter), no share groups, streams groups or ELR; metadata.version and "
             "group.version are Kafka 4.3's. The epoch is pykbroker's own (no metadata log)"),
 

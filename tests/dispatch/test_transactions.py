@@ -375,3 +375,136 @@ def test_a_newer_plain_commit_wins_over_a_transactions_commit(node_factory, tmp_
     node = node_factory(data_dir=tmp_path / "d")
     with node.client() as c:
         assert _committed(c, "g", "in", require_stable=True) == 7
+
+
+# ---------------------------------------------------------------------- transaction version 2
+
+
+API_VERSIONS = 18
+
+
+def _produce_v(c, version, tid, topic, partition, pid, epoch, seq, values):
+    batch = build_batch([(None, v) for v in values], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                        transactional=True)  # fmt: skip
+    td = TopicProduceData(name=topic, partition_data=[PartitionProduceData(index=partition, records=batch)])
+    (t,) = c.call(PRODUCE, version, ProduceRequest(tid, -1, 10_000, [td])).responses
+    return t.partition_responses[0]
+
+
+def _marker_epochs(node, topic, partition):
+    plog = node.broker.logs.get(topic, partition)
+    data = plog.read(plog.log_start_offset, 1 << 30)
+    return [(parse_marker(key), info.producer_epoch) for _o, _t, key, _v, _h, info in iter_records(data)
+            if info.is_control]  # fmt: skip
+
+
+def _finalized(c):
+    from broker.protocol.generated.api_versions import ApiVersionsRequest
+
+    resp = c.call(API_VERSIONS, 3, ApiVersionsRequest("t", "1"))
+    supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
+    return supported["transaction.version"], {f.name: f.max_version_level for f in resp.finalized_features}
+
+
+def test_tv2_produce_v12_adds_its_partition_and_end_v5_bumps_the_epoch(node):
+    node.broker.create_topic("t", 2, {})
+    with node.client() as c:
+        assert _finalized(c) == (
+            (0, 2),
+            {"metadata.version": 30, "group.version": 1, "transaction.version": 2},
+        )
+        init = _init(c, "tx")
+        pid, epoch = init.producer_id, init.producer_epoch
+        # v11: the partition must have been added (a TV2 client never sends v11 in a transaction);
+        # from v11 Kafka answers TRANSACTION_ABORTABLE (before: INVALID_TXN_STATE)
+        v11 = _produce_v(c, 11, "tx", "t", 0, pid, epoch, 0, [b"x"])
+        assert v11.error_code == ErrorCode.TRANSACTION_ABORTABLE
+        # v12 adds it: no AddPartitionsToTxn
+        assert _produce_v(c, 12, "tx", "t", 0, pid, epoch, 0, [b"c0"]).error_code == 0
+        assert _produce_v(c, 12, "tx", "t", 1, pid, epoch, 0, [b"c1"]).error_code == 0
+        assert _produce_v(c, 12, "tx", "t", 0, pid, epoch, 1, [b"c2"]).error_code == 0
+        desc = c.call(DESCRIBE_TXNS, 0, DescribeTransactionsRequest(["tx"])).transaction_states[0]
+        assert desc.transaction_state == "Ongoing" and sorted(
+            p for t in desc.topics for p in t.partitions
+        ) == [0, 1]
+        end = c.call(END_TXN, 5, EndTxnRequest("tx", pid, epoch, True))
+        assert (end.error_code, end.producer_id, end.producer_epoch) == (0, pid, epoch + 1)
+        # the markers carry the bumped epoch
+        assert _marker_epochs(node, "t", 0) == [(True, epoch + 1)]
+        assert _marker_epochs(node, "t", 1) == [(True, epoch + 1)]
+        # a retry of that end (its answer lost) gets the same answer; the old epoch is fenced
+        again = c.call(END_TXN, 5, EndTxnRequest("tx", pid, epoch, True))
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (0, pid, epoch + 1)
+        old = _produce_v(c, 12, "tx", "t", 0, pid, epoch, 2, [b"late"])
+        assert old.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+        # the next transaction: the new epoch from sequence 0, offsets through TxnOffsetCommit v5
+        assert _produce_v(c, 12, "tx", "t", 0, pid, epoch + 1, 0, [b"a0"]).error_code == 0
+        assert _txn_commit(c, "tx", pid, epoch + 1, "g", "t", 7, version=5) == 0
+        assert _committed(c, "g", "t", require_stable=True) == ErrorCode.UNSTABLE_OFFSET_COMMIT
+        end = c.call(END_TXN, 5, EndTxnRequest("tx", pid, epoch + 1, False))
+        assert (end.error_code, end.producer_id, end.producer_epoch) == (0, pid, epoch + 2)
+        assert _marker_epochs(node, "t", 0) == [(True, epoch + 1), (False, epoch + 2)]
+        assert _committed(c, "g", "t", require_stable=True) == -1  # aborted: dropped
+        # read_committed: the aborted transaction is named for the client to drop its records
+        fetched = _fetch(c, "t", 1)
+        aborted = [(a.producer_id, a.first_offset) for a in fetched.aborted_transactions]
+        assert aborted == [(pid, 3)]  # c0, c2, the commit marker, then a0
+        assert _latest(c, "t", 1) == _latest(c, "t", 0) == 5
+
+
+def test_tv2_end_v5_errors(node):
+    node.broker.create_topic("t", 1, {})
+    with node.client() as c:
+        init = _init(c, "tx")
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert _produce_v(c, 12, "tx", "t", 0, pid, epoch, 0, [b"c0"]).error_code == 0
+        fenced = c.call(END_TXN, 5, EndTxnRequest("tx", pid, epoch + 3, True))
+        assert (fenced.error_code, fenced.producer_id, fenced.producer_epoch) == (
+            ErrorCode.PRODUCER_FENCED,
+            -1,
+            -1,
+        )
+        unknown = c.call(END_TXN, 5, EndTxnRequest("tx", pid + 1, epoch, True))
+        assert unknown.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        # a produce v12 for a topic that does not exist adds nothing
+        assert (
+            _produce_v(c, 12, "tx", "nope", 0, pid, epoch, 0, [b"x"]).error_code
+            == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
+        desc = c.call(DESCRIBE_TXNS, 0, DescribeTransactionsRequest(["tx"])).transaction_states[0]
+        assert [t.topic for t in desc.topics] == ["t"]
+
+
+def test_transaction_version_0_is_the_classic_protocol(node_factory):
+    node = node_factory({"transaction.version": "0"})
+    node.broker.create_topic("t", 1, {})
+    with node.client() as c:
+        assert _finalized(c) == ((0, 2), {"metadata.version": 30, "group.version": 1})
+        init = _init(c, "tx")
+        pid, epoch = init.producer_id, init.producer_epoch
+        # no implicit add, whatever the version
+        v12 = _produce_v(c, 12, "tx", "t", 0, pid, epoch, 0, [b"x"])
+        assert v12.error_code == ErrorCode.TRANSACTION_ABORTABLE
+        assert _txn_commit(c, "tx", pid, epoch, "g", "t", 1, version=5) == ErrorCode.TRANSACTION_ABORTABLE
+        assert _txn_commit(c, "tx", pid, epoch, "g", "t", 1, version=3) == ErrorCode.INVALID_TXN_STATE
+        assert _add(c, "tx", pid, epoch, "t", 0) == {0: 0}
+        assert _produce_v(c, 12, "tx", "t", 0, pid, epoch, 0, [b"x"]).error_code == 0
+        assert _end(c, "tx", pid, epoch, True, version=4) == 0
+        assert _marker_epochs(node, "t", 0) == [(True, epoch)]
+    # the transaction log's values are v0 at level 0
+    plog = node.broker.logs.get("__transaction_state", 0)
+    data = plog.read(0, 1 << 30)
+    assert {v[:2] for _o, _t, _k, v, _h, _i in iter_records(data)} == {b"\x00\x00"}
+
+
+def test_releases_without_tv2_finalize_level_0(node_factory):
+    """kafka.version 3.9 advertises EndTxn v4, Produce v11 and TxnOffsetCommit v4 at most: its
+    clients cannot speak KIP-890 part 2, so the coordinator and ApiVersions keep to level 0."""
+    node = node_factory({"kafka.version": "3.9"})
+    assert node.broker.txns.transaction_version == 0
+    with node.client() as c:
+        assert _finalized(c)[1].get("transaction.version") is None
+    node = node_factory({"kafka.version": "4.3", "transaction.version": "1"})
+    assert node.broker.txns.transaction_version == 1
+    with node.client() as c:
+        assert _finalized(c)[1]["transaction.version"] == 1

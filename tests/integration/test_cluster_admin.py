@@ -82,7 +82,8 @@ def test_kafka_python_features(kp_admin):
     features = kp_admin.describe_features()
     assert features["group.version"] == {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 1}
     assert features["metadata.version"]["finalized"] == (30, 30)
-    assert features["transaction.version"] == {"supported": (0, 0)}  # no transactions: not finalized
+    # KIP-890 part 2 served: finalized at 2 (the broker setting transaction.version)
+    assert features["transaction.version"] == {"supported": (0, 2), "finalized": (2, 2), "finalized_epoch": 1}
     assert kp_admin.update_features({"group.version": 1}) == {"group.version": "OK"}
 
 

@@ -267,9 +267,9 @@ def test_features(broker):
         "group.version": [0, 1],
         "kraft.version": [0, 0],
         "metadata.version": [7, 30],
-        "transaction.version": [0, 0],
+        "transaction.version": [0, 2],
     }, result
-    assert lines[0]["finalized"] == {"group.version": 1, "metadata.version": 30}
+    assert lines[0]["finalized"] == {"group.version": 1, "metadata.version": 30, "transaction.version": 2}
     assert lines[0]["epoch"] == 1
     assert "error" not in lines[1], result
     invalid = "org.apache.kafka.common.errors.InvalidUpdateVersionException"

@@ -14,12 +14,20 @@ from broker.txn.state import TxnConfig, TxnCoordinatorState, TxnMetadata
 
 
 class TxnContext:
-    def __init__(self, max_timeout_ms: int = 900_000, log: list[bytes] | None = None, next_pid: int = 1000):
+    def __init__(
+        self,
+        max_timeout_ms: int = 900_000,
+        log: list[bytes] | None = None,
+        next_pid: int = 1000,
+        transaction_version: int = 2,
+    ):
         self.clock = ManualClock()
         self.timers = ManualTimers(self.clock)
         self.pids = iter(range(next_pid, next_pid + 10_000))
         self.state = TxnCoordinatorState(
-            TxnConfig(max_timeout_ms=max_timeout_ms), lambda: next(self.pids), self.timers
+            TxnConfig(max_timeout_ms=max_timeout_ms, transaction_version=transaction_version),
+            lambda: next(self.pids),
+            self.timers,
         )
         #: transactional ids whose transaction an operation left prepared (the facade's markers)
         self.prepared: list[str] = []
@@ -54,8 +62,12 @@ class TxnContext:
     def add(self, tid: str, pid: int, epoch: int, *partitions: tuple[str, int]) -> int:
         return self.run(lambda now: ops.add_partitions(self.state, tid, pid, epoch, partitions, now))
 
-    def end(self, tid: str, pid: int, epoch: int, commit: bool) -> Any:
-        return self.run(lambda now: ops.end_txn(self.state, tid, pid, epoch, commit, now))
+    def add_v2(self, tid: str, pid: int, epoch: int, *partitions: tuple[str, int]) -> int:
+        """The implicit add of a transactional Produce v12 (transaction version 2)."""
+        return self.run(lambda now: ops.add_partitions(self.state, tid, pid, epoch, partitions, now, tv=2))
+
+    def end(self, tid: str, pid: int, epoch: int, commit: bool, tv: int = 0) -> Any:
+        return self.run(lambda now: ops.end_txn(self.state, tid, pid, epoch, commit, now, tv))
 
     def complete(self, tid: str) -> None:
         """What the facade does once the markers are written."""
@@ -70,9 +82,13 @@ class TxnContext:
         self.clock.ms = until
 
     def restart(self) -> TxnContext:
-        ctx = TxnContext(self.state.config.max_timeout_ms, list(self.log), next_pid=next(self.pids))
+        config = self.state.config
+        ctx = TxnContext(config.max_timeout_ms, list(self.log), next(self.pids), config.transaction_version)
         ctx.clock.ms = self.clock.ms
         return ctx
+
+    def transactional_id_of(self, pid: int) -> str | None:
+        return self.state.by_producer.get(pid)
 
     def meta(self, tid: str) -> TxnMetadata:
         return self.state.txns[tid]

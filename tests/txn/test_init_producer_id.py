@@ -98,12 +98,13 @@ def test_exhausted_epoch_rotates_the_producer_id():
     meta.producer_epoch = 32766  # as if bumped that often
     code, new_pid, epoch = ctx.init("app")
     assert code == OK and new_pid != pid and epoch == 0
-    # (the previous producer id is a tagged field of value v1: not kept at v0, as Kafka at TV 0)
+    # the previous producer id is a tagged field of value v1 (written from transaction.version 1)
     assert ctx.restart().meta("app").producer_id == new_pid
+    assert ctx.restart().meta("app").previous_producer_id == pid
 
 
 def test_records_are_kafkas_transaction_log_layout():
-    ctx = TxnContext()
+    ctx = TxnContext(transaction_version=0)
     _, pid, _ = ctx.init("app")
     (batch,) = ctx.log
     ((_off, _ts, key, value, _h, _info),) = list(iter_records(batch))
