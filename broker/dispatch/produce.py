@@ -247,7 +247,9 @@ async def _after_flush(
     if delay_ms:
         await asyncio.sleep(delay_ms / 1000)
     try:
-        await asyncio.gather(*set(waits))
+        # shielded: the flush futures are shared by every request of the group commit, and this
+        # request's task is cancelled when its client disconnects; the others still get answers
+        await asyncio.gather(*(asyncio.shield(w) for w in set(waits)))
     except StorageError as e:
         for t in response.responses:
             for p in t.partition_responses:

@@ -74,7 +74,7 @@ def _fsync_all(segments: list[Segment], pool: ThreadPoolExecutor | None = None) 
     """fsync every segment; with ``pool``, its threads share the files (the disk takes many fsyncs
     at once, and a thread that waits for the GIL after its fsync holds up only its own share).
     Raises the first failure, after every share has finished."""
-    workers = min(len(segments), pool._max_workers) if pool is not None else 1
+    workers = min(len(segments), FLUSH_WORKERS) if pool is not None else 1
     if workers <= 1:
         _fsync_each(segments)
         return

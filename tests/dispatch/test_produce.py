@@ -3,9 +3,19 @@ is decided once per topic, and every partition of a request gets its own answer 
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
+from broker.dispatch.produce import _after_flush
 from broker.log.records import simple_batch
 from broker.protocol.errors import ErrorCode
-from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.protocol.generated.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceData,
+)
 
 PRODUCE = 0
 
@@ -61,3 +71,19 @@ def test_invalid_acks_refuses_every_partition_and_appends_nothing(node):
     }
     assert got[("t", 0)][2] == "acks must be -1, 0 or 1, not 2"
     assert [node.broker.logs.get("t", p).log_end_offset for p in range(3)] == [0, 0, 0]
+
+
+async def test_a_request_cancelled_while_it_waits_leaves_the_shared_flush_to_the_others():
+    """A client that disconnects cancels its own request's wait, never the group commit's flush
+    future that other clients' requests wait on too."""
+    flush = asyncio.get_running_loop().create_future()
+    gone, staying = ProduceResponse(responses=[]), ProduceResponse(responses=[])
+    first = asyncio.ensure_future(_after_flush(gone, [flush]))
+    second = asyncio.ensure_future(_after_flush(staying, [flush]))
+    await asyncio.sleep(0)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert not flush.cancelled()
+    flush.set_result(None)
+    assert await second is staying
