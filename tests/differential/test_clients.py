@@ -47,7 +47,12 @@ def bootstraps(our_broker: Any, real_kafka: Any) -> dict[str, str]:
 def both(bootstraps: dict[str, str], scenario: Callable[[str, str], dict], name: str) -> dict:
     """Run ``scenario(bootstrap, suffix)`` on both brokers; the outcomes must be equal."""
     slug = "".join(c if c.isalnum() else "-" for c in name)
-    outcomes = {b: scenario(bootstraps[b], f"{slug}-{b}-{uuid.uuid4().hex[:6]}") for b in BROKERS}
+    outcomes = {}
+    for b in BROKERS:
+        try:
+            outcomes[b] = scenario(bootstraps[b], f"{slug}-{b}-{uuid.uuid4().hex[:6]}")
+        except AssertionError as e:  # say which broker the scenario failed on
+            raise AssertionError(f"{name}, on {b}: {e}") from e
     same = outcomes["pykbroker"] == outcomes["kafka"]
     tally.record("client", name, not same, False)
     assert same, f"{name}: pykbroker {outcomes['pykbroker']!r}\n  vs Kafka {outcomes['kafka']!r}"
