@@ -59,6 +59,8 @@ def redpanda_cluster_id(cluster_id: str) -> str:
     except (binascii.Error, ValueError):
         raw = b""
     return f"redpanda.{uuid.UUID(bytes=raw)}" if len(raw) == 16 else f"redpanda.{cluster_id}"
+
+
 def node_endpoints(endpoints: list[Endpoint], index: int) -> list[Endpoint]:
     """The listeners of the node at ``index`` (0: the first): each port, and each advertised port
     that is set, ``index`` higher (port 0 stays 0: every node gets its own free port)."""
@@ -173,7 +175,7 @@ class Broker:
         self.clock.on_advance.append(self.logs.apply_retention)
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
-        self.logs.recover = False  # only what was on disk at start-up
+        self.logs.started()  # --recover and deferred opening: only what was on disk at start-up
         self.admin = TopicAdmin(config, self.topics, self.logs, self.nodes)
         # topic administration for callers holding the broker (tests, benches, the control plane)
         self.create_topic = self.admin.create_topic
