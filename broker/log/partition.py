@@ -723,9 +723,14 @@ class PartitionLog:
         active = self.active
         try:
             active.flush()
-            active.write_index()
+            # an empty log writes neither an index (the file name is the base offset) nor a producer
+            # snapshot (no producer, nothing to scan): an empty partition is its directory alone
+            if active.size or active.index_path.exists():
+                active.write_index()
             self._write_txnindex(active)
-            self.write_producer_snapshot()
+            empty = self.log_end_offset == self.log_start_offset and not self.producers.producers
+            if not empty or (self.dir / PRODUCER_SNAPSHOT).exists():
+                self.write_producer_snapshot()
         finally:
             for seg in self.segments:
                 seg.close()

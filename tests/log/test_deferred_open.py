@@ -231,3 +231,22 @@ async def test_a_torn_tail_behind_a_clean_marker_is_still_cut(tmp_path):
     assert plog.log_end_offset == 2 and values(plog) == [b"0-0", b"0-1"]
     assert os.path.getsize(seg) == plog.active.size
     await m.close()
+
+
+async def test_an_empty_partition_is_its_directory_and_an_empty_log_file(tmp_path):
+    """No index nor producer snapshot for an empty log (Kafka trims its empty indexes to nothing at
+    close too): on disk only the directory's own block."""
+    await filled(tmp_path, (0, 1))
+    assert sorted(os.listdir(tmp_path / "t-0")) == [f"{0:020d}.log"]
+    assert sum(os.stat(tmp_path / "t-0" / n).st_blocks for n in os.listdir(tmp_path / "t-0")) == 0
+    assert f"{0:020d}.index" in os.listdir(tmp_path / "t-1")
+    m = manager(tmp_path)
+    m.open_topic("t", 2, {})
+    assert not m.get("t", 0).opened and m.get("t", 0).log_end_offset == 0
+    assert await append(m, m.get("t", 0), b"first") == 0
+    await m.close()
+    (tmp_path / CLEAN_SHUTDOWN).unlink()  # and opened at start-up, as after a crash
+    m = manager(tmp_path)
+    m.open_topic("t", 2, {})
+    assert m.get("t", 0).opened and values(m.get("t", 0)) == [b"first"]
+    await m.close()
