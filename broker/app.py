@@ -15,6 +15,7 @@ import asyncio
 import base64
 import binascii
 import logging
+import os
 import shutil
 import socket
 import uuid
@@ -171,13 +172,14 @@ class Broker:
         )
         self.nodes.on_node_down.append(self._node_down)
         self.nodes.on_node_up.append(self._node_up)
-        for leftover in data_dir.glob("*-delete"):
-            shutil.rmtree(leftover, ignore_errors=True)  # a topic deletion interrupted by a crash
+        for name in os.listdir(data_dir):  # (one listing: glob's matching costs ~10 us a partition)
+            if name.endswith("-delete"):  # a topic deletion interrupted by a crash
+                shutil.rmtree(data_dir / name, ignore_errors=True)
         self.logs = LogManager(data_dir, config, file_ops, recover=recover, time_ms=self.clock.now_ms)
         self.clock.on_advance.append(self.logs.apply_retention)
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
-        self.logs.recover = False  # only what was on disk at start-up
+        self.logs.started()  # --recover and deferred opening: only what was on disk at start-up
         self.admin = TopicAdmin(config, self.topics, self.logs, self.nodes)
         # topic administration for callers holding the broker (tests, benches, the control plane)
         self.create_topic = self.admin.create_topic

@@ -14,6 +14,14 @@ appends from their logs (``PartitionLog.discard_unflushed``). Both are retriable
 takes a failed log directory offline, this single-directory broker keeps serving reads and retries
 writes, which succeed again once the disk does.
 
+Restart after a clean stop: ``close`` writes the clean-shutdown marker (Kafka's
+``.kafka_cleanshutdown``) once every log is closed, its files synced and the checkpoint written; a
+broker starting on a directory that has it removes it (durably, before anything can change) and opens
+no log at start-up: each partition the checkpoint lists opens on first use (produce, fetch, list
+offsets...), trusting the indexes and producer snapshots its clean close wrote, and the rest open in
+the background once the broker listens (``open_deferred``). Without the marker (a crash, SIGKILL, a
+power loss) every log is recovered at start-up, as before the listener accepts anything.
+
 The fsyncs run in worker threads (the files of one group commit spread over ``FLUSH_WORKERS`` of
 them), so the event loop keeps serving reads and other appends. Only
 flushed data is visible to consumers (the high watermark), so a consumer never sees a record that a
@@ -23,6 +31,7 @@ crash could take back.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
 import resource
@@ -35,10 +44,10 @@ from typing import Any
 
 from broker.protocol.errors import ErrorCode, KafkaError
 
-from .cleaner import LogCleaner
+from .cleaner import LogCleaner, fsync_dir
 from .config import LONG_MAX, LogConfig
-from .partition import PartitionLog, now_ms
-from .segment import SYSTEM_OPS, FileOps, OpenFiles, Segment
+from .partition import UNOPENED, PartitionLog, now_ms
+from .segment import SYSTEM_OPS, FileOps, OpenFiles, Segment, segment_name
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +57,13 @@ CHECKPOINT = "recovery-point-offset-checkpoint"
 #: log start offsets moved by DeleteRecords (Kafka's file name and format)
 START_CHECKPOINT = "log-start-offset-checkpoint"
 PRODUCER_ID_BLOCK = "producer-id-block"
+#: written by a clean stop, removed by the next start (Kafka's name: CleanShutdownFileHandler); ours
+#: lists each log's segment files as that stop left them: a header line, then one line a partition,
+#: ``topic partition base:size:mtime_ns[,...]``
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+MARKER_HEADER = "pykbroker clean shutdown 1"
+#: seconds the background opening of deferred logs runs before it lets the event loop serve others
+OPEN_SLICE = 0.005
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 
@@ -95,6 +111,74 @@ def open_files_limit(setting: int) -> int:
     return max(64, soft // 2)
 
 
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def syncfs(directory: Path) -> None:
+    """Write back everything of the file system holding ``directory`` (syncfs(2): one call for the
+    indexes and snapshots of every log, where fsyncing each would be one call per file)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if _libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(directory))
+    finally:
+        os.close(fd)
+
+
+def take_clean_shutdown(data_dir: Path) -> str | None:
+    """The clean-shutdown marker's text if the last stop was clean, else None. The marker is
+    removed, durably, so that a crash from now on is never taken for a clean stop."""
+    path = data_dir / CLEAN_SHUTDOWN
+    try:
+        text = path.read_text()
+        path.unlink()
+    except FileNotFoundError:
+        return None
+    fsync_dir(data_dir)
+    return text
+
+
+def _segment_specs(plog: PartitionLog, before_ns: int) -> str | None:
+    """``base:size:mtime_ns`` of each segment file of a closed log, comma-separated; None when a file
+    was written at or after ``before_ns`` (a later write could then leave its mtime unchanged)."""
+    specs = []
+    for seg in plog.segments:
+        try:
+            st = os.stat(seg.path)
+        except OSError:
+            return None
+        if st.st_mtime_ns >= before_ns or st.st_size != seg.size:
+            return None
+        specs.append(f"{seg.base_offset}:{st.st_size}:{st.st_mtime_ns}")
+    return ",".join(specs)
+
+
+def verified_clean(data_dir: Path, text: str) -> dict[tuple[str, int], str]:
+    """The logs of a clean-shutdown marker whose segment files are still as that stop left them
+    (same files, sizes and modification times): (topic, partition) -> their specs. Anything written
+    to a log since -- a tool, a damaged copy -- makes it recovered at start-up like after a crash."""
+    lines = text.splitlines()
+    if not lines or lines[0] != MARKER_HEADER:
+        return {}
+    out: dict[tuple[str, int], str] = {}
+    base_dir = str(data_dir)
+    for line in lines[1:]:
+        try:
+            topic, partition, specs = line.split(" ")
+            directory = f"{base_dir}/{topic}-{partition}/"
+            for spec in specs.split(","):
+                base, size, mtime = spec.split(":")
+                st = os.stat(directory + segment_name(int(base)) + ".log")
+                if st.st_size != int(size) or st.st_mtime_ns != int(mtime):
+                    break
+            else:
+                out[(topic, int(partition))] = specs
+        except (ValueError, OSError):
+            continue
+    return out
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
@@ -134,6 +218,7 @@ class LogManager:
         #: the broker clock's ms (broker/clock.py): retention, segment rolls, LogAppendTime
         self.now_ms: Callable[[], int] = time_ms or now_ms
         self.data_dir = data_dir
+        self._dir_prefix = f"{data_dir}{os.sep}"
         #: ``serve --recover``: partitions opened at start-up truncate at corruption instead of refusing
         self.recover = recover
         self.broker_config = broker_config
@@ -158,6 +243,12 @@ class LogManager:
         #: log.flush=never: partitions with flush.messages / flush.ms and unflushed appends since when
         self._unflushed_since: dict[PartitionLog, float] = {}
         self._next_pid, self._pid_block_end = self._load_pid_block()
+        marker = take_clean_shutdown(data_dir)  # (removed whatever happens next)
+        #: the logs the last (clean) stop left that are still as it left them: with ``defer_open``,
+        #: those the checkpoint lists open on first use; False once start-up has opened what was
+        #: on disk (``started``), or with ``recover``
+        self.clean_logs = verified_clean(data_dir, marker) if marker and not recover else {}
+        self.defer_open = bool(self.clean_logs)
         #: every segment's open file, at most log.max.open.files of them
         self.files = OpenFiles(open_files_limit(broker_config["log.max.open.files"]))
 
@@ -175,8 +266,9 @@ class LogManager:
         """Open (or create) one partition's log; ``config``: the topic's resolved ``configs``, when
         the caller has it (the partitions of a topic share one)."""
         key = (topic, partition)
+        defer = self.defer_open and key in self.clean_logs and key in self.recovery_points
         plog = PartitionLog(
-            self.partition_dir(topic, partition),
+            f"{self._dir_prefix}{topic}-{partition}" if defer else self.partition_dir(topic, partition),
             topic,
             partition,
             config or self.log_config(configs),
@@ -185,11 +277,43 @@ class LogManager:
             ops=self.file_ops,
             log_start_offset=self.start_offsets.get(key, 0),
             files=self.files,
+            # a log the clean stop checkpointed is as that stop left it: opened on first use
+            defer=defer,
         )
         self.logs[key] = plog
-        if "compact" in plog.config.cleanup_policy and topic != COORDINATOR_TOPIC:
-            self.cleaner.register(plog, user=True)
+        if plog.opened:
+            self._opened(plog)
+        else:
+            plog.on_open = self._opened
         return plog
+
+    def _opened(self, plog: PartitionLog) -> None:
+        if "compact" in plog.config.cleanup_policy and plog.topic != COORDINATOR_TOPIC:
+            self.cleaner.register(plog, user=True)
+
+    def started(self) -> None:
+        """Start-up has opened (or deferred) every log on disk: later opens are of new partitions."""
+        self.recover = False
+        self.defer_open = False
+
+    def unopened(self) -> list[PartitionLog]:
+        """The deferred logs not opened yet."""
+        return [plog for plog in self.logs.values() if not plog.opened and not plog.deleted]
+
+    async def open_deferred(self) -> None:
+        """Open every deferred log not used yet, a few at a time between the event loop's other
+        work, so that retention and everything else sees every log soon after start-up."""
+        loop = asyncio.get_running_loop()
+        slice_end = loop.time() + OPEN_SLICE
+        for plog in self.unopened():
+            if plog.state == UNOPENED and not plog.deleted:
+                try:
+                    plog.open()
+                except KafkaError:
+                    pass  # logged; every use of that log fails with KAFKA_STORAGE_ERROR
+            if loop.time() >= slice_end:
+                await asyncio.sleep(0)
+                slice_end = loop.time() + OPEN_SLICE
 
     def open_topic(self, topic: str, partitions: int, configs: dict[str, str], first: int = 0) -> None:
         config = self.log_config(configs)  # resolved once: the same for every partition
@@ -204,7 +328,9 @@ class LogManager:
         for (t, _p), plog in self.logs.items():
             if t == topic:
                 plog.config = cfg
-                if topic == COORDINATOR_TOPIC:  # compacted by the coordinator's own registration
+                if (
+                    topic == COORDINATOR_TOPIC or not plog.opened
+                ):  # (registered when it opens)  # compacted by the coordinator's own registration
                     continue
                 if "compact" in cfg.cleanup_policy:
                     self.cleaner.register(plog, user=True)
@@ -336,7 +462,13 @@ class LogManager:
     def write_checkpoint(self) -> None:
         """Kafka's format: version, count, then 'topic partition offset' lines."""
         # the recovery point is what is known to be on disk: below it, damage is corruption, not a torn tail
-        rows = [(t, p, plog.durable_offset) for (t, p), plog in self.logs.items() if not plog.deleted]
+        # (a log not opened since the clean stop: the recovery point that stop wrote)
+        points = self.recovery_points
+        rows = [
+            (t, p, plog.durable_offset if plog.opened else points.get((t, p), 0))
+            for (t, p), plog in self.logs.items()
+            if not plog.deleted
+        ]
         self.recovery_points = {(t, p): o for t, p, o in rows}
         body = "0\n" + f"{len(rows)}\n" + "".join(f"{t} {p} {o}\n" for t, p, o in rows)
         _atomic_write(self.data_dir / CHECKPOINT, body.encode())
@@ -347,8 +479,11 @@ class LogManager:
         starts = {
             key: plog.log_start_offset
             for key, plog in self.logs.items()
-            if not plog.deleted and plog.log_start_offset > plog.segments[0].base_offset
+            if plog.opened and not plog.deleted and plog.log_start_offset > plog.segments[0].base_offset
         }
+        for key, plog in self.logs.items():  # not opened since the clean stop: as it was
+            if not plog.opened and not plog.deleted and key in self.start_offsets:
+                starts[key] = self.start_offsets[key]
         starts.update(moved or {})
         body = "0\n" + f"{len(starts)}\n" + "".join(f"{t} {p} {o}\n" for (t, p), o in starts.items())
         _atomic_write(self.data_dir / START_CHECKPOINT, body.encode())
@@ -393,6 +528,8 @@ class LogManager:
         self._tasks.append(asyncio.create_task(self._periodic(interval, self.apply_retention)))
         if self.policy == "never":
             self._tasks.append(asyncio.create_task(self._periodic(0.1, self.check_flush_ms)))
+        if any(not plog.opened for plog in self.logs.values()):
+            self._tasks.append(asyncio.create_task(self.open_deferred()))
         self.cleaner.start()
 
     async def _periodic(self, seconds: float, fn: Any) -> None:
@@ -409,7 +546,8 @@ class LogManager:
         if now is None:
             now = self.now_ms()
         for plog in list(self.logs.values()):
-            plog.apply_retention(now)
+            if plog.opened:  # (the others are opening in the background: see open_deferred)
+                plog.apply_retention(now)
 
     async def close(self) -> None:
         for t in self._tasks:
@@ -421,10 +559,41 @@ class LogManager:
         while self._flushing:
             await asyncio.sleep(0.001)
         for plog in self.logs.values():
-            plog.close()
-            plog.mark_flushed(*plog.flush_target())
+            if plog.opened:
+                plog.close()
+                plog.mark_flushed(*plog.flush_target())
         if self._next is not None and not self._next.done():
             self._next.set_result(None)
         self.write_checkpoint()
         self._executor.shutdown(wait=True)
         self._flushers.shutdown(wait=True)
+        self.write_clean_shutdown()
+
+    def write_clean_shutdown(self) -> None:
+        """After every log is closed (``close``): make what the closes wrote durable -- indexes,
+        producer snapshots, transaction indexes, renames -- with one syncfs, then write the marker
+        listing every log's segment files (size, mtime), which lets the next start trust the logs
+        still so without reading them. A log with a file written in the marker's own clock tick is
+        left out (recovered at the next start): a write after the marker must change the mtime."""
+        syncfs(self.data_dir)
+        path = self.data_dir / CLEAN_SHUTDOWN
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(MARKER_HEADER.encode() + b"\n")
+            f.flush()
+            now_ns = os.fstat(f.fileno()).st_mtime_ns  # the file system's clock, as mtimes read
+            rows = []
+            for (topic, partition), plog in self.logs.items():
+                if plog.deleted:
+                    continue
+                if plog.opened:
+                    specs = _segment_specs(plog, now_ns)
+                else:  # untouched since the last clean stop (or failed to open: then not listed)
+                    specs = self.clean_logs.get((topic, partition)) if plog.state == UNOPENED else None
+                if specs:
+                    rows.append(f"{topic} {partition} {specs}\n")
+            f.write("".join(rows).encode())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(self.data_dir)

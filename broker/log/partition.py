@@ -14,8 +14,9 @@ import os
 import random
 import time
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -34,11 +35,14 @@ log = logging.getLogger(__name__)
 
 PRODUCER_SNAPSHOT = "producer-state.json"
 
+#: PartitionLog.state
+UNOPENED, OPENING, OPEN, FAILED, DELETED = "unopened", "opening", "open", "failed", "deleted"
+
 
 class PartitionLog:
     def __init__(
         self,
-        directory: Path,
+        directory: Path | str,
         topic: str,
         partition: int,
         config: LogConfig,
@@ -47,13 +51,101 @@ class PartitionLog:
         ops: FileOps = SYSTEM_OPS,
         log_start_offset: int = 0,
         files: OpenFiles = UNBOUNDED,
+        defer: bool = False,
     ):
+        """``defer``: read nothing now; the log opens on first use (``open``), trusting a clean
+        shutdown: only for a log the caller knows was closed cleanly."""
         self.ops = ops
         self.files = files  # the open-file budget its segments share (log.max.open.files)
-        self.dir = directory
+        self._dir = directory  # (a str made a Path when first needed: 10,000 at start-up add up)
         self.topic = topic
         self.partition = partition
         self.config = config
+        self.waiters: set[asyncio.Future] = set()
+        self.deleted = False
+        #: ``serve --recover``: truncate at corruption (and report it) instead of refusing to start
+        self.recover = recover
+        self.keep_unflushed = False  # see discard_unflushed
+        self.cleaning = False  # a log cleaner pass is reading the closed segments
+        self._recovery_point = recovery_point
+        self._checkpointed_start = log_start_offset
+        #: called with the log once it is opened (a deferred open: see ``defer``)
+        self.on_open: Callable[[PartitionLog], None] | None = None
+        #: ``UNOPENED`` until the files are read (``defer``), ``FAILED`` if that failed, else ``OPEN``
+        self.state = OPEN
+        if defer:
+            self.state = UNOPENED
+            return
+        self._open(clean=False)
+
+    # ------------------------------------------------------------------ deferred opening
+
+    @property
+    def dir(self) -> Path:
+        """The partition's directory."""
+        d = self._dir
+        if not isinstance(d, Path):
+            d = self._dir = Path(d)
+        return d
+
+    @property
+    def opened(self) -> bool:
+        """Whether the log's files are open and its state (segments, offsets, producers) loaded."""
+        return self.state == OPEN
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for attributes not set yet: those of the files' state while a deferred log is
+        # unopened. The first use opens it; once open, no attribute is missing any more.
+        state = self.__dict__.get("state")
+        if state == UNOPENED and not name.startswith("__"):
+            self.open()
+            return getattr(self, name)
+        if state == FAILED and not name.startswith("__"):
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"{self.topic}-{self.partition}: the log could not be opened: {self.__dict__['error']}",
+            )
+        if state == DELETED and not name.startswith("__"):
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{self.topic}-{self.partition} was deleted"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def open(self) -> None:
+        """Open a deferred log now (its segments, indexes and producer snapshot), trusting what a
+        clean shutdown wrote: an index whose recorded size matches its ``.log`` file is not checked
+        against the records (Kafka does not recover a log after a clean shutdown either). A log that
+        fails to open (corruption found, I/O error) is FAILED: every later use raises
+        KAFKA_STORAGE_ERROR (``serve --recover`` opens every log at start-up and repairs it)."""
+        if self.state != UNOPENED:
+            return
+        self.state = OPENING
+        before = set(self.__dict__)
+        try:
+            self._open(clean=True)
+        except (LogCorruption, OSError) as e:
+            self.state = FAILED
+            segments = self.__dict__.get("segments", [])
+            for key in set(self.__dict__) - before:  # no half-loaded state: every use now fails
+                del self.__dict__[key]
+            self.error = str(e)
+            log.error(
+                "%s-%d: cannot open the log: %s (start with --recover to truncate at the damage)",
+                self.topic,
+                self.partition,
+                e,
+            )
+            for seg in segments:
+                seg.close()
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{self.topic}-{self.partition}: cannot open the log: {e}"
+            ) from e
+        self.state = OPEN
+        if self.on_open is not None:
+            self.on_open(self)
+
+    def _open(self, clean: bool) -> None:
+        directory = self.dir
         try:
             directory.mkdir(parents=True)
             new = True  # nothing on disk to load (topic creation: no listing of empty directories)
@@ -67,24 +159,20 @@ class PartitionLog:
         #: (marker offset, first offset) of transactions ended but not yet below the high
         #: watermark: they still hold the last stable offset back, as in Kafka
         self._ending: list[tuple[int, int]] = []
-        self.waiters: set[asyncio.Future] = set()
-        self.deleted = False
-        #: ``serve --recover``: truncate at corruption (and report it) instead of refusing to start
-        self.recover = recover
-        self.keep_unflushed = False  # see discard_unflushed
-        self.cleaning = False  # a log cleaner pass is reading the closed segments
         self._roll_jitter = self._new_jitter()
         #: the log start offset set by DeleteRecords (checkpointed by the manager); the first
         #: segment's base when that is higher (retention, or nothing deleted)
         self._start = 0
         self._snapshot_offset = -1  # the log end offset of the producer snapshot on disk
-        self._load(recovery_point, new)
+        self._load(self._recovery_point, new, clean)
         # a checkpointed start past what survived recovery: the log starts at its end
-        self._start = min(log_start_offset, self.log_end_offset)
+        self._start = min(self._checkpointed_start, self.log_end_offset)
 
     # ------------------------------------------------------------------ loading and recovery
 
-    def _load(self, recovery_point: int, new: bool = False) -> None:
+    def _load(self, recovery_point: int, new: bool = False, clean: bool = False) -> None:
+        """Read the segments. ``clean``: the log was closed cleanly (``LogManager`` knows it from the
+        clean-shutdown marker): a segment whose index matches its file is trusted, the last too."""
         bases = []
         if not new:
             names = os.listdir(self.dir)  # once: 10,000 partitions are 10,000 listings at start-up
@@ -102,7 +190,9 @@ class PartitionLog:
                 last = i == len(bases) - 1
                 next_base = bases[i + 1] if not last else None
                 below_recovery = next_base is not None and next_base <= recovery_point
-                if below_recovery and seg.load_index():
+                if clean and seg.load_index():
+                    pass  # written at the clean close, of these very bytes: trust it
+                elif below_recovery and seg.load_index():
                     pass  # flushed, closed cleanly, and its index matches: trust it
                 elif below_recovery:
                     seg.recover(verify_crc=False, truncate_bad_tail=False)
@@ -628,14 +718,19 @@ class PartitionLog:
         return True
 
     def close(self) -> None:
-        if self.deleted:
-            return
+        if self.deleted or not self.opened:
+            return  # an unopened log's files are as its clean close left them
         active = self.active
         try:
             active.flush()
-            active.write_index()
+            # an empty log writes neither an index (the file name is the base offset) nor a producer
+            # snapshot (no producer, nothing to scan): an empty partition is its directory alone
+            if active.size or active.index_path.exists():
+                active.write_index()
             self._write_txnindex(active)
-            self.write_producer_snapshot()
+            empty = self.log_end_offset == self.log_start_offset and not self.producers.producers
+            if not empty or (self.dir / PRODUCER_SNAPSHOT).exists():
+                self.write_producer_snapshot()
         finally:
             for seg in self.segments:
                 seg.close()
@@ -643,6 +738,10 @@ class PartitionLog:
 
     def close_for_delete(self) -> None:
         self.deleted = True
+        if not self.opened:
+            self.state = DELETED  # never opened now (that would make its directory again)
+            self.wake()
+            return
         for seg in self.segments:
             seg.close()
         self.wake()
