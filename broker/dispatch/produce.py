@@ -22,7 +22,7 @@ import asyncio
 import logging
 
 from broker.log import validator
-from broker.log.batch import HEADER_SIZE, TRANSACTIONAL_MASK, InvalidBatch, validate_produce
+from broker.log.batch import HEADER_SIZE, TRANSACTIONAL_MASK, InvalidBatch, read_header, validate_produce
 from broker.log.manager import StorageError
 from broker.log.streaming import EXPANSION_LIMIT, validate_records
 from broker.protocol.errors import ErrorCode, KafkaError
@@ -127,15 +127,15 @@ def _add_to_transaction(ctx: RequestContext, req: ProduceRequest) -> list:
         if not ctx.allowed(WRITE, TOPIC, topic.name):
             continue
         for pd in td.partition_data:
-            r = pd.records
-            if r is None or len(r) < HEADER_SIZE or r[16] != 2 or not r[22] & TRANSACTIONAL_MASK:
+            if pd.records is None or not 0 <= pd.index < topic.partitions:
                 continue
-            if not 0 <= pd.index < topic.partitions:
+            try:
+                first = read_header(pd.records, 0)
+            except InvalidBatch:  # not added: the append's validation answers it
                 continue
-            producer = (
-                int.from_bytes(r[43:51], "big", signed=True),
-                int.from_bytes(r[51:53], "big", signed=True),
-            )
+            if not first.is_transactional:
+                continue
+            producer = (first.producer_id, first.producer_epoch)
             if txns.needs_add(tid, *producer, (topic.name, pd.index)):
                 wanted.setdefault(producer, []).append((topic.name, pd.index))
     outs = [txns.add_partitions(tid, pid, epoch, parts, tv=2) for (pid, epoch), parts in wanted.items()]
