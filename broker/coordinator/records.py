@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from struct import Struct
+from struct import error as StructError
 from typing import Any
 from uuid import UUID
 
@@ -90,7 +91,16 @@ class RecordError(ValueError):
 def decode_record(key: bytes, value: bytes | None, legacy: bool = False) -> CoordinatorRecord:
     """One record of the coordinator log. ``legacy``: the record lies below the data directory's
     layout offset (broker/coordinator/layout.py), so its ConsumerGroupMemberMetadata and
-    ConsumerGroupPartitionMetadata values have the layout earlier pykbroker versions wrote."""
+    ConsumerGroupPartitionMetadata values have the layout earlier pykbroker versions wrote.
+
+    Raises RecordError for any record it cannot decode, truncated or malformed ones included."""
+    try:
+        return _decode_record(key, value, legacy)
+    except (DecodeError, StructError, IndexError, UnicodeDecodeError) as e:
+        raise RecordError(f"malformed coordinator record: {e}") from e
+
+
+def _decode_record(key: bytes, value: bytes | None, legacy: bool) -> CoordinatorRecord:
     if key is None or len(key) < 2:
         raise RecordError("coordinator record without a key")
     rtype = _I16.unpack_from(key, 0)[0]

@@ -11,11 +11,11 @@ outcome, its response, and completions for parked requests. The runtime then
    the state (loader.py, with a fast path for offset commits, over a log the log cleaner keeps
    key-compacted: broker/log/cleaner.py), then runs the result's ``after`` steps;
 3. releases the response and the completions once the records are durable per ``log.flush``; if
-   the fsync fails they get COORDINATOR_NOT_AVAILABLE, and the records stay in the log (so the state
-   matches it) to become durable with the next fsync that succeeds. The answer is then a future
-   resolved by a callback on the log manager's group commit (a coroutine only for a parked request,
-   whose response is itself a future); cancelling one request's answer never cancels the shared
-   group commit.
+   the fsync fails they get NOT_COORDINATOR (as Kafka maps a storage error), and the records stay
+   in the log (so the state matches it) to become durable with the next fsync that succeeds. The
+   answer is then a future resolved by a callback on the log manager's group commit (a coroutine
+   only for a parked request, whose response is itself a future); cancelling one request's answer
+   never cancels the shared group commit.
 
 Everything runs on the event-loop thread, so operations never interleave. Timers are keyed (every
 key is built in timers.py) and a timer that fires is just another operation.

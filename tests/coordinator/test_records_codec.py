@@ -133,6 +133,33 @@ def test_unknown_type_and_version_are_refused():
     assert isinstance(mem.ConsumerGroupMemberMetadataValue().subscribed_topic_names, list)
 
 
+@pytest.mark.parametrize("record", SAMPLES, ids=lambda r: RECORD_TYPES[r.type].name)
+def test_a_truncated_record_is_a_record_error(record):
+    key, value = record.key_bytes(), record.value_bytes()
+    for cut in range(2, len(key)):
+        with pytest.raises(RecordError):
+            decode_record(key[:cut], value)
+    for cut in range(2, len(value)):
+        try:
+            decode_record(key, value[:cut])
+        except RecordError:
+            continue
+        # a prefix may be a complete record (trailing tagged fields are optional); never another error
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rtype=st.sampled_from(sorted(RECORD_TYPES)),
+    key=st.binary(max_size=40),
+    value=st.none() | st.binary(max_size=60),
+)
+def test_arbitrary_bytes_decode_or_raise_record_error(rtype, key, value):
+    try:
+        decode_record(rtype.to_bytes(2, "big") + key, value)
+    except RecordError:
+        pass
+
+
 #: an OffsetCommit record as Apache Kafka 4.3.0 wrote it into __consumer_offsets (group "g", topic
 #: "kc", partition 0, offset 5, no leader epoch, empty metadata): the topic id is tagged field 0
 KAFKA_COMMIT_KEY = bytes.fromhex("000100016700026b6300000000")
