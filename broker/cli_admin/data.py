@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 import orjson
+from kafka import ConsumerRebalanceListener
 
 from broker.cli_admin.common import (
     AdminCommand,
@@ -124,6 +125,19 @@ def _write(out: Any, rec: Any, fmt: str, key_separator: str) -> None:
         out.write(orjson.dumps(record) + b"\n")
 
 
+class _Joined(ConsumerRebalanceListener):
+    """Notes that the group has given this member its assignment, empty or not."""
+
+    def __init__(self) -> None:
+        self.assigned = False
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.assigned = False
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.assigned = True
+
+
 @click.command(cls=AdminCommand)
 @connection_options
 @click.argument("topics", nargs=-1, required=True)
@@ -144,7 +158,16 @@ def _write(out: Any, rec: Any, fmt: str, key_separator: str) -> None:
     "--idle-timeout",
     type=click.FloatRange(0.0),
     default=None,
-    help="Stop after this many seconds without a record [default: run until Ctrl-C].",
+    help="Stop after this many seconds without a record [default: run until Ctrl-C]. With --group"
+    " the clock starts once the group has assigned this member its partitions (none counts).",
+)
+@click.option(
+    "--join-timeout",
+    type=click.FloatRange(0.1),
+    default=60.0,
+    show_default=True,
+    help="With --group and --idle-timeout: fail if the group has not assigned partitions in this many"
+    " seconds.",
 )
 @click.option(
     "--format",
@@ -168,6 +191,7 @@ def consume(
     from_beginning: bool,
     max_messages: int | None,
     idle_timeout: float | None,
+    join_timeout: float,
     fmt: str,
     key_separator: str,
     isolation_level: str,
@@ -191,9 +215,11 @@ def consume(
     )
     count = 0
     out = sys.stdout.buffer
+    joined = _Joined()
+    started = time.monotonic()
     try:
         if group is not None:
-            consumer.subscribe(list(topics))
+            consumer.subscribe(list(topics), listener=joined)
         else:
             tps = []
             for topic in topics:
@@ -217,11 +243,16 @@ def consume(
             )
             now = time.monotonic()
             if not batches:
-                # the idle clock starts once partitions are assigned (a group's join does not count)
-                if consumer.assignment():
+                # the idle clock starts once partitions are assigned (a group's join does not count,
+                # but bounded by --join-timeout when the run is meant to end)
+                if group is None or joined.assigned:
                     idle_since = idle_since if idle_since is not None else now
                     if idle_timeout is not None and now - idle_since >= idle_timeout:
                         break
+                elif idle_timeout is not None and now - started >= join_timeout:
+                    raise CommandError(
+                        f"group {group!r} assigned no partitions within {join_timeout:g} s (--join-timeout)"
+                    )
                 continue
             idle_since = None
             for rec in sorted(
@@ -233,10 +264,11 @@ def consume(
     except KeyboardInterrupt:
         pass
     finally:
-        if group is not None:
+        if group is not None and joined.assigned:
             try:
                 consumer.commit()
             except Exception:  # nothing consumed, or the group moved on: the auto-commit covers it
                 pass
-        consumer.close(autocommit=False)
+        # a member still joining has nothing to commit: do not wait for its join to be answered
+        consumer.close(autocommit=False, timeout_ms=None if group is None or joined.assigned else 1000)
     click.echo(f"Consumed {count} record(s).", err=True)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import confluent_kafka
 import orjson
 import pytest
@@ -169,3 +171,58 @@ def test_unreachable_bootstrap_is_exit_3(unused_tcp_port):
     )
     assert result.exit_code == EXIT_UNREACHABLE
     assert result.stderr.startswith("error: cannot reach") and result.stderr.count("\n") == 1
+
+
+def test_consume_in_a_group_that_never_assigns_ends_at_the_join_timeout(cli, broker):
+    """A member whose rebalance cannot complete (the other member will not rejoin until its
+    application polls) does not wait forever when the run is meant to end."""
+    cli("topics", "create", "stuck", "-p", "1")
+    assigned = []
+    holder = confluent_kafka.Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "held", "max.poll.interval.ms": 300000}
+    )
+    holder.subscribe(["stuck"], on_assign=lambda c, parts: assigned.extend(parts))
+    try:
+        while not assigned:
+            holder.poll(0.2)
+        # the holder no longer polls: it cannot revoke, so the group's next rebalance waits for it
+        out = cli(
+            "consume",
+            "stuck",
+            "-g",
+            "held",
+            "--idle-timeout",
+            "1",
+            "--join-timeout",
+            "3",
+            code=EXIT_KAFKA_ERROR,
+        )
+        assert "group 'held' assigned no partitions within 3 s" in out.stderr
+    finally:
+        holder.close()
+
+
+def test_consume_in_a_group_with_nothing_to_assign_ends_after_its_idle_timeout(cli, broker):
+    """Two members, one partition: whichever member gets nothing still ends after --idle-timeout."""
+    cli("topics", "create", "one", "-p", "1")
+    cli("produce", "one", input="x\n")
+    first = cli("consume", "one", "-g", "pair", "--from-beginning", "-n", "1")
+    assert first.stdout.splitlines() == ["x"]
+    other = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pair"})
+    other.subscribe(["one"])
+    stop = threading.Event()
+
+    def keep_polling() -> None:  # the other member rejoins every rebalance the runs below cause
+        while not stop.is_set():
+            other.poll(0.1)
+
+    poller = threading.Thread(target=keep_polling)
+    poller.start()
+    try:
+        for _ in range(3):  # either member may be given the partition; every run ends
+            done = cli("consume", "one", "-g", "pair", "--idle-timeout", "1", "--join-timeout", "60")
+            assert done.stdout == ""
+    finally:
+        stop.set()
+        poller.join()
+        other.close()
