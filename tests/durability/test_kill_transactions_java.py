@@ -16,7 +16,9 @@ its input partition; the group's committed offsets equal the input's end offsets
 sees the aborted attempts too (so read_committed did filter); the broker logs report no corruption
 other than torn tails.
 
-``DURABILITY_SEED`` fixes the seed of the kill delays (printed); ``EOS_RECORDS`` the input size.
+``DURABILITY_SEED`` fixes the seed of the kill delays (printed); ``EOS_RECORDS`` the input size;
+``EOS_JAVA_CLIENT=4`` runs the loop with the kafka-clients 4.x jars instead (KIP-890 part 2: Produce
+v12, TxnOffsetCommit v5, EndTxn v5 bumping the epoch at every end).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from tests.support.java import require_java
 pytestmark = pytest.mark.java
 
 RECORDS = int(os.environ.get("EOS_RECORDS", "10000"))
+CLIENT = os.environ.get("EOS_JAVA_CLIENT", "3.9")
 PARTS = 3
 ABORT_EVERY = 7
 MAX_POLL = 80
@@ -106,7 +109,7 @@ def test_java_eos_loop_survives_two_kills(tmp_path: Path):
     seed = _seed()
     print(f"DURABILITY_SEED={seed}")
     rng = random.Random(seed)
-    java = require_java("3.9")
+    java = require_java(CLIENT)
     b = BrokerProcess(tmp_path / "data", tmp_path, {**INTERVAL, "num.partitions": str(PARTS)})
     b.spawn()
     _wait_listening(b)
