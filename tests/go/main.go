@@ -636,6 +636,8 @@ func toKgo(topic string, r record) *kgo.Record {
 // its End says. With c.Member the client lives on for later commands. Stops at the first error,
 // which is reported (text and Kafka error name) in that transaction's result.
 func (p *probe) transact(ctx context.Context, c *command) (map[string]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout(c, 30000))
+	defer cancel()
 	tp := p.producers[c.Member]
 	if tp == nil {
 		cl, err := p.client(kgo.TransactionalID(c.TransactionalID), kgo.DefaultProduceTopic(c.Topic),
@@ -644,7 +646,8 @@ func (p *probe) transact(ctx context.Context, c *command) (map[string]any, error
 			return nil, err
 		}
 		// as a long-lived application's client, it knows the broker's versions and features before
-		// its first transaction (kgo decides at BeginTransaction whether to use KIP-890 part 2)
+		// its first transaction (kgo decides at BeginTransaction whether to use KIP-890 part 2; a
+		// client that has not yet talked to a broker runs its first transaction without it)
 		if err := cl.Ping(ctx); err != nil {
 			cl.Close()
 			return nil, err
@@ -656,8 +659,6 @@ func (p *probe) transact(ctx context.Context, c *command) (map[string]any, error
 			defer cl.Close()
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout(c, 30000))
-	defer cancel()
 	results := []map[string]any{}
 	for _, t := range c.Transactions {
 		res := map[string]any{"offsets": [][2]int64{}, "error": "", "kerr": ""}
