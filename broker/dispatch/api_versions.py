@@ -3,8 +3,8 @@ name and version (KIP-511), which we keep per connection for logs, and the answe
 finalized features (KIP-584; the levels are in broker/features.py).
 
 An ApiVersions request at a version we don't serve never reaches this module: the connection answers
-it in the v0 format with UNSUPPORTED_VERSION and our ranges (``unsupported_version_response``), so
-the client can retry with a version we know.
+it in the v0 format with UNSUPPORTED_VERSION and the ApiVersions versions we serve
+(``unsupported_version_response``), so the client can retry with a version we know.
 """
 
 from __future__ import annotations
@@ -66,9 +66,13 @@ def handle(ctx: RequestContext, req: codec.ApiVersionsRequest) -> bytes | ApiVer
     return body
 
 
-def unsupported_version_response(ranges: list[tuple[int, int, int]]) -> bytes:
-    """The v0-format body Kafka sends when the requested ApiVersions version is too new."""
-    resp = ApiVersionsResponse(
-        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[ApiVersion(k, lo, hi) for k, lo, hi in ranges]
-    )
+def unsupported_version_response(ranges: list[tuple[int, int, int]], only_own: bool = True) -> bytes:
+    """The v0-format body answering an ApiVersions request at a version we do not serve:
+    UNSUPPORTED_VERSION and, as Kafka since 2.4 (KIP-511, ApiVersionsRequest.getErrorResponse), only
+    ApiVersions' own range, the versions to retry with. A client given every range takes them as the
+    answer and never retries, so it never learns the finalized features (franz-go, whose first
+    ApiVersions is v5, then ran its first transaction without KIP-890 part 2). ``only_own=False``:
+    every range (the Redpanda persona's answer, kept as it was)."""
+    keys = [ApiVersion(k, lo, hi) for k, lo, hi in ranges if k == API_KEY or not only_own]
+    resp = ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=keys)
     return codec.encode_response_v0(resp)

@@ -105,10 +105,10 @@ class RequestPipeline:
             return _close_undecoded(frame, client, f"unknown API key {api_key}")
         plan = api.plans.get(version)
         if plan is None:
-            if api_key == API_VERSIONS:  # answered in the v0 format with our ranges (KIP-511)
-                return response_frame(
-                    correlation_id, False, unsupported_version_response(self.registry.ranges())
-                )
+            if api_key == API_VERSIONS:  # answered in the v0 format with the versions to retry (KIP-511)
+                # (as Kafka: ApiVersions' range only; the Redpanda persona, without features, all)
+                body = unsupported_version_response(self.registry.ranges(), self.registry.reports_features)
+                return response_frame(correlation_id, False, body)
             return _close_undecoded(
                 frame,
                 client,

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -56,6 +57,27 @@ type command struct {
 	Configs    map[string]string `json:"configs"`
 	Groups     []string          `json:"groups"`
 	Millis     int64             `json:"millis"`
+	// transactions: a transactional id, the transactions to run, the consume-transform-produce
+	// loop's output topic and abort period, and a consumer's isolation level
+	TransactionalID string    `json:"transactional_id"`
+	Transactions    []txnSpec `json:"transactions"`
+	Out             string    `json:"out"`
+	AbortEvery      int       `json:"abort_every"`
+	MaxPoll         int       `json:"max_poll"`
+	Isolation       string    `json:"isolation"`
+}
+
+// txnSpec is one transaction of a "transact" command: its records, then End "commit", "abort" or
+// "open" (left open; a later "transact" by the same member continues it).
+type txnSpec struct {
+	Records []record `json:"records"`
+	End     string   `json:"end"`
+}
+
+// txnProducer is a named transactional client that lives across "transact" commands.
+type txnProducer struct {
+	cl   *kgo.Client
+	open bool
 }
 
 type member struct {
@@ -81,10 +103,23 @@ func (m *member) assignment() map[string][]int32 {
 type probe struct {
 	bootstrap string
 	members   map[string]*member
+	producers map[string]*txnProducer
+}
+
+// FRANZPROBE_LOG=debug|info logs kgo's decisions to stderr (the tests show stderr on failure).
+func (p *probe) base() []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(p.bootstrap), kgo.ClientID("franzprobe")}
+	switch os.Getenv("FRANZPROBE_LOG") {
+	case "debug":
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
+	case "info":
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, nil)))
+	}
+	return opts
 }
 
 func (p *probe) client(opts ...kgo.Opt) (*kgo.Client, error) {
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.bootstrap), kgo.ClientID("franzprobe")}, opts...)...)
+	return kgo.NewClient(append(p.base(), opts...)...)
 }
 
 func timeout(c *command, def int) time.Duration {
@@ -186,8 +221,23 @@ func poll(ctx context.Context, cl *kgo.Client, count int, d time.Duration) ([]re
 	return out, nil
 }
 
+func isolation(name string) (kgo.IsolationLevel, error) {
+	switch name {
+	case "", "read_uncommitted":
+		return kgo.ReadUncommitted(), nil
+	case "read_committed":
+		return kgo.ReadCommitted(), nil
+	}
+	return kgo.ReadUncommitted(), fmt.Errorf("unknown isolation level %q", name)
+}
+
 func (p *probe) consume(ctx context.Context, c *command) (map[string]any, error) {
-	cl, err := p.client(kgo.ConsumeTopics(c.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	iso, err := isolation(c.Isolation)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := p.client(kgo.ConsumeTopics(c.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(iso))
 	if err != nil {
 		return nil, err
 	}
@@ -446,6 +496,8 @@ func (p *probe) adminOp(ctx context.Context, c *command) (map[string]any, error)
 			ls, err = adm.ListOffsetsAfterMilli(ctx, c.Millis, c.Topics...)
 		case c.Codec == "start": // reuse of the string field: which end
 			ls, err = adm.ListStartOffsets(ctx, c.Topics...)
+		case c.Isolation == "read_committed": // the last stable offset
+			ls, err = adm.ListCommittedOffsets(ctx, c.Topics...)
 		default:
 			ls, err = adm.ListEndOffsets(ctx, c.Topics...)
 		}
@@ -512,6 +564,10 @@ func (p *probe) do(ctx context.Context, c *command) (map[string]any, error) {
 			}
 		}
 		return map[string]any{"committed": out}, nil
+	case "transact":
+		return p.transact(ctx, c)
+	case "eos":
+		return p.eos(ctx, c)
 	case "leave":
 		m, err := p.member(c)
 		if err != nil {
@@ -529,7 +585,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: franzprobe BOOTSTRAP")
 		os.Exit(2)
 	}
-	p := &probe{bootstrap: os.Args[1], members: map[string]*member{}}
+	p := &probe{bootstrap: os.Args[1], members: map[string]*member{}, producers: map[string]*txnProducer{}}
 	ctx := context.Background()
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 64<<20)
@@ -553,4 +609,178 @@ func main() {
 	for _, m := range p.members {
 		m.cl.Close()
 	}
+	for _, tp := range p.producers {
+		tp.cl.Close()
+	}
+}
+
+// kerrName is the Kafka error code name in err's chain ("PRODUCER_FENCED"), or "".
+func kerrName(err error) string {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Message
+	}
+	return ""
+}
+
+func toKgo(topic string, r record) *kgo.Record {
+	kr := &kgo.Record{Topic: topic, Partition: r.Partition, Value: []byte(r.Value)}
+	if r.Key != nil {
+		kr.Key = []byte(*r.Key)
+	}
+	return kr
+}
+
+// transact runs c.Transactions with a transactional kgo client (kgo.TransactionalID): each begins
+// (unless the member's transaction is still open), produces its records synchronously and ends as
+// its End says. With c.Member the client lives on for later commands. Stops at the first error,
+// which is reported (text and Kafka error name) in that transaction's result.
+func (p *probe) transact(ctx context.Context, c *command) (map[string]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout(c, 30000))
+	defer cancel()
+	tp := p.producers[c.Member]
+	if tp == nil {
+		cl, err := p.client(kgo.TransactionalID(c.TransactionalID), kgo.DefaultProduceTopic(c.Topic),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(60*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		// as a long-lived application's client, it knows the broker's versions and features before
+		// its first transaction (kgo decides at BeginTransaction whether to use KIP-890 part 2; a
+		// client that has not yet talked to a broker runs its first transaction without it)
+		if err := cl.Ping(ctx); err != nil {
+			cl.Close()
+			return nil, err
+		}
+		tp = &txnProducer{cl: cl}
+		if c.Member != "" {
+			p.producers[c.Member] = tp
+		} else {
+			defer cl.Close()
+		}
+	}
+	results := []map[string]any{}
+	for _, t := range c.Transactions {
+		res := map[string]any{"offsets": [][2]int64{}, "error": "", "kerr": ""}
+		results = append(results, res)
+		fail := func(err error) {
+			res["error"], res["kerr"] = err.Error(), kerrName(err)
+		}
+		if !tp.open {
+			if err := tp.cl.BeginTransaction(); err != nil {
+				fail(err)
+				break
+			}
+			tp.open = true
+		}
+		rs := make([]*kgo.Record, 0, len(t.Records))
+		for _, r := range t.Records {
+			rs = append(rs, toKgo(c.Topic, r))
+		}
+		if err := tp.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			fail(err)
+			if t.End != "open" { // what ending the failed transaction says (an abort)
+				endErr := tp.cl.EndTransaction(ctx, kgo.TryAbort)
+				res["end_error"], res["end_kerr"] = errText(endErr), kerrName(endErr)
+				tp.open = endErr != nil // kgo keeps a transaction whose end failed open
+			}
+			break
+		}
+		offsets := [][2]int64{}
+		for _, r := range rs {
+			offsets = append(offsets, [2]int64{int64(r.Partition), r.Offset})
+		}
+		res["offsets"] = offsets
+		if t.End == "open" {
+			continue
+		}
+		if err := tp.cl.EndTransaction(ctx, kgo.TransactionEndTry(t.End == "commit")); err != nil {
+			fail(err) // kgo keeps the transaction open: the caller may retry the end with an abort
+			break
+		}
+		tp.open = false
+	}
+	out := map[string]any{"transactions": results}
+	if id, epoch, err := tp.cl.ProducerID(ctx); err == nil {
+		out["producer_id"], out["producer_epoch"] = id, epoch
+	}
+	return out, nil
+}
+
+// eos is a consume-transform-produce loop on a kgo.GroupTransactSession: it consumes c.Topic
+// (read_committed) in group c.Group and, per poll of at most c.MaxPoll records, begins a
+// transaction, produces "OUT-" + value to c.Out (same partition) and ends it, committing the
+// consumed offsets, except every c.AbortEvery-th transaction, which it aborts (the session then
+// rewinds to the committed offsets and the input is consumed again). It stops once the group's
+// committed offsets reach c.Topic's end offsets (read when it starts).
+func (p *probe) eos(ctx context.Context, c *command) (map[string]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout(c, 60000))
+	defer cancel()
+	adm, admCl, err := p.admin()
+	if err != nil {
+		return nil, err
+	}
+	ends, err := adm.ListEndOffsets(ctx, c.Topic)
+	admCl.Close()
+	if err != nil {
+		return nil, err
+	}
+	s, err := kgo.NewGroupTransactSession(append(p.base(),
+		kgo.TransactionalID(c.TransactionalID), kgo.ConsumerGroup(c.Group), kgo.ConsumeTopics(c.Topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.SessionTimeout(10*time.Second),
+		kgo.HeartbeatInterval(500*time.Millisecond))...)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	done := func() bool {
+		committed := s.Client().CommittedOffsets()[c.Topic]
+		for _, e := range ends.Offsets()[c.Topic] {
+			if committed[e.Partition].Offset < e.At {
+				return false
+			}
+		}
+		return true
+	}
+	txns, commits, aborts := 0, 0, 0
+	for !done() {
+		fs := s.PollRecords(ctx, c.MaxPoll)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("after %d transactions: %w", txns, ctx.Err())
+		}
+		if err := fs.Err(); err != nil {
+			return nil, err
+		}
+		if fs.Empty() {
+			continue
+		}
+		if err := s.Begin(); err != nil {
+			return nil, err
+		}
+		txns++
+		var rs []*kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			rs = append(rs, &kgo.Record{Topic: c.Out, Partition: r.Partition, Key: r.Key,
+				Value: append([]byte("OUT-"), r.Value...)})
+		})
+		if err := s.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			return nil, err
+		}
+		commit := txns%c.AbortEvery != 0
+		committed, err := s.End(ctx, kgo.TransactionEndTry(commit))
+		if err != nil {
+			return nil, err
+		}
+		if committed {
+			commits++
+		} else {
+			aborts++
+		}
+	}
+	offsets := map[string]int64{}
+	for part, o := range s.Client().CommittedOffsets()[c.Topic] {
+		offsets[fmt.Sprint(part)] = o.Offset
+	}
+	return map[string]any{"transactions": txns, "commits": commits, "aborts": aborts, "committed": offsets}, nil
 }

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import base64
 import time
+import uuid
 from collections import defaultdict
 
 import pytest
 
 from broker.log.records import iter_records
+from tests.integration.conftest import DEFAULT_CONFIG
 from tests.support.franz import FranzSession, require_franz
 
 pytestmark = pytest.mark.franz
@@ -28,14 +30,35 @@ def franz(bt):
     assert s.result is not None and s.result.returncode == 0, s.result
 
 
+@pytest.fixture(params=[2, 0], ids=lambda v: f"tv{v}")
+def txn_bt(request, broker_factory):
+    """A broker finalizing transaction.version at the parameter's level: 2, franz-go speaks KIP-890
+    part 2 (Produce v12 adds the partitions, EndTxn v5 bumps the epoch); 0, the classic protocol."""
+    b = broker_factory({**DEFAULT_CONFIG, "transaction.version": str(request.param)})
+    b.transaction_version = request.param
+    return b
+
+
+@pytest.fixture
+def txn_franz(txn_bt):
+    with require_franz().session(txn_bt.bootstrap, timeout=90) as s:
+        yield s
+    assert s.result is not None and s.result.returncode == 0, s.result
+
+
 def records_for(n: int, partitions: int, tag: str, base_ts: int) -> list[dict]:
     out = []
     for i in range(n):
         key = None if i % 7 == 3 else f"k{i}"
         headers = [{"key": "h", "value": f"{tag}-{i}"}] + ([{"key": "dup", "value": "x"}] * (i % 3))
         out.append(
-            {"partition": i % partitions, "key": key, "value": f"{tag}:{i}" * (1 + i % 5), "headers": headers,
-             "timestamp": base_ts + i}
+            {
+                "partition": i % partitions,
+                "key": key,
+                "value": f"{tag}:{i}" * (1 + i % 5),
+                "headers": headers,
+                "timestamp": base_ts + i,
+            }
         )
     return out
 
@@ -53,7 +76,9 @@ def test_produce_consume_every_codec(bt, franz: FranzSession, codec):
     for (p, off), rec in zip(acks, sent, strict=True):
         assert p == rec["partition"]
         per_part[p].append(off)
-    assert {p: sorted(offs) for p, offs in per_part.items()} == {p: list(range(n // parts)) for p in range(parts)}
+    assert {p: sorted(offs) for p, offs in per_part.items()} == {
+        p: list(range(n // parts)) for p in range(parts)
+    }
 
     got = franz.ok("consume", topic=topic, count=n)["records"]
     assert len(got) == n
@@ -61,15 +86,22 @@ def test_produce_consume_every_codec(bt, franz: FranzSession, codec):
     for (p, off), rec in zip(acks, sent, strict=True):
         r = by_value[(p, off)]
         assert (r["key"], r["value"], r["headers"], r["timestamp"]) == (
-            rec["key"], rec["value"], rec["headers"], rec["timestamp"]
+            rec["key"],
+            rec["value"],
+            rec["headers"],
+            rec["timestamp"],
         )
 
     def stored():
         out = []
         for p in range(parts):
             log = bt.broker.logs.get(topic, p)
-            out.append(({info.compression for *_, info in iter_records(log.read(0, 1 << 30))},
-                        set(log.producers.producers)))
+            out.append(
+                (
+                    {info.compression for *_, info in iter_records(log.read(0, 1 << 30))},
+                    set(log.producers.producers),
+                )
+            )
         return out
 
     state = bt.call(stored)
@@ -90,7 +122,9 @@ def test_non_idempotent_producer(bt, franz: FranzSession):
     ]
 
 
-def wait_assignment(franz: FranzSession, members: list[str], topic: str, want: int, timeout: float = 45) -> dict:
+def wait_assignment(
+    franz: FranzSession, members: list[str], topic: str, want: int, timeout: float = 45
+) -> dict:
     """Poll the members until their assignments are disjoint and cover ``want`` partitions."""
     deadline = time.monotonic() + timeout
     while True:
@@ -111,8 +145,12 @@ def drain(franz: FranzSession, member: str, count: int) -> list[dict]:
     return out
 
 
-GROUP_CASES = [("classic", "cooperative-sticky"), ("classic", "range"), ("consumer", "cooperative-sticky"),
-               ("consumer", "range")]
+GROUP_CASES = [
+    ("classic", "cooperative-sticky"),
+    ("classic", "range"),
+    ("consumer", "cooperative-sticky"),
+    ("consumer", "range"),
+]
 
 
 @pytest.mark.parametrize(("protocol", "balancer"), GROUP_CASES)
@@ -138,7 +176,10 @@ def test_group_shares_partitions_and_commits_resume(bt, franz: FranzSession, pro
     if protocol == "classic":
         desc = franz.ok("describe_groups", groups=[group])["groups"][group]
         assert (desc["error"], desc["state"], desc["protocol_type"], desc["protocol"]) == (
-            "", "Stable", "consumer", balancer
+            "",
+            "Stable",
+            "consumer",
+            balancer,
         )
         described = sorted(sorted(m["assigned"][topic]) for m in desc["members"])
     else:
@@ -175,7 +216,9 @@ def test_admin(bt, franz: FranzSession):
     """kadm: create (with configs) / list / describe and alter configs / delete topics; start, end and
     timestamp offsets; committed offsets and group listing."""
     created = franz.ok(
-        "create_topics", topics=["fa-1", "fa-2"], partitions=3,
+        "create_topics",
+        topics=["fa-1", "fa-2"],
+        partitions=3,
         configs={"retention.ms": "3600000", "cleanup.policy": "delete", "max.message.bytes": "200000"},
     )["topics"]
     for name in ("fa-1", "fa-2"):
@@ -192,9 +235,9 @@ def test_admin(bt, franz: FranzSession):
     cfg = franz.ok("describe_topic_configs", topics=["fa-1"])["topics"]["fa-1"]["configs"]
     assert cfg["retention.ms"] == {"value": "3600000", "source": "DYNAMIC_TOPIC_CONFIG"}
     assert cfg["segment.bytes"]["source"] == "DEFAULT_CONFIG"
-    assert franz.ok("alter_topic_configs", topics=["fa-1"], configs={"retention.ms": "7200000"})["topics"] == {
-        "fa-1": ""
-    }
+    assert franz.ok("alter_topic_configs", topics=["fa-1"], configs={"retention.ms": "7200000"})[
+        "topics"
+    ] == {"fa-1": ""}
     cfg = franz.ok("describe_topic_configs", topics=["fa-1"])["topics"]["fa-1"]["configs"]
     assert cfg["retention.ms"]["value"] == "7200000"
     assert bt.call(lambda: bt.broker.topics.get("fa-1").configs.get("retention.ms")) in ("7200000", 7200000)
@@ -221,3 +264,172 @@ def test_admin(bt, franz: FranzSession):
     assert deleted["fa-1"] == "" and "UNKNOWN_TOPIC_OR_PARTITION" in deleted["fa-nope"]
     assert "fa-1" not in franz.ok("list_topics")["topics"]
     assert bt.call(lambda: bt.broker.topics.get("fa-1")) is None
+
+
+def _values(recs: list[dict]) -> list[str]:
+    return sorted(r["value"] for r in recs)
+
+
+def _txn_meta(b, tid: str) -> tuple[int, int]:
+    """The coordinator's state of ``tid``: producer epoch, and the transaction version the client's
+    last transition spoke (2: KIP-890 part 2)."""
+    meta = b.call(lambda: b.broker.txns.state.txns[tid].transit())
+    return meta.producer_epoch, meta.client_transaction_version
+
+
+def test_transactions_commit_abort_and_isolation(txn_bt, txn_franz: FranzSession):
+    """A kgo transactional producer (kgo.TransactionalID) commits, aborts, commits and leaves a
+    fourth transaction open, 6 records over 3 partitions each: the last stable offset stops at the
+    open transaction's first record while the high watermark is past it; read_committed sees only
+    the committed records, read_uncommitted all of them; once the open one commits, the last stable
+    offset reaches the high watermark and read_committed sees it too."""
+    franz, topic, parts = txn_franz, "fz-tx", 3
+    txn_bt.call(txn_bt.broker.create_topic, topic, parts)
+
+    def txn(k: int, end: str) -> dict:
+        return {"records": [{"partition": i % parts, "value": f"{end}{k}-{i}"} for i in range(6)], "end": end}
+
+    plan = [txn(0, "commit"), txn(1, "abort"), txn(2, "commit"), txn(3, "open")]
+    got = franz.ok("transact", member="p", transactional_id="fz-tid", topic=topic, transactions=plan)
+    assert [t["error"] for t in got["transactions"]] == ["", "", "", ""], got
+    committed = [r["value"] for t in plan[:3] if t["end"] == "commit" for r in t["records"]]
+    aborted = [r["value"] for r in plan[1]["records"]]
+    pending = [r["value"] for r in plan[3]["records"]]
+    # per partition: 2 records and a marker per ended transaction, then 2 records of the open one
+    open_at = {str(p): min(o for q, o in got["transactions"][3]["offsets"] if q == p) for p in range(parts)}
+    assert open_at == {str(p): 9 for p in range(parts)}
+    hwm = franz.ok("list_offsets", topics=[topic])["offsets"][topic]
+    lso = franz.ok("list_offsets", topics=[topic], isolation="read_committed")["offsets"][topic]
+    assert (hwm, lso) == ({str(p): 11 for p in range(parts)}, open_at)
+
+    # the aborted records lie before the last committed ones on every partition: had read_committed
+    # delivered any, they would be among the first len(committed) records
+    rc = franz.ok("consume", topic=topic, count=len(committed), isolation="read_committed")["records"]
+    assert _values(rc) == sorted(committed)
+    ru = franz.ok("consume", topic=topic, count=len(committed) + len(aborted) + len(pending))["records"]
+    assert _values(ru) == sorted(committed + aborted + pending)
+
+    ended = franz.ok("transact", member="p", topic=topic, transactions=[{"records": [], "end": "commit"}])
+    assert ended["transactions"][0]["error"] == "", ended
+    hwm = franz.ok("list_offsets", topics=[topic])["offsets"][topic]
+    lso = franz.ok("list_offsets", topics=[topic], isolation="read_committed")["offsets"][topic]
+    assert hwm == lso == {str(p): 12 for p in range(parts)}
+    rc = franz.ok("consume", topic=topic, count=len(committed) + len(pending), isolation="read_committed")
+    assert _values(rc["records"]) == sorted(committed + pending)
+    # TV2: each of the 4 ends (EndTxn v5) bumped the epoch; TV0: none did
+    assert _txn_meta(txn_bt, "fz-tid") == ((4, 2) if txn_bt.transaction_version == 2 else (0, 0))
+
+
+def test_group_transact_session_exactly_once(txn_bt, txn_franz: FranzSession):
+    """Consume-transform-produce with kgo.GroupTransactSession: 300 input records over 3 partitions,
+    at most 40 per transaction, every 3rd transaction aborted (the session rewinds to the committed
+    offsets): read_committed output holds every input record exactly once and the group's committed
+    offsets are the input's end offsets."""
+    franz, src, dst, group, parts, n = txn_franz, "fz-eos-in", "fz-eos-out", "fz-eos", 3, 300
+    for t in (src, dst):
+        txn_bt.call(txn_bt.broker.create_topic, t, parts)
+    franz.ok("produce", topic=src, records=[{"partition": i % parts, "value": f"r{i}"} for i in range(n)])
+    got = franz.ok("eos", topic=src, out=dst, group=group, transactional_id="fz-eos-tid", abort_every=3,
+                   max_poll=40, timeout_ms=120_000, timeout=150)  # fmt: skip
+    assert got["aborts"] >= 1 and got["commits"] >= n // 40, got
+    ends = {str(p): n // parts for p in range(parts)}
+    assert got["committed"] == ends
+    assert franz.ok("fetch_offsets", group=group)["offsets"] == {src: ends}
+    out = franz.ok("consume", topic=dst, count=n, isolation="read_committed")["records"]
+    assert _values(out) == sorted(f"OUT-r{i}" for i in range(n))  # each once: no duplicate, none lost
+    assert all(r["partition"] == int(r["value"][5:]) % parts for r in out)
+    hwm = franz.ok("list_offsets", topics=[dst])["offsets"][dst]
+    assert hwm == franz.ok("list_offsets", topics=[dst], isolation="read_committed")["offsets"][dst]
+    assert sum(hwm.values()) > n + got["transactions"]  # the aborted attempts are in the log
+    tv2 = txn_bt.transaction_version == 2
+    assert _txn_meta(txn_bt, "fz-eos-tid") == ((got["transactions"], 2) if tv2 else (0, 0)), got
+
+
+def test_transactional_fencing(txn_bt, txn_franz: FranzSession):
+    """Two kgo clients with one transactional id: the second's InitProducerId fences the first and
+    aborts its open transaction. The first's next produce is refused with INVALID_PRODUCER_EPOCH (as
+    Kafka answers a produce at a stale epoch, also when KIP-890's implicit add finds the producer
+    fenced); under TV2 franz-go's abort of that transaction (EndTxn v5 at the stale epoch) is refused
+    with PRODUCER_FENCED, while under TV0 it takes INVALID_PRODUCER_EPOCH as recoverable (KIP-588),
+    ends locally, and learns it is fenced from the InitProducerId of its next transaction
+    (PRODUCER_FENCED, fatal). read_committed sees only the second's record."""
+    franz, topic, tv2 = txn_franz, "fz-fence", txn_bt.transaction_version == 2
+    txn_bt.call(txn_bt.broker.create_topic, topic, 1)
+
+    def one(value: str, end: str) -> list[dict]:
+        return [{"records": [{"partition": 0, "value": value}], "end": end}]
+
+    def attempt(member: str, value: str, end: str, tid: str = "") -> tuple[dict, dict]:
+        got = franz.ok(
+            "transact", member=member, transactional_id=tid, topic=topic, transactions=one(value, end)
+        )
+        return got, got["transactions"][0]
+
+    first, t = attempt("zombie", "zombie", "open", "fz-shared")
+    assert t["error"] == "", first
+    # franz-go decides at BeginTransaction, from the finalized features of its first ApiVersions
+    # exchange, whether to speak KIP-890 part 2: with TV2 the Produce v12 added the partition
+    assert _txn_meta(txn_bt, "fz-shared")[1] == (2 if tv2 else 0)
+    second, t = attempt("winner", "winner", "commit", "fz-shared")
+    assert t["error"] == "", second
+    assert (second["producer_id"], second["producer_epoch"]) != (
+        first["producer_id"],
+        first["producer_epoch"],
+    )
+
+    _, late = attempt("zombie", "late", "commit")
+    if tv2:  # the abort's EndTxn at the stale epoch: fatal (a real application closes the client)
+        assert (late["kerr"], late["end_kerr"]) == ("INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED"), late
+    else:  # the abort ends nothing on the broker; the next transaction's InitProducerId is fenced
+        assert (late["kerr"], late["end_kerr"]) == ("INVALID_PRODUCER_EPOCH", ""), late
+        _, again = attempt("zombie", "again", "commit")
+        assert again["kerr"] == "PRODUCER_FENCED" and "fatal" in again["error"], again
+    print(f"franz-go, fenced (tv{txn_bt.transaction_version}): {late}")
+
+    rc = franz.ok("consume", topic=topic, count=1, isolation="read_committed")["records"]
+    assert [(r["offset"], r["value"]) for r in rc] == [(2, "winner")]  # after the zombie and its abort marker
+    end = franz.ok("list_offsets", topics=[topic])["offsets"][topic]
+    assert (
+        end
+        == franz.ok("list_offsets", topics=[topic], isolation="read_committed")["offsets"][topic]
+        == {"0": 4}
+    )
+
+
+def _fencing_outcome(franz: FranzSession, suffix: str) -> dict:
+    """The fencing scenario of test_transactional_fencing as a franz-go user sees it, names made
+    unique by ``suffix``: epochs, the errors of the fenced producer, what read_committed reads."""
+    topic, tid = f"fzd-fence-{suffix}", f"fzd-shared-{suffix}"
+    created = franz.ok("create_topics", topics=[topic], partitions=1)["topics"][topic]
+    assert created["error"] == "", created
+
+    def attempt(member: str, value: str, end: str, with_tid: bool = False) -> dict:
+        return franz.ok("transact", member=member, transactional_id=tid if with_tid else "", topic=topic,
+                        transactions=[{"records": [{"partition": 0, "value": value}], "end": end}])  # fmt: skip
+
+    first = attempt("z-" + suffix, "zombie", "open", True)
+    second = attempt("w-" + suffix, "winner", "commit", True)
+    late = attempt("z-" + suffix, "late", "commit")["transactions"][0]
+    read = franz.ok("consume", topic=topic, count=1, isolation="read_committed")["records"]
+    return {
+        "epochs": (first["producer_epoch"], second["producer_epoch"]),
+        "same producer id": first["producer_id"] == second["producer_id"],
+        "errors": [t["kerr"] or t["error"] for t in first["transactions"] + second["transactions"]],
+        "fenced": (late["kerr"], late["end_kerr"]),
+        "read_committed": [(r["offset"], r["value"]) for r in read],
+        "end": franz.ok("list_offsets", topics=[topic])["offsets"][topic],
+        "lso": franz.ok("list_offsets", topics=[topic], isolation="read_committed")["offsets"][topic],
+    }
+
+
+def test_transactional_fencing_as_on_kafka(bt, franz: FranzSession, real_kafka):
+    """The fencing scenario run by franz-go against Apache Kafka (the session's real broker, 4.x with
+    transaction.version 2) and against pykbroker: the same epochs, errors, records and offsets. (Its
+    first ApiVersions, v5, is answered by both with UNSUPPORTED_VERSION and ApiVersions' range only,
+    so franz-go speaks KIP-890 part 2 from the first transaction on both.)"""
+    suffix = uuid.uuid4().hex[:8]
+    ours = _fencing_outcome(franz, suffix)
+    with require_franz().session(real_kafka.bootstrap, timeout=90) as theirs_session:
+        theirs = _fencing_outcome(theirs_session, suffix)
+    assert theirs["fenced"] == ("INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED"), theirs
+    assert ours == theirs, f"pykbroker {ours}\n  vs Kafka {theirs}"

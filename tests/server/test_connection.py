@@ -33,7 +33,9 @@ def test_api_versions_every_version_lists_the_registry(broker, version):
     assert (18, 0, 4) in got and (3, 0, 13) in got and (10, 0, 6) in got
 
 
-def test_api_versions_too_new_gets_v0_error_with_our_ranges_and_stays_open(broker):
+def test_api_versions_too_new_gets_v0_error_with_its_own_range_and_stays_open(broker):
+    """As Kafka (KIP-511, ApiVersionsRequest.getErrorResponse): only ApiVersions' range, so that the
+    client retries at a version we serve and gets the full answer, features included."""
     # ApiVersions v9 (newer than we serve): header v2 (flexible) + an empty flexible body
     frame = struct.pack(">hhih", 18, 9, 42, 4) + b"wire" + b"\x00" + b"\x01\x01\x00"
     with WireClient(broker.port) as c:
@@ -44,12 +46,14 @@ def test_api_versions_too_new_gets_v0_error_with_our_ranges_and_stays_open(broke
         resp, end = decode_api_versions_v0(resp_frame, 4)  # header v0, body v0
         assert end == len(resp_frame)
         assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
-        assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == (
-            broker.broker.registry.ranges()
-        )
+        assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 4)]
         # the client may now retry on the same connection
-        again = c.call(API_VERSIONS, 3, ApiVersionsRequest("x", "1"))
+        again = c.call(API_VERSIONS, 4, ApiVersionsRequest("x", "1"))
         assert isinstance(again, ApiVersionsResponse) and again.error_code == 0
+        assert [
+            (k.api_key, k.min_version, k.max_version) for k in again.api_keys
+        ] == broker.broker.registry.ranges()
+        assert ("transaction.version", 2) in {(f.name, f.max_version_level) for f in again.finalized_features}
 
 
 def test_client_software_name_is_validated(broker):

@@ -75,7 +75,8 @@ def test_an_unsupported_api_versions_version_gets_the_v0_answer(pipeline):
     out = pipeline.handle(bytes(frame), ClientInfo(peer="test"))
     correlation_id, resp = _response(out, 18, 0, flexible_header=False)
     assert correlation_id == 7 and resp.error_code == ErrorCode.UNSUPPORTED_VERSION
-    assert resp.api_keys, "the answer lists the supported ranges so the client can retry"
+    # as Kafka (KIP-511): only ApiVersions' own range, the versions the client should retry with
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 4)]
 
 
 @pytest.mark.parametrize(
