@@ -446,11 +446,11 @@ class CleanedTransactions:
             self._next += 1
             self._aborting.setdefault(e.producer_id, [e, False])
 
-    def on_batch(self, last_offset: int, producer_id: int, transactional: bool) -> bool:
-        """A data batch was read; True if it belongs to an aborted transaction (may be discarded)."""
+    def on_batch(self, last_offset: int, producer_id: int) -> bool:
+        """A transactional data batch was read; True if it belongs to an aborted transaction (may be
+        discarded). Other data batches need not be reported: nothing depends on them, and the next
+        batch reported reaches past them."""
         self._reach(last_offset)
-        if not transactional:
-            return False
         state = self._aborting.get(producer_id)
         if state is not None:
             state[1] = True
@@ -545,13 +545,15 @@ def filter_segments(
         if next_base <= first_dirty:
             continue
         for buf, pos in _iter_batches(path, cancel):
-            f = HEADER.unpack_from(buf, pos)
-            attributes, last, producer_id = f[5], f[0] + f[6], f[9]
-            if attributes & CONTROL_MASK:
-                txns.on_control(last, producer_id, *_control_kind(buf, pos))
-                continue
-            if txns.on_batch(last, producer_id, bool(attributes & TRANSACTIONAL_MASK)):
-                continue
+            # (a plain batch needs no bookkeeping: the next transactional one reaches past it)
+            if buf[pos + 22] & (CONTROL_MASK | TRANSACTIONAL_MASK):
+                f = HEADER.unpack_from(buf, pos)
+                last, producer_id = f[0] + f[6], f[9]
+                if f[5] & CONTROL_MASK:
+                    txns.on_control(last, producer_id, *_control_kind(buf, pos))
+                    continue
+                if txns.on_batch(last, producer_id):
+                    continue
             for off, _ts, key, _tomb, _raw in _records(buf, pos, False):
                 if key is not None and off >= first_dirty:
                     latest[key] = off
@@ -565,54 +567,54 @@ def filter_segments(
             for buf, pos in _iter_batches(path, cancel):
                 f = HEADER.unpack_from(buf, pos)
                 size, attributes, base_ts, last = f[1] + 12, f[5], f[7], f[0] + f[6]
-                count, producer_id, epoch = f[12], f[9], f[10]
+                count = f[12]
                 result.bytes_read += size
                 result.records_read += count
-                control = attributes & CONTROL_MASK
                 horizon = base_ts if attributes & DELETE_HORIZON_MASK else None
-                if control:
-                    discardable = txns.on_control(last, producer_id, *_control_kind(buf, pos))
-                    # a marker nothing of its transaction remains of goes at its delete horizon
-                    discard = discardable and horizon is not None and horizon <= now_ms
-                else:
-                    discardable = discard = txns.on_batch(
-                        last, producer_id, bool(attributes & TRANSACTIONAL_MASK)
-                    )
-                # kept, maybe empty: an active producer's last batch (its last sequence), or with no
-                # data batch its marker of its epoch (fencing); and the range's last batch
-                retain_empty = last + 1 == end
-                if producer_id >= 0 and not retain_empty:
-                    pl = producer_last.get(producer_id)
-                    if pl is not None:
-                        retain_empty = last == pl[0] if pl[0] >= 0 else bool(control) and epoch == pl[1]
-                if discard:
+                if attributes & (CONTROL_MASK | TRANSACTIONAL_MASK):
+                    control = attributes & CONTROL_MASK
                     if control:
-                        result.markers_dropped += 1
+                        discardable = txns.on_control(last, f[9], *_control_kind(buf, pos))
+                        # a marker nothing of its transaction remains of goes at its delete horizon
+                        discard = discardable and horizon is not None and horizon <= now_ms
                     else:
-                        result.aborted_dropped += count
-                    if retain_empty:
-                        _write(fd, _empty(buf, pos), result)
-                    continue
-                kept: list[tuple[int, int, bytes]] = []
+                        discard = txns.on_batch(last, f[9])
+                    if discard:
+                        if control:
+                            result.markers_dropped += 1
+                        else:
+                            result.aborted_dropped += count
+                        if _retain_empty(f, end, producer_last):
+                            _write(fd, _empty(buf, pos), result)
+                        continue
+                    if control:  # kept whole, with a delete horizon once its transaction is empty
+                        if count == 0:  # emptied by an earlier pass: kept only to stay empty
+                            if _retain_empty(f, end, producer_last):
+                                _write(fd, _empty(buf, pos), result)
+                        elif discardable and horizon is None:
+                            kept = [(off, ts, raw) for off, ts, _k, _t, raw in _records(buf, pos, True)]
+                            _write(fd, _rebuilt(buf, pos, kept, now_ms + delete_retention_ms), result)
+                        else:
+                            _write(fd, buf[pos : pos + size], result)
+                        result.records_kept += count
+                        continue
+                # a data batch (not of an aborted transaction)
+                keep_tombstones = horizon is None or now_ms < horizon
+                kept = []
                 tombstones = False
-                if control:
-                    kept = [(off, ts, raw) for off, ts, _k, _t, raw in _records(buf, pos, True)]
-                    tombstones = discardable  # a marker of a transaction now empty: KIP-534 horizon
-                else:
-                    keep_tombstones = horizon is None or now_ms < horizon
-                    # in the dirty part every keyed record is in the map: a batch holding none of the
-                    # latest offsets loses all its records, and is not even parsed
-                    i = bisect_left(ends, f[0])
-                    superseded = f[0] >= first_dirty and (i == len(ends) or ends[i] > last)
-                    for off, ts, key, tombstone, raw in () if superseded else _records(buf, pos, True):
-                        if key is None or latest.get(key, off) > off:
+                # in the dirty part every keyed record is in the map: a batch holding none of the
+                # latest offsets loses all its records, and is not even parsed
+                i = bisect_left(ends, f[0])
+                superseded = f[0] >= first_dirty and (i == len(ends) or ends[i] > last)
+                for off, ts, key, tombstone, raw in () if superseded else _records(buf, pos, True):
+                    if key is None or latest.get(key, off) > off:
+                        continue
+                    if tombstone:
+                        if not keep_tombstones:
+                            result.tombstones_dropped += 1
                             continue
-                        if tombstone:
-                            if not keep_tombstones:
-                                result.tombstones_dropped += 1
-                                continue
-                            tombstones = True
-                        kept.append((off, ts, raw))
+                        tombstones = True
+                    kept.append((off, ts, raw))
                 set_horizon = tombstones and horizon is None
                 if kept and len(kept) == count and not set_horizon:
                     _write(fd, buf[pos : pos + size], result)
@@ -620,7 +622,7 @@ def filter_segments(
                     if set_horizon:
                         horizon = now_ms + delete_retention_ms
                     _write(fd, _rebuilt(buf, pos, kept, horizon), result)
-                elif retain_empty:
+                elif _retain_empty(f, end, producer_last):
                     _write(fd, _empty(buf, pos), result)
                 result.records_kept += len(kept)
         os.fsync(fd)
@@ -634,6 +636,23 @@ def filter_segments(
         raise
     os.close(fd)
     return result
+
+
+def _retain_empty(f: tuple, end: int, producer_last: dict[int, tuple[int, int]]) -> bool:
+    """Whether the batch with header fields ``f`` stays, empty if nothing of it is kept (Kafka's
+    RETAIN_EMPTY): the last batch of the range (its last offset), an active producer's last data
+    batch (its last sequence) or, with no data batch, its marker of its current epoch (fencing)."""
+    last, producer_id = f[0] + f[6], f[9]
+    if last + 1 == end:
+        return True
+    if producer_id < 0:
+        return False
+    pl = producer_last.get(producer_id)
+    if pl is None:
+        return False
+    if pl[0] >= 0:
+        return last == pl[0]
+    return bool(f[5] & CONTROL_MASK) and f[10] == pl[1]
 
 
 def _write_txnindex(path: Path, entries: list[AbortedTxn]) -> None:

@@ -288,6 +288,13 @@ def test_a_marker_of_a_bumped_epoch_with_no_data_stays_empty_for_fencing(tmp_pat
     assert again.producers.producers[P1].epoch == 1
     clean(again, T0 + 2 * DAY)  # an emptied control batch is not touched again
     assert batches(again) == [(1, 1, 0, "c"), (2, 2, 1, "d")]
+    # the producer writes in its new epoch: its empty marker is no longer needed and goes
+    q = Producer(again, P1, epoch=1)
+    q.send((b"j", b"1"))  # 3
+    q.end(True)  # 4
+    seal(again)
+    clean(again, T0 + 2 * DAY)
+    assert batches(again) == [(2, 2, 1, "d"), (3, 3, 1, "t"), (4, 4, 1, "C")]
     again.close()
 
 
