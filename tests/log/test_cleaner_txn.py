@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from broker.log import cleaner, txnindex
-from broker.log.batch import CONTROL_MASK, TRANSACTIONAL_MASK, iter_batches
+from broker.log.batch import CONTROL_MASK, TRANSACTIONAL_MASK, iter_batches, validate_produce
 from broker.log.control import marker_batch, parse_marker
 from broker.log.partition import PartitionLog
+from broker.log.records import build_batch
 
 from .test_cleaner import DAY, T0, append, seal
 from .test_cleaner_user import clean, open_log
@@ -248,6 +249,10 @@ def test_an_aborted_last_batch_of_a_producer_stays_empty_with_its_marker_and_ent
     again = reopen(plog, snapshot=False)
     entry = again.producers.producers[P1]
     assert (entry.epoch, entry.last_seq) == (4, 2)
+    retry = bytearray(build_batch([(b"k", b"w"), (b"j", b"w")], base_timestamp=T0, producer_id=P1,
+                                  producer_epoch=4, base_sequence=1, transactional=True))  # fmt: skip
+    dup = again.producers.check(validate_produce(retry)[0])
+    assert dup is not None and (dup.base_offset, dup.last_offset) == (2, 3)
     assert index(again) == [(P1, 2, 4)]
     # once the producer writes again, the empty batch goes; then the marker, after its horizon
     q = Producer(again, P1, epoch=4)
