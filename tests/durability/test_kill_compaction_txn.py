@@ -35,8 +35,9 @@ from .test_kill import BrokerProcess, _seed, check_broker_logs
 from .test_kill_compaction import check_cleaner_logs
 
 TOPIC = "txn-table"
-KEYS = 12
-RECORDS = 4  # per transaction
+KEYS = 40
+RECORDS = 20  # per transaction
+PAD = "x" * 300  # longer passes: more kills land inside one
 TRANSACTIONS = int(os.environ.get("DURABILITY_TRANSACTIONS", "150"))
 KILLS = int(os.environ.get("DURABILITY_KILLS", "6"))
 T = 60.0  # hang guard only
@@ -133,7 +134,7 @@ def test_transactions_on_a_compacted_topic_survive_sigkill_during_cleaning(broke
                 break
             assert time.monotonic() < deadline, f"{len(kills)} kills after {k} transactions"
             outcome[k] = "unknown"
-            records = {f"k{rng.randrange(KEYS)}": f"t{k}-{i}" for i in range(RECORDS)}
+            records = {f"k{rng.randrange(KEYS)}": f"t{k}-{i}-{PAD}" for i in range(RECORDS)}
             writes[k] = records
             try:
                 p.begin_transaction()
