@@ -527,3 +527,67 @@ def test_uncommitted_txnindex_output_is_removed_at_start_up(tmp_path):
     assert [k for _b, _l, _n, k in batches(again)] == ["t", "A"]
     assert index(again) == index_on_disk(again) == [(P1, 0, 1)]
     again.close()
+
+
+TXN_STEPS = [
+    "cleaned-written",
+    "txnindex-committed",
+    "swap-committed",
+    "old-files-deleted",
+    "txnindex-renamed",
+    "renamed",
+]
+
+
+@pytest.mark.parametrize("step", TXN_STEPS)
+def test_a_crash_at_any_step_leaves_the_old_log_and_index_or_the_new_ones(tmp_path, step):
+    """SIGKILL between any two file operations of a pass that changes the index: after the restart
+    the log and its .txnindex are both the old ones or both the new ones, never a mix."""
+    directory = tmp_path / "p"
+    plog = open_log(directory, segment_bytes="250")
+    p1, p2 = Producer(plog, P1), Producer(plog, P2)
+    p1.send((b"a", b"x" * 60))  # 0: goes; P1 writes again later
+    p2.send((b"b", b"y" * 60))  # 1: P2's last batch: stays, empty
+    p1.end(False)  # 2
+    p2.end(False)  # 3
+    p1.send((b"c", b"1"))  # 4
+    p1.end(True)  # 5
+    plain(plog, b"d", b"1")  # 6
+    seal(plog)
+    assert len(plog.segments) > 3
+    clean(plog, T0)  # both transactions had batches in this pass: both markers and entries stay
+    old_index = [(P1, 0, 2), (P2, 1, 3)]
+    assert index(plog) == index_on_disk(plog) == old_index
+    view = committed_view(plog)
+    # the next pass: P1's aborted transaction has nothing left (entry dropped, marker gets a horizon)
+    todo = cleaner.to_clean(plog, cleaner.read_checkpoint(plog.dir), T0 + 1)
+    result = cleaner.filter_work(plog, todo, T0 + 1)()
+    name = cleaner.range_name(todo.start, todo.end)
+    if step != "cleaned-written":
+        os.replace(directory / (name + cleaner.TXN_CLEANED), directory / (name + cleaner.TXN_SWAP))
+    if step not in ("cleaned-written", "txnindex-committed"):
+        os.replace(result.path, directory / (name + cleaner.SWAP))
+    if step in ("old-files-deleted", "txnindex-renamed"):
+        for p in directory.iterdir():
+            if p.suffix in (".log", ".index", txnindex.SUFFIX) and todo.start <= int(p.stem) < todo.end:
+                p.unlink()
+    if step == "txnindex-renamed":
+        os.replace(
+            directory / (name + cleaner.TXN_SWAP),
+            directory / (cleaner.segment_name(todo.start) + ".txnindex"),
+        )
+    if step == "renamed":
+        cleaner.finish_swap(directory / (name + cleaner.SWAP))
+    leo = plog.log_end_offset
+    for seg in plog.segments:  # the process dies: nothing more is written
+        seg.close()
+    again = open_log(directory, recovery_point=leo, segment_bytes="250")
+    marker = next(i for i in again.iter_headers(2) if i.base_offset == 2)
+    new = step not in ("cleaned-written", "txnindex-committed")
+    assert bool(marker.attributes & cleaner.DELETE_HORIZON_MASK) == new
+    assert index(again) == index_on_disk(again) == ([(P2, 1, 3)] if new else old_index)
+    assert committed_view(again) == view
+    assert not [
+        p.name for p in directory.iterdir() if p.suffix in (".cleaned", ".swap", ".txncleaned", ".txnswap")
+    ]
+    again.close()
