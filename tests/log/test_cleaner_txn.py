@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import random
-from pathlib import Path
 
 import pytest
 
@@ -482,51 +481,6 @@ def test_random_interleaved_transactions_keep_the_read_committed_view(tmp_path, 
         assert {(pid, last) for pid, _f, last in want_index} <= {(pid, last) for pid, _f, last in index(plog)}
         assert committed_view(plog) == before
     plog.close()
-
-
-def test_a_crash_between_the_txnindex_and_the_log_renames_keeps_both_consistent(tmp_path):
-    plog = open_log(tmp_path / "p", segment_bytes="100000")
-    p = Producer(plog, P1)
-    p.send((b"k", b"gone"))  # 0
-    p.end(False)  # 1
-    p.send((b"k", b"w"))  # 2
-    p.end(True)  # 3
-    seal(plog)
-    todo = cleaner.to_clean(plog, 0, T0)
-    result = cleaner.filter_work(plog, todo, T0)()
-    name = cleaner.range_name(todo.start, todo.end)
-    assert (plog.dir / (name + cleaner.TXN_CLEANED)).exists()
-    swap = cleaner.commit_swap(result)
-    assert (plog.dir / (name + cleaner.TXN_SWAP)).exists()
-    # the txnswap renamed to the segment's .txnindex, then a crash before the .swap is renamed
-    old_txn = plog.dir / (cleaner.segment_name(0) + txnindex.SUFFIX)
-    os.replace(plog.dir / (name + cleaner.TXN_SWAP), old_txn)
-    for seg in plog.segments:
-        seg.close()
-    again = open_log(plog.dir, recovery_point=0, segment_bytes="100000")
-    assert not swap.exists()
-    assert batches(again)[:3] == [(1, 1, 1, "A"), (2, 2, 1, "t"), (3, 3, 1, "C")]
-    assert index(again) == index_on_disk(again) == [(P1, 0, 1)]
-    again.close()
-
-
-def test_uncommitted_txnindex_output_is_removed_at_start_up(tmp_path):
-    plog = open_log(tmp_path / "p", segment_bytes="100000")
-    p = Producer(plog, P1)
-    p.send((b"k", b"gone"))
-    p.end(False)
-    seal(plog)
-    todo = cleaner.to_clean(plog, 0, T0)
-    result = cleaner.filter_work(plog, todo, T0)()
-    name = cleaner.range_name(todo.start, todo.end)
-    os.replace(plog.dir / (name + cleaner.TXN_CLEANED), plog.dir / (name + cleaner.TXN_SWAP))  # half a commit
-    for seg in plog.segments:
-        seg.close()
-    again = open_log(plog.dir, recovery_point=0, segment_bytes="100000")
-    assert not result.path.exists() and not list(Path(plog.dir).glob(name + "*"))
-    assert [k for _b, _l, _n, k in batches(again)] == ["t", "A"]
-    assert index(again) == index_on_disk(again) == [(P1, 0, 1)]
-    again.close()
 
 
 TXN_STEPS = [
