@@ -3,9 +3,11 @@ segments, measured in the same run.
 
     python bench/compaction_bench.py [--updates 200000] [--keys 1000] [--tombstones 100] [--size 100]
                                      [--segment-bytes 1048576] [--compression none] [--rounds 3]
+                                     [--transactions 0]
 
 The topic (``cleanup.policy=compact``, one partition) is written by confluent-kafka through the real
-broker (in-process, cleaner off). Then, on a fresh copy of the partition each round, best of
+broker (in-process, cleaner off); with ``--transactions N`` by a transactional producer instead, N
+updates per transaction, every 3rd transaction aborted (its records are removed by the pass). Then, on a fresh copy of the partition each round, best of
 ``--rounds``:
 
 * baseline: every segment read once front to back with the cleaner's own batch reader and record
@@ -51,7 +53,14 @@ def build(data_dir: Path, args: argparse.Namespace) -> dict[str, str]:
             }
         )
         pad = b"x" * max(args.size - 20, 0)
+        n = args.transactions
+        if n:
+            p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20, "transactional.id": "bench",
+                          "compression.type": args.compression, "queue.buffering.max.messages": 1000000})  # fmt: skip
+            p.init_transactions(60)
         for i in range(args.updates):
+            if n and i % n == 0:
+                p.begin_transaction()
             key = f"key-{i % args.keys:06d}".encode()
             while True:
                 try:
@@ -59,10 +68,20 @@ def build(data_dir: Path, args: argparse.Namespace) -> dict[str, str]:
                     break
                 except BufferError:
                     p.poll(0.01)
+            if n and (i % n == n - 1 or i == args.updates - 1):
+                if (i // n) % 3 == 2:
+                    p.flush(60)  # written, then aborted (abort_transaction purges what is unsent)
+                    p.abort_transaction(60)
+                else:
+                    p.commit_transaction(60)
+        if n:
+            p.begin_transaction()
         for i in range(args.tombstones):
             p.produce(
                 TOPIC, key=f"key-{i * (args.keys // args.tombstones):06d}".encode(), value=None, partition=0
             )
+        if n:
+            p.commit_transaction(60)
         assert p.flush(120) == 0
     return configs
 
@@ -91,9 +110,7 @@ def one_pass(plog: PartitionLog) -> tuple[float, cleaner.CleanResult]:
     begun = time.perf_counter()
     now = int(time.time() * 1000)
     todo = cleaner.to_clean(plog, 0, now)
-    result = cleaner.filter_segments(
-        plog.dir, [s.path for s in todo.segs], todo.start, todo.end, todo.first_dirty, now, 86400000
-    )
+    result = cleaner.filter_work(plog, todo, now)()
     assert plog.install_cleaned(result, todo.segs)
     return time.perf_counter() - begun, result
 
@@ -107,6 +124,7 @@ def main() -> int:
     ap.add_argument("--segment-bytes", type=int, default=1 << 20)
     ap.add_argument("--compression", default="none")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--transactions", type=int, default=0, help="updates per transaction (0: none)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="compaction-bench-"))
     try:

@@ -34,8 +34,15 @@ last sequence) or the last batch of the cleaned range, which stay as empty batch
 RETAIN_EMPTY). Records without a key are removed (Kafka counts them as invalid). Tombstones follow
 KIP-534: the first pass that keeps one stamps its batch with a delete horizon (now +
 ``delete.retention.ms``, in the base timestamp, attribute bit 0x40); a later pass past the horizon
-drops it. Control batches (transaction markers) and transactional batches are kept byte for byte
-(Kafka would remove aborted records and, later, markers: not done here). A partition's next pass is picked as Kafka picks it: the filthiest log whose dirty ratio is
+drops it. Transactions as Kafka's transaction-aware cleaner treats them (CleanedTransactions):
+the range ends at the segment holding the last stable offset, so nothing of an undecided transaction
+is cleaned; the batches of aborted transactions (the aborted-transaction index of the range says
+which) are removed and never enter the key map; a commit or abort marker stays while a batch of its
+transaction was read in the pass, then is stamped with a delete horizon like a tombstone and goes on
+the first pass past it (an active producer's marker of its current epoch, with no data batch, stays
+empty); the cleaned range's aborted-transaction index keeps the entries whose markers stay for a
+batch, and is written beside the cleaned log (``.txncleaned``, then ``.txnswap``) and swapped with
+it. A partition's next pass is picked as Kafka picks it: the filthiest log whose dirty ratio is
 above ``min.cleanable.dirty.ratio``, or whose oldest dirty record is older than
 ``max.compaction.lag.ms``; segments with a record younger than ``min.compaction.lag.ms`` wait.
 """
@@ -66,14 +73,19 @@ from .batch import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
 )
+from .control import parse_marker
 from .records import _ZZ, InvalidRecords, _read_varint, _varint, compress, decompress
 from .segment import segment_name
+from .txnindex import ENTRY, SUFFIX, AbortedTxn
 
 log = logging.getLogger(__name__)
 
 DELETE_HORIZON_MASK = 0x40  # KIP-534: the base timestamp is the batch's delete horizon
 CLEANED = ".cleaned"
 SWAP = ".swap"
+#: the aborted-transaction index of a user topic's cleaned range, beside its .cleaned / .swap log
+TXN_CLEANED = ".txncleaned"
+TXN_SWAP = ".txnswap"
 CHECKPOINT = "cleaner-offset-checkpoint"
 MERGE_RECORDS = 4096
 _READ = 8 << 20
@@ -95,6 +107,11 @@ class CleanResult:
     bytes_written: int = 0
     batches_written: int = 0
     keys: int = 0
+    aborted_dropped: int = 0  # records of aborted transactions removed
+    markers_dropped: int = 0  # transaction markers removed (past their delete horizon)
+    #: user topics: the aborted transactions whose markers lie in ``[start, end)`` after the pass
+    #: (Kafka's cleaned transaction index); None when the pass leaves the index alone
+    aborted: list[AbortedTxn] | None = None
 
 
 def range_name(start: int, end: int) -> str:
@@ -403,6 +420,101 @@ def _empty(buf: bytes, pos: int) -> bytes:
     return _header(f[0], f[6], attributes, f[8], f[8], f[9], f[10], f[11], 0, b"")
 
 
+class CleanedTransactions:
+    """What a pass knows of the transactions it walks through, in log order (Kafka's
+    CleanedTransactionMetadata): which data batches belong to aborted transactions (removed), and
+    which markers may go (a marker stays while a batch of its transaction is in the log).
+
+    ``aborted``: the aborted-transaction index entries overlapping the range walked. A transaction
+    becomes "ongoing aborted" for its producer once the walk reaches its first offset, until its
+    abort marker; a transactional batch of that producer meanwhile is aborted. A transactional
+    batch of any other producer belongs to a committed (or still undecided beyond the range)
+    transaction. ``retained``: the entries whose abort marker is kept because a batch of the
+    transaction was seen (the cleaned index)."""
+
+    def __init__(self, aborted: list[AbortedTxn]):
+        self._pending = sorted(aborted, key=lambda e: e.first_offset)
+        self._next = 0
+        self._aborting: dict[int, list] = {}  # producer id -> [entry, a batch of it was seen]
+        self._committing: set[int] = set()
+        self.retained: list[AbortedTxn] = []
+
+    def _reach(self, offset: int) -> None:
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next].first_offset <= offset:
+            e = pending[self._next]
+            self._next += 1
+            self._aborting.setdefault(e.producer_id, [e, False])
+
+    def on_batch(self, last_offset: int, producer_id: int) -> bool:
+        """A transactional data batch was read; True if it belongs to an aborted transaction (may be
+        discarded). Other data batches need not be reported: nothing depends on them, and the next
+        batch reported reaches past them."""
+        self._reach(last_offset)
+        state = self._aborting.get(producer_id)
+        if state is not None:
+            state[1] = True
+            return True
+        self._committing.add(producer_id)
+        return False
+
+    def on_control(self, last_offset: int, producer_id: int, kind: bool | None, empty: bool) -> bool:
+        """A control batch was read (``kind``: True commit, False abort, None another control
+        record); True if nothing of its transaction was seen, so the marker may go once past its
+        delete horizon. An empty control batch was emptied by an earlier pass: it may go."""
+        self._reach(last_offset)
+        if empty:
+            return True
+        if kind is False:
+            state = self._aborting.pop(producer_id, None)
+            if state is not None and state[1]:
+                self.retained.append(state[0])
+                return False
+            return True
+        if kind is True:
+            if producer_id in self._committing:
+                self._committing.discard(producer_id)
+                return False
+            return True
+        return False
+
+
+def _control_kind(buf: bytes, pos: int) -> tuple[bool | None, bool]:
+    """(marker kind, empty?) of the control batch at ``pos``: its first record's key parsed."""
+    for _off, _ts, key, _tomb, _raw in _records(buf, pos, False):
+        return parse_marker(key), False
+    return None, True
+
+
+def active_producers(plog: Any) -> dict[int, tuple[int, int]]:
+    """Producer id -> (last offset of its last data batch or -1, epoch) of every producer the log's
+    state holds (Kafka's lastRecordsOfActiveProducers); read on the event loop."""
+    return {
+        pid: (e.batches[-1].last_offset if e.batches else -1, e.epoch)
+        for pid, e in plog.producers.producers.items()
+    }
+
+
+def filter_work(
+    plog: Any, todo: ToClean, now_ms: int, cancel: threading.Event | None = None
+) -> Callable[[], CleanResult]:
+    """On the event loop: the pass over ``todo`` for a worker thread, with what it needs of the log's
+    state (active producers, aborted transactions of the range) captured now."""
+    return functools.partial(
+        filter_segments,
+        plog.dir,
+        [s.path for s in todo.segs],
+        todo.start,
+        todo.end,
+        todo.first_dirty,
+        now_ms,
+        plog.config.delete_retention_ms,
+        active_producers(plog),
+        cancel,
+        plog.aborted.overlapping(todo.start, todo.end),
+    )
+
+
 def filter_segments(
     directory: Path,
     sources: list[Path],
@@ -411,46 +523,84 @@ def filter_segments(
     first_dirty: int,
     now_ms: int,
     delete_retention_ms: int,
-    producer_last: dict[int, int] | None = None,
+    producer_last: dict[int, tuple[int, int]] | None = None,
     cancel: threading.Event | None = None,
+    aborted: list[AbortedTxn] | None = None,
 ) -> CleanResult:
     """Kafka's cleaning of the segment files ``sources`` (``[start, end)``, in order) into
     ``<start>-<end>.cleaned``, fsynced: the map from ``[first_dirty, end)``, each batch filtered on its
-    own. ``producer_last``: producer id -> last offset of its last batch (kept, maybe empty). Runs in
-    a worker thread; changes nothing else."""
+    own. ``producer_last``: producer id -> (last offset of its last data batch or -1, epoch): that
+    batch (or, with no data batch, its marker of that epoch) is kept, maybe empty. ``aborted``: the
+    aborted-transaction index entries overlapping ``[start, end)``; their batches are removed and the
+    cleaned index (``result.aborted``) is written to ``<start>-<end>.txncleaned``, fsynced, when the
+    range had any. Runs in a worker thread; changes nothing else."""
     result = CleanResult(start, end, directory / (range_name(start, end) + CLEANED))
     producer_last = producer_last or {}
-    # pass 1: the latest offset of every key written in the dirty part
+    aborted = aborted or []
+    # pass 1: the latest offset of every key written in the dirty part, aborted transactions aside
     latest: dict[bytes, int] = {}
+    txns = CleanedTransactions([e for e in aborted if e.last_offset >= first_dirty])
     for i, path in enumerate(sources):
         next_base = int(sources[i + 1].stem) if i + 1 < len(sources) else end
         if next_base <= first_dirty:
             continue
         for buf, pos in _iter_batches(path, cancel):
-            if buf[pos + 22] & CONTROL_MASK:
-                continue
+            # (a plain batch needs no bookkeeping: the next transactional one reaches past it)
+            if buf[pos + 22] & (CONTROL_MASK | TRANSACTIONAL_MASK):
+                f = HEADER.unpack_from(buf, pos)
+                last, producer_id = f[0] + f[6], f[9]
+                if f[5] & CONTROL_MASK:
+                    txns.on_control(last, producer_id, *_control_kind(buf, pos))
+                    continue
+                if txns.on_batch(last, producer_id):
+                    continue
             for off, _ts, key, _tomb, _raw in _records(buf, pos, False):
                 if key is not None and off >= first_dirty:
                     latest[key] = off
     result.keys = len(latest)
     ends = sorted(latest.values())
     # pass 2: every batch filtered
+    txns = CleanedTransactions(aborted)
     fd = os.open(result.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for path in sources:
             for buf, pos in _iter_batches(path, cancel):
                 f = HEADER.unpack_from(buf, pos)
                 size, attributes, base_ts, last = f[1] + 12, f[5], f[7], f[0] + f[6]
-                count, producer_id = f[12], f[9]
+                count = f[12]
                 result.bytes_read += size
                 result.records_read += count
-                if attributes & CONTROL_MASK:
-                    _write(fd, buf[pos : pos + size], result)
-                    result.records_kept += count
-                    continue
                 horizon = base_ts if attributes & DELETE_HORIZON_MASK else None
+                if attributes & (CONTROL_MASK | TRANSACTIONAL_MASK):
+                    control = attributes & CONTROL_MASK
+                    if control:
+                        discardable = txns.on_control(last, f[9], *_control_kind(buf, pos))
+                        # a marker nothing of its transaction remains of goes at its delete horizon
+                        discard = discardable and horizon is not None and horizon <= now_ms
+                    else:
+                        discard = txns.on_batch(last, f[9])
+                    if discard:
+                        if control:
+                            result.markers_dropped += 1
+                        else:
+                            result.aborted_dropped += count
+                        if _retain_empty(f, end, producer_last):
+                            _write(fd, _empty(buf, pos), result)
+                        continue
+                    if control:  # kept whole, with a delete horizon once its transaction is empty
+                        if count == 0:  # emptied by an earlier pass: kept only to stay empty
+                            if _retain_empty(f, end, producer_last):
+                                _write(fd, _empty(buf, pos), result)
+                        elif discardable and horizon is None:
+                            kept = [(off, ts, raw) for off, ts, _k, _t, raw in _records(buf, pos, True)]
+                            _write(fd, _rebuilt(buf, pos, kept, now_ms + delete_retention_ms), result)
+                        else:
+                            _write(fd, buf[pos : pos + size], result)
+                        result.records_kept += count
+                        continue
+                # a data batch (not of an aborted transaction)
                 keep_tombstones = horizon is None or now_ms < horizon
-                kept: list[tuple[int, int, bytes]] = []
+                kept = []
                 tombstones = False
                 # in the dirty part every keyed record is in the map: a batch holding none of the
                 # latest offsets loses all its records, and is not even parsed
@@ -472,16 +622,52 @@ def filter_segments(
                     if set_horizon:
                         horizon = now_ms + delete_retention_ms
                     _write(fd, _rebuilt(buf, pos, kept, horizon), result)
-                elif (producer_id >= 0 and producer_last.get(producer_id) == last) or last + 1 == end:
+                elif _retain_empty(f, end, producer_last):
                     _write(fd, _empty(buf, pos), result)
                 result.records_kept += len(kept)
         os.fsync(fd)
+        if any(start <= e.last_offset < end for e in aborted):
+            result.aborted = [e for e in txns.retained if start <= e.last_offset < end]
+            _write_txnindex(directory / (range_name(start, end) + TXN_CLEANED), result.aborted)
     except BaseException:
         os.close(fd)
         result.path.unlink(missing_ok=True)
+        (directory / (range_name(start, end) + TXN_CLEANED)).unlink(missing_ok=True)
         raise
     os.close(fd)
     return result
+
+
+def _retain_empty(f: tuple, end: int, producer_last: dict[int, tuple[int, int]]) -> bool:
+    """Whether the batch with header fields ``f`` stays, empty if nothing of it is kept (Kafka's
+    RETAIN_EMPTY): the last batch of the range (its last offset), an active producer's last data
+    batch (its last sequence) or, with no data batch, its marker of its current epoch (fencing)."""
+    last, producer_id = f[0] + f[6], f[9]
+    if last + 1 == end:
+        return True
+    if producer_id < 0:
+        return False
+    pl = producer_last.get(producer_id)
+    if pl is None:
+        return False
+    if pl[0] >= 0:
+        return last == pl[0]
+    return bool(f[5] & CONTROL_MASK) and f[10] == pl[1]
+
+
+def _write_txnindex(path: Path, entries: list[AbortedTxn]) -> None:
+    """The cleaned range's aborted-transaction index in Kafka's .txnindex layout, fsynced."""
+    data = b"".join(
+        ENTRY.pack(0, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset) for e in entries
+    )
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -489,23 +675,42 @@ def filter_segments(
 
 
 def commit_swap(result: CleanResult) -> Path:
-    """Step 2: the .cleaned file becomes the .swap file (durably); from here recovery finishes it."""
-    swap = result.path.with_name(range_name(result.start, result.end) + SWAP)
+    """Step 2: the .cleaned file becomes the .swap file (durably); from here recovery finishes it.
+    A cleaned aborted-transaction index becomes its .txnswap first: without the .swap it is
+    uncommitted output (deleted at start-up), with it part of the swap."""
+    name = range_name(result.start, result.end)
+    txn = result.path.with_name(name + TXN_CLEANED)
+    if txn.exists():
+        os.replace(txn, txn.with_name(name + TXN_SWAP))
+    swap = result.path.with_name(name + SWAP)
     os.replace(result.path, swap)
     fsync_dir(swap.parent)
     return swap
 
 
 def finish_swap(swap: Path) -> Path:
-    """Step 3: delete the segments the swap replaces and give it its segment name; returns it."""
+    """Step 3: delete the segments the swap replaces and give it its segment name; returns it. With
+    a .txnswap the replaced segments' .txnindex files go too and it becomes the new segment's (an
+    empty one is just removed); it is renamed before the .swap, so a crash in between leaves a
+    .swap with no .txnswap, whose finishing then leaves the new .txnindex alone."""
     rng = parse_range(swap.name)
     if rng is None:
         raise ValueError(f"{swap}: not a cleaner swap file")
     start, end = rng
     directory = swap.parent
-    for p in list(directory.glob("*.log")) + list(directory.glob("*.index")):
+    txn = swap.with_name(range_name(start, end) + TXN_SWAP)
+    has_txn = txn.exists()
+    doomed = list(directory.glob("*.log")) + list(directory.glob("*.index"))
+    if has_txn:
+        doomed += list(directory.glob("*" + SUFFIX))
+    for p in doomed:
         if p.stem.isdigit() and start <= int(p.stem) < end:
             p.unlink()
+    if has_txn:
+        if txn.stat().st_size:
+            os.replace(txn, directory / (segment_name(start) + SUFFIX))
+        else:
+            txn.unlink()
     target = directory / (segment_name(start) + ".log")
     os.replace(swap, target)
     fsync_dir(directory)
@@ -517,8 +722,14 @@ def complete_swaps(directory: Path, names: list[str] | None = None) -> bool:
     directory's listing, when the caller has it. Returns whether the directory changed."""
     if names is None:
         names = os.listdir(directory)
-    cleaned = sorted(n for n in names if n.endswith(CLEANED))
     swaps = sorted(n for n in names if n.endswith(SWAP) and parse_range(n) is not None)
+    committed = {n[: -len(SWAP)] for n in swaps}
+    cleaned = sorted(
+        n
+        for n in names
+        if n.endswith((CLEANED, TXN_CLEANED))
+        or (n.endswith(TXN_SWAP) and n[: -len(TXN_SWAP)] not in committed)
+    )
     for n in cleaned:
         log.info("%s: removing an unfinished cleaner output", directory / n)
         (directory / n).unlink()
@@ -587,6 +798,15 @@ def to_clean(plog: Any, checkpoint: int, now_ms: int) -> ToClean | None:
     """Kafka's LogCleanerManager.cleanableOffsets and LogToClean for one compacted user log."""
     cfg = plog.config
     start, end, segs = plog.cleanable()
+    # never at or beyond the last stable offset: the range ends at the segment holding it (Kafka's
+    # firstUncleanableOffset), so an open transaction's records and markers are left alone
+    lso = plog.last_stable_offset
+    if lso < end:
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else end
+            if nxt > lso:
+                end, segs = seg.base_offset, segs[:i]
+                break
     first_dirty = checkpoint
     if first_dirty < plog.log_start_offset or first_dirty > plog.log_end_offset:
         first_dirty = plog.log_start_offset  # truncated or deleted below the checkpoint: all dirty
@@ -723,21 +943,7 @@ class LogCleaner:
                 if todo is None:
                     return None
                 start, end, segs = todo.start, todo.end, todo.segs
-                producer_last = {
-                    pid: e.batches[-1].last_offset for pid, e in plog.producers.producers.items() if e.batches
-                }
-                work = functools.partial(
-                    filter_segments,
-                    plog.dir,
-                    [s.path for s in segs],
-                    start,
-                    end,
-                    todo.first_dirty,
-                    now,
-                    plog.config.delete_retention_ms,
-                    producer_last,
-                    self._cancel,
-                )
+                work = filter_work(plog, todo, now, self._cancel)
             else:
                 start, end, segs = plog.cleanable()
                 if not segs:
@@ -767,7 +973,7 @@ class LogCleaner:
                     seg.pin()
                 try:
                     await loop.run_in_executor(self._executor, _commit_and_finish, result)
-                    plog.adopt_cleaned(start, segs)
+                    plog.adopt_cleaned(start, segs, result.aborted)
                 finally:
                     for seg in segs:
                         seg.unpin()
@@ -778,7 +984,7 @@ class LogCleaner:
             self.passes += 1
             log.info(
                 "%s-%d: cleaned offsets %d-%d in %.0f ms: %d records read, %d kept (%d keys), "
-                "%d tombstones dropped, %d -> %d bytes",
+                "%d tombstones, %d aborted records and %d markers dropped, %d -> %d bytes",
                 plog.topic,
                 plog.partition,
                 start,
@@ -788,6 +994,8 @@ class LogCleaner:
                 result.records_kept,
                 result.keys,
                 result.tombstones_dropped,
+                result.aborted_dropped,
+                result.markers_dropped,
                 result.bytes_read,
                 result.bytes_written,
             )

@@ -694,9 +694,13 @@ class PartitionLog:
         n = len(replaced)
         return not self.deleted and n < len(self.segments) and self.segments[:n] == replaced
 
-    def adopt_cleaned(self, start: int, replaced: list[Segment]) -> None:
+    def adopt_cleaned(
+        self, start: int, replaced: list[Segment], aborted: list[txnindex.AbortedTxn] | None = None
+    ) -> None:
         """After the swap is finished on disk (``cleaner.finish_swap``): serve the compacted segment
-        in place of ``replaced``, whose files are gone (their open descriptors kept them readable)."""
+        in place of ``replaced``, whose files are gone (their open descriptors kept them readable).
+        ``aborted``: the aborted transactions the pass kept in its range (the rest lost every batch),
+        in place of the index's entries there."""
         seg = Segment(self.dir, start, self.config.index_interval_bytes, self.ops, self.files)
         seg.recover(verify_crc=False, truncate_bad_tail=False)
         seg.write_index()
@@ -704,6 +708,8 @@ class PartitionLog:
             old.close()
             if old.base_offset != start:
                 old.txnindex_path.unlink(missing_ok=True)
+        if aborted is not None:
+            self.aborted.replace(start, self.segments[len(replaced)].base_offset, aborted)
         self.segments[: len(replaced)] = [seg]
         self._bases = [s.base_offset for s in self.segments]
         self._write_txnindex(seg)
@@ -714,7 +720,7 @@ class PartitionLog:
             result.path.unlink(missing_ok=True)
             return False
         cleaner.finish_swap(cleaner.commit_swap(result))
-        self.adopt_cleaned(result.start, replaced)
+        self.adopt_cleaned(result.start, replaced, result.aborted)
         return True
 
     def close(self) -> None:

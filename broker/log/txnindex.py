@@ -89,6 +89,13 @@ class AbortedIndex:
         """Entries whose marker lies in ``[lo, hi)`` (one segment's file)."""
         return self.entries[bisect_left(self._lasts, lo) : bisect_left(self._lasts, hi)]
 
+    def replace(self, lo: int, hi: int, entries: list[AbortedTxn]) -> None:
+        """Put ``entries`` (markers in ``[lo, hi)``, in marker order) in place of the entries whose
+        marker lies there (a cleaned range)."""
+        i, j = bisect_left(self._lasts, lo), bisect_left(self._lasts, hi)
+        self.entries[i:j] = entries
+        self._lasts[i:j] = [e.last_offset for e in entries]
+
     def truncate(self, offset: int) -> None:
         """Forget markers at or beyond ``offset`` (a log truncation)."""
         i = bisect_left(self._lasts, offset)

@@ -35,17 +35,7 @@ def clean(plog: PartitionLog, now: int, checkpoint: int | None = None) -> cleane
     todo = cleaner.to_clean(plog, first_dirty, now)
     if todo is None:
         return None
-    last = {pid: e.batches[-1].last_offset for pid, e in plog.producers.producers.items() if e.batches}
-    result = cleaner.filter_segments(
-        plog.dir,
-        [s.path for s in todo.segs],
-        todo.start,
-        todo.end,
-        todo.first_dirty,
-        now,
-        plog.config.delete_retention_ms,
-        last,
-    )
+    result = cleaner.filter_work(plog, todo, now)()
     assert plog.install_cleaned(result, todo.segs)
     cleaner.write_checkpoint(plog.dir, todo.end)
     return result
