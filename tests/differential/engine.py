@@ -34,7 +34,13 @@ ZERO_UUID = UUID(int=0)
 
 #: Fields holding a broker id: the two brokers' own ids are both shown as "<node>".
 NODE_FIELDS = {"node_id", "leader_id", "controller_id", "broker_id", "coordinator_id"}
-NODE_LIST_FIELDS = {"replica_nodes", "isr_nodes", "offline_replicas", "eligible_leader_replicas", "last_known_elr"}
+NODE_LIST_FIELDS = {
+    "replica_nodes",
+    "isr_nodes",
+    "offline_replicas",
+    "eligible_leader_replicas",
+    "last_known_elr",
+}
 #: Lists whose order carries no meaning: compared as maps by this key (paths read ``configs[retention.ms]``).
 UNORDERED: dict[str, tuple[str, ...]] = {
     "api_keys": ("api_key",),
@@ -215,12 +221,20 @@ class Peer:
                 t.error_code == 0 and t.partitions and all(p.leader_id >= 0 for p in t.partitions)
                 for t in resp.topics
             ):
-                lo = ListOffsetsRequest(-1, 0, [
-                    ListOffsetsTopic(t.name, [ListOffsetsPartition(p.partition_index, -1, -1, 1) for p in t.partitions])
-                    for t in resp.topics
-                ])
+                lo = ListOffsetsRequest(
+                    -1,
+                    0,
+                    [
+                        ListOffsetsTopic(
+                            t.name, [ListOffsetsPartition(p.partition_index, -1, -1, 1) for p in t.partitions]
+                        )
+                        for t in resp.topics
+                    ],
+                )
                 got = self.send(Step(2, 1, lo))
-                if isinstance(got, Message) and all(p.error_code == 0 for t in got.topics for p in t.partitions):
+                if isinstance(got, Message) and all(
+                    p.error_code == 0 for t in got.topics for p in t.partitions
+                ):
                     return
             time.sleep(0.05)
 
@@ -333,8 +347,13 @@ def diff(ours: Any, theirs: Any, path: str = "") -> list[Difference]:
         for i in range(max(len(ours), len(theirs))):
             p = f"{path}[{i}]"
             if i >= len(ours) or i >= len(theirs):
-                out.append(Difference(p, ours[i] if i < len(ours) else "<absent>",
-                                      theirs[i] if i < len(theirs) else "<absent>"))
+                out.append(
+                    Difference(
+                        p,
+                        ours[i] if i < len(ours) else "<absent>",
+                        theirs[i] if i < len(theirs) else "<absent>",
+                    )
+                )
             else:
                 out += diff(ours[i], theirs[i], p)
         return out
@@ -358,9 +377,7 @@ class StepResult:
     compared: bool
 
 
-def run_case(
-    case: str, steps: list[Step], ours: Peer, theirs: Peer
-) -> list[StepResult]:
+def run_case(case: str, steps: list[Step], ours: Peer, theirs: Peer) -> list[StepResult]:
     """Run ``steps`` on both peers (fresh connections) and return one result per step."""
     results: list[StepResult] = []
     for peer in (ours, theirs):
@@ -378,7 +395,12 @@ def run_case(
                     time.sleep(0.05)
                     raw = peer.send(step)
                 aliases = peer.memory.setdefault("aliases", {})
-                outs.append(Outcome(raw, normalise(raw, peer.node_id, aliases=aliases) if isinstance(raw, Message) else raw))
+                outs.append(
+                    Outcome(
+                        raw,
+                        normalise(raw, peer.node_id, aliases=aliases) if isinstance(raw, Message) else raw,
+                    )
+                )
                 if step.settle:
                     peer.wait_for_leaders(step.settle)
             d = diff(outs[0].norm, outs[1].norm) if step.compare and step.mode != "send" else []
