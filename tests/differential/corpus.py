@@ -11,11 +11,18 @@ timeouts, bad names, truncated frames and trailing bytes).
 from __future__ import annotations
 
 import itertools
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker.log.records import Record, build_batch
+from broker.protocol.generated.add_offsets_to_txn import AddOffsetsToTxnRequest
+from broker.protocol.generated.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
 from broker.protocol.generated.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasRequestEntityData,
@@ -62,6 +69,8 @@ from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from broker.protocol.generated.describe_groups import DescribeGroupsRequest
 from broker.protocol.generated.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
+from broker.protocol.generated.describe_producers import DescribeProducersRequest
+from broker.protocol.generated.describe_producers import TopicRequest as DPTopic
 from broker.protocol.generated.describe_quorum import (
     DescribeQuorumRequest,
     DescribeQuorumRequestPartitionData,
@@ -72,11 +81,13 @@ from broker.protocol.generated.describe_topic_partitions import (
     DescribeTopicPartitionsRequestCursor,
     TopicRequest,
 )
+from broker.protocol.generated.describe_transactions import DescribeTransactionsRequest
 from broker.protocol.generated.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
     UserName,
 )
 from broker.protocol.generated.elect_leaders import ElectLeadersRequest, TopicPartitions
+from broker.protocol.generated.end_txn import EndTxnRequest
 from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.heartbeat import HeartbeatRequest
@@ -95,6 +106,7 @@ from broker.protocol.generated.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsTopics,
 )
+from broker.protocol.generated.list_transactions import ListTransactionsRequest
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
 from broker.protocol.generated.offset_commit import (
     OffsetCommitRequest,
@@ -121,11 +133,21 @@ from broker.protocol.generated.produce import PartitionProduceData, ProduceReque
 from broker.protocol.generated.sasl_authenticate import SaslAuthenticateRequest
 from broker.protocol.generated.sasl_handshake import SaslHandshakeRequest
 from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+from broker.protocol.generated.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
 from broker.protocol.generated.update_features import FeatureUpdateKey, UpdateFeaturesRequest
 from tests.differential.engine import Peer, Step, trailing, truncate
 
 Case = tuple[str, list[Step]]
 BASE_TS = 1_700_000_000_000  # record timestamps: fixed, so fetched batches are byte-identical
+#: timestamps of the records of the transaction cases: the session's start. Kafka rolls a segment when
+#: a batch's timestamp is log.roll.ms (7 days) past the segment's first (LogSegment.shouldRoll), and a
+#: Fetch reads one segment: a marker (stamped now) after BASE_TS records would start a new segment
+#: there, so a fetch from 0 would stop before it (a client fetches again; pykbroker does not roll)
+NOW_TS = int(time.time()) * 1000
 #: a consumer-protocol subscription (version 0, topics ["t"]) and assignment, as opaque bytes
 SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"
 ASSIGNMENT = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff"
@@ -149,12 +171,12 @@ class Names:
 # ===================================================================================== set-up steps
 
 
-def batch(n: int = 3, *, headers: bool = True, **kw: Any) -> bytes:
+def batch(n: int = 3, *, headers: bool = True, ts: int = BASE_TS, **kw: Any) -> bytes:
     recs = [
         Record(i, i * 10, f"k{i}".encode(), f"value-{i}".encode(), [("h", b"x")] if headers else [])
         for i in range(n)
     ]
-    return build_batch(recs, base_timestamp=BASE_TS, **kw)
+    return build_batch(recs, base_timestamp=ts, **kw)
 
 
 def create(topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> Step:
@@ -163,9 +185,12 @@ def create(topic: str, partitions: int = 1, configs: dict[str, str] | None = Non
     return Step(19, 5, req, compare=False, settle=(topic,))
 
 
-def produce(topic: str, partition: int = 0, n: int = 3) -> Step:
+def produce(topic: str, partition: int = 0, n: int = 3, ts: int = BASE_TS) -> Step:
     req = ProduceRequest(
-        None, -1, 10000, [TopicProduceData(topic, partition_data=[PartitionProduceData(partition, batch(n))])]
+        None,
+        -1,
+        10000,
+        [TopicProduceData(topic, partition_data=[PartitionProduceData(partition, batch(n, ts=ts))])],
     )
     return Step(0, 9, req, compare=False)
 
@@ -306,6 +331,7 @@ def fetch_cases(v: int, n: Names) -> Iterator[Case]:
         yield "session epoch 5 without a session", [create(t4), Step(1, v, _fetch(v, t4, 0, epoch=5))]
     t5 = n.topic("trunc")
     yield "truncated frame", [create(t5), Step(1, v, _fetch(v, t5, 0), frame=truncate(1))]
+    yield from lso_cases(v, n, 1)
 
 
 def list_offsets_cases(v: int, n: Names) -> Iterator[Case]:
@@ -338,6 +364,7 @@ def list_offsets_cases(v: int, n: Names) -> Iterator[Case]:
         "partition out of range, absurd timestamp",
         [create(t + "p"), Step(2, v, req(t + "p", [(5, -1), (0, -99)]))],
     )
+    yield from lso_cases(v, n, 2)
 
 
 def metadata_cases(v: int, n: Names) -> Iterator[Case]:
@@ -469,6 +496,18 @@ def find_coordinator_cases(v: int, n: Names) -> Iterator[Case]:
         yield "unknown key type", [Step(10, v, req([n.group()], key_type=9))]
     if v >= 4:
         yield "several groups", [Step(10, v, req([n.group("a"), n.group("b"), ""]))]
+    if v >= 1:
+        tid = n.group("txn")
+        yield "transactional id", [txn_coordinator(n.group("warm")), Step(10, v, req([tid], key_type=1))]
+        yield "empty transactional id", [txn_coordinator(n.group("warm")), Step(10, v, req([""], key_type=1))]
+    if v >= 4:
+        yield (
+            "several transactional ids",
+            [
+                txn_coordinator(n.group("warm")),
+                Step(10, v, req([n.group("a"), "", n.group("b")], key_type=1)),
+            ],
+        )
 
 
 def join_group_cases(v: int, n: Names) -> Iterator[Case]:
@@ -776,6 +815,64 @@ def init_producer_id_cases(v: int, n: Names) -> Iterator[Case]:
         yield (
             "existing producer id without transactional id",
             [Step(22, v, InitProducerIdRequest(None, 60000, 12345, 3))],
+        )
+    tid, warm = n.group("txn"), txn_coordinator(n.group("warm"))
+    yield (
+        "transactional id, twice (fences)",
+        [
+            warm,
+            txn_coordinator(tid),
+            init_txn(tid, version=v, compare=True),
+            init_txn(tid, version=v, compare=True, label="again"),
+        ],
+    )
+    yield (
+        "transaction timeouts",
+        [
+            warm,
+            Step(22, v, InitProducerIdRequest(n.group("t0"), 0, -1, -1), label="0"),
+            Step(22, v, InitProducerIdRequest(n.group("t1"), -1, -1, -1), label="-1"),
+            Step(22, v, InitProducerIdRequest(n.group("t2"), 900_001, -1, -1), label="over the maximum"),
+            Step(22, v, InitProducerIdRequest(n.group("t3"), 900_000, -1, -1), label="the maximum"),
+        ],
+    )
+    yield "empty transactional id", [warm, Step(22, v, InitProducerIdRequest("", 60000, -1, -1))]
+    tid2 = n.group("open")
+    t = n.topic()
+    yield (
+        "open transaction: a new producer aborts it",
+        [
+            *open_txn(tid2, t),
+            Step(22, v, InitProducerIdRequest(tid2, 60000, -1, -1), label="while open"),
+            Step(
+                22,
+                v,
+                InitProducerIdRequest(tid2, 60000, -1, -1),
+                label="retried",
+                until=lambda r: r.error_code != CONCURRENT_TRANSACTIONS,
+            ),
+            Step(65, 0, DescribeTransactionsRequest([tid2]), label="described"),
+            Step(1, 12, _fetch(12, t, 0, isolation_level=1), label="read committed"),
+        ],
+    )
+    if v >= 3:
+        tid3 = n.group("kip360")
+
+        def again(pid_delta: int = 0, epoch_delta: int = 0) -> Callable:
+            def body(p: Peer) -> InitProducerIdRequest:
+                return InitProducerIdRequest(tid3, 60000, *pid_of(p, tid3, pid_delta, epoch_delta))
+
+            return body
+
+        yield (
+            "current producer id and epoch (KIP-360)",
+            [
+                *begin(tid3),
+                Step(22, v, again(epoch_delta=1), label="epoch + 1"),
+                Step(22, v, again(pid_delta=1), label="other producer id"),
+                Step(22, v, again(), label="current", remember=_remember_pid(tid3)),
+                Step(22, v, again(epoch_delta=-1), label="the epoch before"),
+            ],
         )
 
 
@@ -1512,6 +1609,536 @@ def describe_topic_partitions_cases(v: int, n: Names) -> Iterator[Case]:
     yield "limit zero", [create(a + "z", 2), Step(75, v, req([a + "z"], 0))]
 
 
+# ===================================================================================== transactions
+#
+# A transactional producer on each broker: its producer id and epoch differ between the brokers, so
+# the steps read them from ``peer.memory`` (``pid:<tid>``, ``epoch:<tid>``, remembered from the
+# InitProducerId answer). Set-up runs at the versions of a TV1 client (EndTxn v3: no epoch bump; the
+# TV2 flow is tests/differential/test_transaction_v2.py). Kafka completes a transaction (writes its
+# markers) after answering EndTxn, and creates __transaction_state on the first FindCoordinator for a
+# transactional id: barriers (``until``) wait for both, so the brokers are compared in the same state.
+
+RETRIABLE_COORDINATOR = (14, 15, 16)  # load in progress, not available, not coordinator
+CONCURRENT_TRANSACTIONS = 51
+
+
+def txn_coordinator(tid: str) -> Step:
+    """FindCoordinator for ``tid`` until it is found (Kafka creates and loads __transaction_state)."""
+    req = FindCoordinatorRequest(key_type=1, coordinator_keys=[tid])
+    return Step(10, 4, req, compare=False, until=lambda r: r.coordinators[0].error_code == 0)
+
+
+def _remember_pid(tid: str) -> Callable[[Any, dict], None]:
+    def remember(resp: Any, mem: dict) -> None:
+        if resp.error_code == 0:
+            mem[f"pid:{tid}"], mem[f"epoch:{tid}"] = resp.producer_id, resp.producer_epoch
+
+    return remember
+
+
+def init_txn(
+    tid: str, timeout: int = 60000, version: int = 4, compare: bool = False, label: str = "init"
+) -> Step:
+    """InitProducerId for ``tid`` (after its coordinator is found), remembering the id and epoch."""
+    return Step(
+        22,
+        version,
+        InitProducerIdRequest(tid, timeout, -1, -1),
+        compare=compare,
+        label=label,
+        remember=_remember_pid(tid),
+        until=lambda r: r.error_code not in (*RETRIABLE_COORDINATOR, CONCURRENT_TRANSACTIONS),
+    )
+
+
+def begin(tid: str, timeout: int = 60000) -> list[Step]:
+    return [txn_coordinator(tid), init_txn(tid, timeout)]
+
+
+def pid_of(p: Peer, tid: str, pid_delta: int = 0, epoch_delta: int = 0) -> tuple[int, int]:
+    """``tid``'s producer id and epoch on ``p`` (12345 / 0 if it has none), shifted by the deltas."""
+    return p.memory.get(f"pid:{tid}", 12345) + pid_delta, p.memory.get(f"epoch:{tid}", 0) + epoch_delta
+
+
+def add_partitions(
+    tid: str,
+    topic: str,
+    parts: list[int],
+    version: int = 3,
+    *,
+    compare: bool = False,
+    epoch_delta: int = 0,
+    pid_delta: int = 0,
+) -> Step:
+    def body(p: Peer) -> AddPartitionsToTxnRequest:
+        pid, epoch = pid_of(p, tid, pid_delta, epoch_delta)
+        topics = [AddPartitionsToTxnTopic(topic, parts)]
+        if version >= 4:
+            return AddPartitionsToTxnRequest([AddPartitionsToTxnTransaction(tid, pid, epoch, False, topics)])
+        return AddPartitionsToTxnRequest(None, tid, pid, epoch, topics)
+
+    return Step(
+        24,
+        version,
+        body,
+        compare=compare,
+        until=None if compare else lambda r: _add_codes(r) != {CONCURRENT_TRANSACTIONS},
+    )
+
+
+def _add_codes(resp: Any) -> set[int]:
+    results = (
+        [resp.results_by_transaction[0].topic_results]
+        if resp.results_by_transaction
+        else [resp.results_by_topic_v3_and_below]
+    )
+    return {p.partition_error_code for rs in results for t in rs for p in t.results_by_partition}
+
+
+def txn_produce(
+    tid: str,
+    topic: str,
+    partition: int = 0,
+    n: int = 3,
+    *,
+    compare: bool = False,
+    epoch_delta: int = 0,
+    version: int = 9,
+) -> Step:
+    """A transactional batch of ``n`` records from ``tid``'s producer (sequences counted per peer)."""
+    key = f"seq:{tid}:{topic}:{partition}"
+
+    def body(p: Peer) -> ProduceRequest:
+        pid, epoch = pid_of(p, tid, 0, epoch_delta)
+        seq = p.memory.get(key, 0)
+        b = batch(n, ts=NOW_TS, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True)
+        return ProduceRequest(
+            tid, -1, 10000, [TopicProduceData(topic, partition_data=[PartitionProduceData(partition, b)])]
+        )
+
+    def remember(resp: Any, mem: dict) -> None:
+        if resp.responses[0].partition_responses[0].error_code == 0:
+            mem[key] = mem.get(key, 0) + n
+
+    return Step(0, version, body, compare=compare, remember=remember)
+
+
+def _settled(resp: Any) -> bool:
+    return resp.transaction_states[0].transaction_state not in ("PrepareCommit", "PrepareAbort")
+
+
+def settle(tid: str) -> Step:
+    """Until ``tid``'s transaction is no longer prepared (its markers written)."""
+    return Step(65, 0, DescribeTransactionsRequest([tid]), compare=False, until=_settled)
+
+
+def end_txn(
+    tid: str,
+    commit: bool,
+    version: int = 3,
+    *,
+    compare: bool = False,
+    epoch_delta: int = 0,
+    pid_delta: int = 0,
+    label: str = "",
+) -> list[Step]:
+    def body(p: Peer) -> EndTxnRequest:
+        return EndTxnRequest(tid, *pid_of(p, tid, pid_delta, epoch_delta), commit)
+
+    return [
+        Step(26, version, body, compare=compare, label=label or ("commit" if commit else "abort")),
+        settle(tid),
+    ]
+
+
+def add_offsets(
+    tid: str, group: str, version: int = 3, *, compare: bool = False, epoch_delta: int = 0, pid_delta: int = 0
+) -> Step:
+    def body(p: Peer) -> AddOffsetsToTxnRequest:
+        return AddOffsetsToTxnRequest(tid, *pid_of(p, tid, pid_delta, epoch_delta), group)
+
+    return Step(25, version, body, compare=compare)
+
+
+def open_txn(tid: str, topic: str, partitions: int = 1, n: int = 3) -> list[Step]:
+    """Set-up: ``topic`` created, ``tid``'s producer initialised, partition 0 added and ``n`` records
+    written to it in an open transaction."""
+    return [
+        create(topic, partitions),
+        *begin(tid),
+        add_partitions(tid, topic, [0]),
+        txn_produce(tid, topic, 0, n),
+    ]
+
+
+def _offsets(topic: str, isolation: int, v: int = 7) -> Step:
+    parts = [ListOffsetsPartition(0, -1, -1, 1), ListOffsetsPartition(1, -1, -2, 1)]
+    return Step(
+        2,
+        v,
+        ListOffsetsRequest(-1, isolation, [ListOffsetsTopic(topic, parts)], 5000),
+        label=f"isolation {isolation}",
+    )
+
+
+def add_partitions_to_txn_cases(v: int, n: Names) -> Iterator[Case]:
+    t, tid = n.topic(), n.group("txn")
+    yield (
+        "add, add again, unknown partition and topic",
+        [
+            create(t, 2),
+            *begin(tid),
+            add_partitions(tid, t, [0, 1], v, compare=True),
+            add_partitions(tid, t, [0], v, compare=True),
+            add_partitions(tid, t, [1, 7], v, compare=True),
+            add_partitions(tid, n.topic("missing"), [0], v, compare=True),
+        ],
+    )
+    yield (
+        "unknown transactional id",
+        [create(t + "u"), add_partitions(n.group("none"), t + "u", [0], v, compare=True)],
+    )
+    tid2 = n.group("epoch")
+    yield (
+        "wrong epoch, wrong producer id",
+        [
+            create(t + "e"),
+            *begin(tid2),
+            add_partitions(tid2, t + "e", [0], v, compare=True, epoch_delta=1),
+            add_partitions(tid2, t + "e", [0], v, compare=True, epoch_delta=-1),
+            add_partitions(tid2, t + "e", [0], v, compare=True, pid_delta=1),
+        ],
+    )
+    tid3 = n.group("fenced")
+    yield (
+        "fenced by a second producer",
+        [
+            create(t + "f"),
+            *begin(tid3),
+            Step(
+                22,
+                4,
+                lambda p: InitProducerIdRequest(tid3, 60000, -1, -1),
+                compare=False,
+                until=lambda r: r.error_code == 0,
+            ),
+            add_partitions(tid3, t + "f", [0], v, compare=True),
+        ],
+    )
+    if v >= 4:
+        tid4, tid5 = n.group("b1"), n.group("b2")
+
+        def batched(verify: bool) -> Callable:
+            def body(p: Peer) -> AddPartitionsToTxnRequest:
+                return AddPartitionsToTxnRequest(
+                    [
+                        AddPartitionsToTxnTransaction(
+                            x, *pid_of(p, x), verify, [AddPartitionsToTxnTopic(t + "b", [0, 1])]
+                        )
+                        for x in (tid4, tid5, n.group("b3"))
+                    ]
+                )
+
+            return body
+
+        yield (
+            "batched, verify only",
+            [
+                create(t + "b", 2),
+                *begin(tid4),
+                *begin(tid5),
+                add_partitions(tid4, t + "b", [0]),
+                Step(24, v, batched(True), label="verify only"),
+                Step(24, v, batched(False), label="add"),
+                Step(24, v, batched(True), label="verify after add"),
+            ],
+        )
+
+
+def add_offsets_to_txn_cases(v: int, n: Names) -> Iterator[Case]:
+    tid, g = n.group("txn"), n.group()
+    yield (
+        "add offsets, again, then commit",
+        [
+            *begin(tid),
+            add_offsets(tid, g, v, compare=True),
+            add_offsets(tid, g, v, compare=True),
+            *end_txn(tid, True, compare=True),
+            Step(65, 0, DescribeTransactionsRequest([tid]), label="described"),
+        ],
+    )
+    yield "unknown transactional id", [add_offsets(n.group("none"), g, v, compare=True)]
+    tid2 = n.group("epoch")
+    yield (
+        "wrong epoch, wrong producer id, empty group",
+        [
+            *begin(tid2),
+            add_offsets(tid2, g, v, compare=True, epoch_delta=1),
+            add_offsets(tid2, g, v, compare=True, pid_delta=1),
+            add_offsets(tid2, "", v, compare=True),
+        ],
+    )
+
+
+def end_txn_cases(v: int, n: Names) -> Iterator[Case]:
+    t, tid = n.topic(), n.group("txn")
+    bump = 1 if v >= 5 else 0  # EndTxn v5 (KIP-890) bumps the epoch: the next transaction's
+    yield (
+        "commit, commit again, abort, nothing to commit",
+        [
+            *open_txn(tid, t),
+            *end_txn(tid, True, v, compare=True),
+            *end_txn(tid, True, v, compare=True, label="commit again (a retry)"),
+            *end_txn(tid, False, v, compare=True, label="abort after commit"),
+            *end_txn(tid, True, v, compare=True, epoch_delta=bump, label="commit, nothing added"),
+        ],
+    )
+    tid2 = n.group("abort")
+    yield (
+        "abort, then the records",
+        [
+            *open_txn(tid2, t + "a", 2),
+            *end_txn(tid2, False, v, compare=True),
+            _offsets(t + "a", 1),
+            _offsets(t + "a", 0),
+            Step(1, 12, _fetch(12, t + "a", 0, isolation_level=1), label="read committed"),
+        ],
+    )
+    yield "unknown transactional id", [*end_txn(n.group("none"), True, v, compare=True)]
+    tid3 = n.group("epoch")
+    yield (
+        "wrong epoch, wrong producer id",
+        [
+            *open_txn(tid3, t + "e"),
+            *end_txn(tid3, True, v, compare=True, epoch_delta=1),
+            *end_txn(tid3, True, v, compare=True, epoch_delta=-1),
+            *end_txn(tid3, False, v, compare=True, pid_delta=1),
+        ],
+    )
+    tid4 = n.group("fenced")
+    yield (
+        "fenced: a second producer aborts the open transaction",
+        [
+            *open_txn(tid4, t + "f"),
+            Step(
+                22,
+                4,
+                InitProducerIdRequest(tid4, 60000, -1, -1),
+                compare=False,
+                until=lambda r: r.error_code == 0,
+            ),  # (CONCURRENT_TRANSACTIONS while it aborts)
+            *end_txn(tid4, True, v, compare=True),
+            Step(65, 0, DescribeTransactionsRequest([tid4]), label="described"),
+        ],
+    )
+
+
+def txn_offset_commit_cases(v: int, n: Names) -> Iterator[Case]:
+    t, tid, g = n.topic(), n.group("txn"), n.group()
+
+    def req(
+        group: str,
+        offset: int = 5,
+        *,
+        topic: str = t,
+        gen: int = -1,
+        member: str = "",
+        epoch_delta: int = 0,
+        tx: str = tid,
+        partitions: tuple[int, ...] = (0,),
+    ) -> Callable:
+        def body(p: Peer) -> TxnOffsetCommitRequest:
+            parts = [TxnOffsetCommitRequestPartition(i, offset, -1, "m") for i in partitions]
+            return TxnOffsetCommitRequest(
+                tx,
+                group,
+                *pid_of(p, tx, 0, epoch_delta),
+                gen,
+                member,
+                None,
+                [TxnOffsetCommitRequestTopic(topic, parts)],
+            )
+
+        return body
+
+    def fetch_offsets(group: str) -> Step:
+        body = OffsetFetchRequest(
+            groups=[OffsetFetchRequestGroup(group, None, -1, None)], require_stable=True
+        )
+        return Step(9, 8, body, label="offsets")
+
+    yield (
+        "commit in a transaction, then end it",
+        [
+            create(t, 2),
+            *begin(tid),
+            add_offsets(tid, g),
+            Step(28, v, req(g, partitions=(0, 1))),
+            Step(
+                9,
+                8,
+                OffsetFetchRequest(groups=[OffsetFetchRequestGroup(g, None, -1, None)], require_stable=True),
+                label="pending",
+            ),
+            *end_txn(tid, True),
+            fetch_offsets(g),
+        ],
+    )
+    tid2, g2 = n.group("abort"), n.group("a")
+    yield (
+        "aborted: the offsets are not committed",
+        [
+            create(t + "a"),
+            *begin(tid2),
+            add_offsets(tid2, g2),
+            Step(28, v, req(g2, topic=t + "a", tx=tid2)),
+            *end_txn(tid2, False),
+            fetch_offsets(g2),
+        ],
+    )
+    tid3, g3 = n.group("bad"), n.group("b")
+    yield (
+        "wrong epoch, unknown member, generation",
+        [
+            create(t + "b"),
+            *begin(tid3),
+            add_offsets(tid3, g3),
+            Step(28, v, req(g3, topic=t + "b", tx=tid3, epoch_delta=1), label="epoch + 1"),
+            *(
+                [Step(28, v, req(g3, topic=t + "b", tx=tid3, gen=5, member="nobody"), label="member")]
+                if v >= 3
+                else []
+            ),
+            Step(28, v, req(g3, topic=n.topic("missing"), tx=tid3), label="unknown topic"),
+        ],
+    )
+    yield (
+        "unknown transactional id",
+        [create(t + "u"), Step(28, v, req(n.group("u"), topic=t + "u", tx=n.group("none")))],
+    )
+
+
+def describe_transactions_cases(v: int, n: Names) -> Iterator[Case]:
+    t, tid = n.topic(), n.group("txn")
+    described = Step(65, v, DescribeTransactionsRequest([tid]))
+    yield (
+        "empty, ongoing, committed, unknown",
+        [
+            create(t, 2),
+            *begin(tid),
+            described,
+            add_partitions(tid, t, [0, 1]),
+            txn_produce(tid, t, 1),
+            described,
+            *end_txn(tid, True),
+            Step(65, v, DescribeTransactionsRequest([tid, n.group("none"), ""])),
+        ],
+    )
+
+
+def list_transactions_cases(v: int, n: Names) -> Iterator[Case]:
+    t, tid, tid2 = n.topic(), n.group("txn"), n.group("empty")
+
+    def req(
+        states: list[str], *, both: bool = True, duration: int = -1, pattern: str | None = None
+    ) -> Callable:
+        def body(p: Peer) -> ListTransactionsRequest:
+            pids = [pid_of(p, x)[0] for x in ((tid, tid2) if both else (tid,))]
+            return ListTransactionsRequest(states, pids, duration, pattern)
+
+        return body
+
+    steps = [
+        *open_txn(tid, t),
+        *begin(tid2),
+        Step(66, v, req([])),
+        Step(66, v, req(["Ongoing"])),
+        Step(66, v, req(["Empty", "Bogus", "CompleteCommit"])),
+    ]
+    if v >= 1:
+        steps += [
+            Step(66, v, req([], duration=0), label="duration 0"),
+            Step(66, v, req([], duration=3_600_000), label="duration an hour"),
+        ]
+    if v >= 2:
+        steps += [
+            Step(66, v, req([], pattern=f"{tid}.*"), label="pattern"),
+            Step(66, v, req([], pattern="(unclosed"), label="bad pattern"),
+        ]
+    steps += [*end_txn(tid, False), Step(66, v, req(["CompleteAbort", "Ongoing"]))]
+    yield "by producer id and state", steps
+
+
+def describe_producers_cases(v: int, n: Names) -> Iterator[Case]:
+    t, tid = n.topic(), n.group("txn")
+    req = Step(61, v, DescribeProducersRequest([DPTopic(t, [0, 1, 5])]))
+    yield (
+        "transactional producer, open then committed",
+        [
+            *open_txn(tid, t, 2),
+            req,
+            *end_txn(tid, True),
+            req,
+        ],
+    )
+    yield (
+        "plain producer, unknown topic",
+        [
+            create(t + "p"),
+            produce(t + "p"),
+            Step(61, v, DescribeProducersRequest([DPTopic(t + "p", [0]), DPTopic(n.topic("missing"), [0])])),
+        ],
+    )
+
+
+def lso_cases(v: int, n: Names, api: int) -> Iterator[Case]:
+    """The last stable offset and high watermark during an open, a committed and an aborted
+    transaction: ListOffsets (both isolation levels) or Fetch (read_committed's aborted_transactions)."""
+    t, tid = n.topic("lso"), n.group("lso")
+
+    def look(label: str) -> list[Step]:
+        if api == 2:
+
+            def req(isolation: int) -> ListOffsetsRequest:
+                parts = [ListOffsetsPartition(0, -1, -1, 1)] + (
+                    [ListOffsetsPartition(1, -1, -1, 1)] if v >= 1 else []
+                )
+                return ListOffsetsRequest(-1, isolation, [ListOffsetsTopic(t, parts)], 5000)
+
+            if v < 2:
+                return [Step(2, v, req(0), label=label)]
+            return [
+                Step(2, v, req(0), label=f"{label}, uncommitted"),
+                Step(2, v, req(1), label=f"{label}, committed"),
+            ]
+        return [
+            Step(1, v, _fetch(v, t, 0, isolation_level=0), label=f"{label}, uncommitted"),
+            Step(1, v, _fetch(v, t, 0, isolation_level=1), label=f"{label}, committed"),
+        ]
+
+    yield (
+        "open, aborted, committed transaction",
+        [
+            create(t, 2),
+            *begin(tid),
+            produce(t, 0, 2, ts=NOW_TS),
+            add_partitions(tid, t, [0, 1]),
+            txn_produce(tid, t, 0, 3),
+            produce(t, 0, 1, ts=NOW_TS),
+            txn_produce(tid, t, 1, 2),
+            *look("open"),
+            *end_txn(tid, False),
+            *look("aborted"),
+            add_partitions(tid, t, [0]),
+            txn_produce(tid, t, 0, 2),
+            *look("open again"),
+            *end_txn(tid, True),
+            produce(t, 0, 1, ts=NOW_TS),
+            *look("committed"),
+        ],
+    )
+
+
 #: API key -> case builder (version, names) for every API the corpus covers.
 BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     0: produce_cases,
@@ -1557,6 +2184,13 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     69: consumer_group_describe_cases,
     74: list_config_resources_cases,
     75: describe_topic_partitions_cases,
+    24: add_partitions_to_txn_cases,
+    25: add_offsets_to_txn_cases,
+    26: end_txn_cases,
+    28: txn_offset_commit_cases,
+    61: describe_producers_cases,
+    65: describe_transactions_cases,
+    66: list_transactions_cases,
 }
 
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from broker.log.batch import HEADER_SIZE, InvalidBatch
+from broker.log.records import decode_batch
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated import APIS
 from broker.protocol.primitives import Message
@@ -56,6 +58,11 @@ UNORDERED: dict[str, tuple[str, ...]] = {
     "members": ("member_id",),
     "config_resources": ("resource_name",),
     "values": ("key",),
+    "results_by_transaction": ("transactional_id",),
+    "results_by_topic_v3_and_below": ("name",),
+    "topic_results": ("name",),
+    "results_by_partition": ("partition_index",),
+    "transaction_states": ("transactional_id",),
 }
 _MEMBER_ID = re.compile(r"^(.*-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _KAFKA_MEMBER_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
@@ -300,8 +307,51 @@ def normalise(obj: Any, node_id: int, name: str = "", aliases: dict[str, str] | 
     if _is_time(name, obj):
         return "<time>"
     if isinstance(obj, (bytes, bytearray, memoryview)):
+        if name == "records":
+            return _records(bytes(obj))
         return bytes(obj).hex()
     return obj
+
+
+def _records(data: bytes) -> Any:
+    """Record bytes as hex, or, when they hold transactional or control batches (whose producer id
+    and marker timestamps are each broker's own), as a list of batches with those replaced by
+    placeholders: offsets, attributes, epochs, sequences, records and the markers' type and
+    coordinator epoch are compared."""
+    pos, batches = 0, []
+    try:
+        while pos + HEADER_SIZE <= len(data):
+            info, recs = decode_batch(data, pos)
+            batches.append((info, recs))
+            pos += info.size
+    except (InvalidBatch, ValueError):
+        return data.hex()
+    if not any(i.is_transactional or i.is_control for i, _ in batches):
+        return data.hex()
+    out: list[Any] = []
+    for info, recs in batches:
+        pid = "<producer id>" if info.producer_id >= 0 else info.producer_id
+        b: dict[str, Any] = {
+            "base_offset": info.base_offset,
+            "last_offset_delta": info.last_offset_delta,
+            "attributes": info.attributes,
+            "producer_id": pid,
+            "producer_epoch": info.producer_epoch,
+            "base_sequence": info.base_sequence,
+            "partition_leader_epoch": info.partition_leader_epoch,
+        }
+        if info.is_control:
+            b["timestamps"] = "<time>"
+            b["markers"] = [
+                (r.key.hex() if r.key else r.key, r.value.hex() if r.value else r.value) for r in recs
+            ]
+        else:
+            b["timestamps"] = (info.base_timestamp, info.max_timestamp)
+            b["records"] = [(r.offset_delta, r.timestamp_delta, r.key, r.value, r.headers) for r in recs]
+        out.append(b)
+    if pos < len(data):
+        out.append({"partial batch": data[pos:].hex()})
+    return out
 
 
 # ============================================================================================== diff
