@@ -155,11 +155,15 @@ class _RecordsBase:
 
     def _splits(self, start: dict[ofs.TP, int], end: dict[ofs.TP, int]) -> list[_Split]:
         out = []
+        durable = logdir.durable_offsets(self.path) if self.committed else {}
         for tp, hi in sorted(end.items()):
             lo = start[tp] if tp in start else self._earliest(tp)
-            # read_committed: hi is at most the last stable offset, so every transaction with records
-            # below it has its marker below it too
-            aborted = self._transactions(tp, hi).aborted if self.committed else None
+            # read_committed: hi is at most the last stable offset at the readable end, so every
+            # transaction with records below hi has its marker below that end (not always below hi,
+            # which a limit per trigger may put inside a transaction)
+            aborted = None
+            if self.committed:
+                aborted = self._transactions(tp, logdir.end_offset(self.path, tp, durable)).aborted
             out += [_Split([r], aborted) for r in logdir.plan(self.path, tp, lo, hi, self.fail_on_data_loss)]
         return out
 

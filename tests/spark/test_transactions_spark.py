@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.testing import running_broker
+from tests.support.spark import available_now
 
 TOPIC = "txn"
 PARTITIONS = 2
@@ -84,7 +85,7 @@ def test_isolation_levels_as_a_consumer(spark, tmp_path):
         n_committed = len(values["committed"]) + len(values["plain"])
         uncommitted = _consume(b.bootstrap, "read_uncommitted", n_all)
         committed = _consume(b.bootstrap, "read_committed", n_committed)
-    del txn, plain
+    del txn, plain, admin
 
     assert len(uncommitted) == n_all  # markers are no records
     assert sorted(v for *_k, v in committed) == sorted(values["committed"] + values["plain"])
@@ -94,3 +95,11 @@ def test_isolation_levels_as_a_consumer(spark, tmp_path):
     assert _spark(spark, d, "read_committed") == committed
     with pytest.raises(Exception, match="isolation"):
         _spark(spark, d, "serializable")
+    # streaming: the same records, a few micro-batches (a limit per trigger) ending at the LSO
+    stream = spark.readStream.format("pykbroker").option("path", d).option("subscribe", TOPIC)
+    sink, ckpt = tmp_path / "sink", tmp_path / "ckpt"
+    rows = available_now(stream, sink, ckpt, startingOffsets="earliest", maxRecordsPerTrigger="10",
+                         **{"kafka.isolation.level": "read_committed"})  # fmt: skip
+    assert sum(rows) == len(committed) and len([n for n in rows if n]) > 1
+    out = spark.read.parquet(str(sink)).collect()
+    assert sorted((r.partition, r.offset, bytes(r.value)) for r in out) == committed
