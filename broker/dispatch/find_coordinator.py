@@ -3,7 +3,8 @@ flexible; v4 batches keys (KIP-699); v6 adds share-group keys (type 2, not serve
 
 A key is coordinated by the leader of the coordinator slot it hashes to, as Kafka maps it
 (``abs(key.hashCode()) % offsets.topic.num.partitions``, broker/nodes.py): this node on a single
-node; COORDINATOR_NOT_AVAILABLE when the slot has no live replica.
+node; COORDINATOR_NOT_AVAILABLE when the slot has no live replica. An empty key is answered as any
+other (Kafka's KafkaApis.getCoordinator: the empty transactional id is refused by InitProducerId).
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
         if key_type == SHARE:
             return ErrorCode.INVALID_REQUEST, "share groups are not supported by this broker"
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
-    if key_type == TRANSACTION and not key:
-        return ErrorCode.INVALID_REQUEST, "transactional id is empty"
     return ErrorCode.NONE, None
 
 

@@ -19,11 +19,15 @@ from pathlib import Path
 
 import orjson
 
-from broker.log.batch import CONTROL_MASK, HEADER, HEADER_SIZE, TIMESTAMP_TYPE_MASK
+from broker.log.batch import CONTROL_MASK, HEADER, HEADER_SIZE, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK
+from broker.log.control import parse_marker
 from broker.log.manager import CHECKPOINT, START_CHECKPOINT, read_checkpoint
 from broker.log.records import decode_batch
 
 OFFSETS_TOPIC = "__consumer_offsets"
+#: ``kafka.isolation.level`` values, as Kafka's consumer takes them
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
 
 
 class DataLossError(RuntimeError):
@@ -139,6 +143,41 @@ def plan(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Transactions:
+    """What a read_committed reader of one partition needs, up to an end offset."""
+
+    #: the first offset of the oldest transaction still open at the end (Kafka's LSO), or the end
+    last_stable_offset: int
+    #: aborted transactions, in marker order: (producer id, first offset, offset of the abort marker)
+    aborted: tuple[tuple[int, int, int], ...]
+
+
+def transactions(data_dir: str | Path, tp: tuple[str, int], end: int) -> Transactions:
+    """The transactions of ``tp`` below ``end``, from its batch headers and markers (a producer's
+    transaction runs from its first transactional batch to its marker; only markers are decoded).
+    Reads every batch header below ``end`` once."""
+    topic, partition = tp
+    ongoing: dict[int, int] = {}
+    aborted: list[tuple[int, int, int]] = []
+    for base in segment_bases(data_dir, topic, partition):
+        if base >= end:
+            break
+        for buf, pos in iter_segment_batches(segment_path(data_dir, topic, partition, base), 0, end):
+            h = HEADER.unpack_from(buf, pos)
+            offset, attributes, pid = h[0], h[5], h[9]
+            if pid < 0 or not attributes & TRANSACTIONAL_MASK:
+                continue
+            if attributes & CONTROL_MASK:
+                first = ongoing.pop(pid, offset)
+                _info, recs = decode_batch(buf, pos, verify_crc=False)
+                if recs and parse_marker(recs[0].key) is False:
+                    aborted.append((pid, first, offset))
+            else:
+                ongoing.setdefault(pid, offset)
+    return Transactions(min([end, *ongoing.values()]), tuple(aborted))
+
+
 def iter_segment_batches(path: str, start: int, end: int) -> Iterator[tuple[bytes, int]]:
     """(buffer, position) of each batch in the segment holding any offset in [start, end), read in
     large chunks (each batch is whole in its buffer)."""
@@ -168,21 +207,36 @@ def iter_segment_batches(path: str, start: int, end: int) -> Iterator[tuple[byte
             pos += total
 
 
-def read_columns(r: SegmentRange, verify_crc: bool = True) -> dict[str, list]:
+def read_columns(
+    r: SegmentRange, verify_crc: bool = True, aborted: tuple[tuple[int, int, int], ...] | None = None
+) -> dict[str, list]:
     """The records of ``r`` as columns in the layout of Spark's Kafka source (timestamps in ms).
+    Control batches (transaction markers) are never records; with ``aborted`` (read_committed: the
+    partition's aborted transactions, :func:`transactions`) the batches of aborted transactions
+    are left out too, as a read_committed consumer leaves them out.
 
     The cyclic garbage collector is paused meanwhile: decoding allocates millions of small acyclic
     objects, and the collections they would trigger cost about a quarter of the time."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _read_columns(r, verify_crc)
+        return _read_columns(r, verify_crc, aborted)
     finally:
         if enabled:
             gc.enable()
 
 
-def _read_columns(r: SegmentRange, verify_crc: bool) -> dict[str, list]:
+def _is_aborted(ranges: dict[int, list[tuple[int, int]]], pid: int, offset: int) -> bool:
+    return any(first <= offset < marker for first, marker in ranges.get(pid, ()))
+
+
+def _read_columns(
+    r: SegmentRange, verify_crc: bool, aborted: tuple[tuple[int, int, int], ...] | None
+) -> dict[str, list]:
+    skip: dict[int, list[tuple[int, int]]] = {}
+    for pid, first, marker in aborted or ():
+        if first < r.end and marker >= r.start:
+            skip.setdefault(pid, []).append((first, marker))
     keys: list = []
     values: list = []
     offsets: list = []
@@ -193,6 +247,12 @@ def _read_columns(r: SegmentRange, verify_crc: bool) -> dict[str, list]:
     for buf, pos in iter_segment_batches(r.path, start, end):
         info, recs = decode_batch(buf, pos, verify_crc)
         if info.attributes & CONTROL_MASK:
+            continue
+        if (
+            skip
+            and info.attributes & TRANSACTIONAL_MASK
+            and _is_aborted(skip, info.producer_id, info.base_offset)
+        ):
             continue
         base = info.base_offset
         log_append = info.attributes & TIMESTAMP_TYPE_MASK

@@ -59,14 +59,18 @@ def columns_to_arrow(cols: dict[str, list]) -> pa.RecordBatch:
 
 
 class _Split(InputPartition):
-    def __init__(self, ranges: list[logdir.SegmentRange]):
+    def __init__(
+        self, ranges: list[logdir.SegmentRange], aborted: tuple[tuple[int, int, int], ...] | None = None
+    ):
         super().__init__(ranges)
         self.ranges = ranges
+        #: read_committed: the aborted transactions of the split's partition (else None)
+        self.aborted = aborted
 
 
 def _read_splits(split: _Split, verify_crc: bool) -> Iterator[pa.RecordBatch]:
     for r in split.ranges:
-        cols = logdir.read_columns(r, verify_crc)
+        cols = logdir.read_columns(r, verify_crc, getattr(split, "aborted", None))
         if cols["offset"]:
             yield columns_to_arrow(cols)
 
@@ -85,7 +89,8 @@ class BrokerLogDataSource(DataSource):
     """Options: ``path`` (data directory), ``view`` (records | offsets | groups), and for records
     ``subscribe`` (comma-separated topics; default all), ``startingOffsets``, ``endingOffsets``,
     ``maxOffsetsPerTrigger`` / ``maxRecordsPerTrigger``, ``failOnDataLoss`` (default true),
-    ``verifyCrc`` (default true)."""
+    ``verifyCrc`` (default true), ``kafka.isolation.level`` (read_uncommitted, the default of Spark's
+    Kafka source, or read_committed: up to the last stable offset, without aborted transactions)."""
 
     @classmethod
     def name(cls) -> str:
@@ -123,6 +128,16 @@ class _RecordsBase:
         self.subscribe = options.get("subscribe") or options.get("topics")
         self.fail_on_data_loss = _flag(options, "failOnDataLoss", True)
         self.verify_crc = _flag(options, "verifyCrc", True)
+        level = str(options.get("kafka.isolation.level") or logdir.READ_UNCOMMITTED)
+        if level not in logdir.ISOLATION_LEVELS:
+            raise ValueError(f"kafka.isolation.level {level!r} is not one of {logdir.ISOLATION_LEVELS}")
+        self.committed = level == logdir.READ_COMMITTED
+        self._txns: dict[tuple[ofs.TP, int], logdir.Transactions] = {}
+
+    def _transactions(self, tp: ofs.TP, end: int) -> logdir.Transactions:
+        if (tp, end) not in self._txns:
+            self._txns[tp, end] = logdir.transactions(self.path, tp, end)
+        return self._txns[tp, end]
 
     def _tps(self) -> list[ofs.TP]:
         names = logdir.select_topics(self.path, self.subscribe)
@@ -130,16 +145,26 @@ class _RecordsBase:
 
     def _latest(self) -> dict[ofs.TP, int]:
         durable = logdir.durable_offsets(self.path)
-        return {tp: logdir.end_offset(self.path, tp, durable) for tp in self._tps()}
+        ends = {tp: logdir.end_offset(self.path, tp, durable) for tp in self._tps()}
+        if self.committed:  # read_committed ends at the last stable offset, as Kafka's consumer
+            return {tp: self._transactions(tp, end).last_stable_offset for tp, end in ends.items()}
+        return ends
 
     def _earliest(self, tp: ofs.TP) -> int:
         return logdir.log_start_offset(self.path, *tp)
 
     def _splits(self, start: dict[ofs.TP, int], end: dict[ofs.TP, int]) -> list[_Split]:
         out = []
+        durable = logdir.durable_offsets(self.path) if self.committed else {}
         for tp, hi in sorted(end.items()):
             lo = start[tp] if tp in start else self._earliest(tp)
-            out += [_Split([r]) for r in logdir.plan(self.path, tp, lo, hi, self.fail_on_data_loss)]
+            # read_committed: hi is at most the last stable offset at the readable end, so every
+            # transaction with records below hi has its marker below that end (not always below hi,
+            # which a limit per trigger may put inside a transaction)
+            aborted = None
+            if self.committed:
+                aborted = self._transactions(tp, logdir.end_offset(self.path, tp, durable)).aborted
+            out += [_Split([r], aborted) for r in logdir.plan(self.path, tp, lo, hi, self.fail_on_data_loss)]
         return out
 
 

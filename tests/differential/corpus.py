@@ -11,11 +11,18 @@ timeouts, bad names, truncated frames and trailing bytes).
 from __future__ import annotations
 
 import itertools
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker.log.records import Record, build_batch
+from broker.protocol.generated.add_offsets_to_txn import AddOffsetsToTxnRequest
+from broker.protocol.generated.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
 from broker.protocol.generated.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasRequestEntityData,
@@ -62,6 +69,8 @@ from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from broker.protocol.generated.describe_groups import DescribeGroupsRequest
 from broker.protocol.generated.describe_log_dirs import DescribableLogDirTopic, DescribeLogDirsRequest
+from broker.protocol.generated.describe_producers import DescribeProducersRequest
+from broker.protocol.generated.describe_producers import TopicRequest as DPTopic
 from broker.protocol.generated.describe_quorum import (
     DescribeQuorumRequest,
     DescribeQuorumRequestPartitionData,
@@ -72,11 +81,13 @@ from broker.protocol.generated.describe_topic_partitions import (
     DescribeTopicPartitionsRequestCursor,
     TopicRequest,
 )
+from broker.protocol.generated.describe_transactions import DescribeTransactionsRequest
 from broker.protocol.generated.describe_user_scram_credentials import (
     DescribeUserScramCredentialsRequest,
     UserName,
 )
 from broker.protocol.generated.elect_leaders import ElectLeadersRequest, TopicPartitions
+from broker.protocol.generated.end_txn import EndTxnRequest
 from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.heartbeat import HeartbeatRequest
@@ -95,6 +106,7 @@ from broker.protocol.generated.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsTopics,
 )
+from broker.protocol.generated.list_transactions import ListTransactionsRequest
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
 from broker.protocol.generated.offset_commit import (
     OffsetCommitRequest,
@@ -121,11 +133,21 @@ from broker.protocol.generated.produce import PartitionProduceData, ProduceReque
 from broker.protocol.generated.sasl_authenticate import SaslAuthenticateRequest
 from broker.protocol.generated.sasl_handshake import SaslHandshakeRequest
 from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+from broker.protocol.generated.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
 from broker.protocol.generated.update_features import FeatureUpdateKey, UpdateFeaturesRequest
 from tests.differential.engine import Peer, Step, trailing, truncate
 
 Case = tuple[str, list[Step]]
 BASE_TS = 1_700_000_000_000  # record timestamps: fixed, so fetched batches are byte-identical
+#: timestamps of the records of the transaction cases: the session's start. Kafka rolls a segment when
+#: a batch's timestamp is log.roll.ms (7 days) past the segment's first (LogSegment.shouldRoll), and a
+#: Fetch reads one segment: a marker (stamped now) after BASE_TS records would start a new segment
+#: there, so a fetch from 0 would stop before it (a client fetches again; pykbroker does not roll)
+NOW_TS = int(time.time()) * 1000
 #: a consumer-protocol subscription (version 0, topics ["t"]) and assignment, as opaque bytes
 SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"
 ASSIGNMENT = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff"
@@ -149,12 +171,12 @@ class Names:
 # ===================================================================================== set-up steps
 
 
-def batch(n: int = 3, *, headers: bool = True, **kw: Any) -> bytes:
+def batch(n: int = 3, *, headers: bool = True, ts: int = BASE_TS, **kw: Any) -> bytes:
     recs = [
         Record(i, i * 10, f"k{i}".encode(), f"value-{i}".encode(), [("h", b"x")] if headers else [])
         for i in range(n)
     ]
-    return build_batch(recs, base_timestamp=BASE_TS, **kw)
+    return build_batch(recs, base_timestamp=ts, **kw)
 
 
 def create(topic: str, partitions: int = 1, configs: dict[str, str] | None = None) -> Step:
@@ -163,8 +185,13 @@ def create(topic: str, partitions: int = 1, configs: dict[str, str] | None = Non
     return Step(19, 5, req, compare=False, settle=(topic,))
 
 
-def produce(topic: str, partition: int = 0, n: int = 3) -> Step:
-    req = ProduceRequest(None, -1, 10000, [TopicProduceData(topic, partition_data=[PartitionProduceData(partition, batch(n))])])
+def produce(topic: str, partition: int = 0, n: int = 3, ts: int = BASE_TS) -> Step:
+    req = ProduceRequest(
+        None,
+        -1,
+        10000,
+        [TopicProduceData(topic, partition_data=[PartitionProduceData(partition, batch(n, ts=ts))])],
+    )
     return Step(0, 9, req, compare=False)
 
 
@@ -184,7 +211,9 @@ def _remember_join(resp: Any, mem: dict) -> None:
     mem["generation"] = resp.generation_id
 
 
-def join_steps(group: str, compare: bool = False, instance: str | None = None, version: int = 5) -> list[Step]:
+def join_steps(
+    group: str, compare: bool = False, instance: str | None = None, version: int = 5
+) -> list[Step]:
     """A lone member joins ``group`` (member id first when the version requires it)."""
 
     def body(p: Peer) -> JoinGroupRequest:
@@ -202,7 +231,13 @@ def sync_step(group: str, compare: bool = False, version: int = 3) -> Step:
     def body(p: Peer) -> SyncGroupRequest:
         m = p.memory["member"]
         return SyncGroupRequest(
-            group, p.memory["generation"], m, None, "consumer", "range", [SyncGroupRequestAssignment(m, ASSIGNMENT)]
+            group,
+            p.memory["generation"],
+            m,
+            None,
+            "consumer",
+            "range",
+            [SyncGroupRequestAssignment(m, ASSIGNMENT)],
         )
 
     return Step(14, version, body, compare=compare, label="sync")
@@ -218,7 +253,9 @@ def stable_group(group: str) -> list[Step]:
 def produce_cases(v: int, n: Names) -> Iterator[Case]:
     t = n.topic()
 
-    def req(topic: str, partition: int, records: bytes | None, acks: int = -1, timeout: int = 5000) -> Callable:
+    def req(
+        topic: str, partition: int, records: bytes | None, acks: int = -1, timeout: int = 5000
+    ) -> Callable:
         def body(p: Peer) -> ProduceRequest:
             tid = p.topic_id(topic) if v >= 13 else None
             data = TopicProduceData(topic, partition_data=[PartitionProduceData(partition, records)])
@@ -228,11 +265,14 @@ def produce_cases(v: int, n: Names) -> Iterator[Case]:
 
         return body
 
-    yield "two partitions, headers", [
-        create(t, 2),
-        Step(0, v, req(t, 0, batch(4))),
-        Step(0, v, req(t, 1, batch(1, headers=False), acks=1, timeout=1)),
-    ]
+    yield (
+        "two partitions, headers",
+        [
+            create(t, 2),
+            Step(0, v, req(t, 0, batch(4))),
+            Step(0, v, req(t, 1, batch(1, headers=False), acks=1, timeout=1)),
+        ],
+    )
     yield "unknown topic", [Step(0, v, req(n.topic("missing"), 0, batch()))]
     yield "partition out of range", [create(t + "x"), Step(0, v, req(t + "x", 7, batch()))]
     yield "acks=2", [create(t + "a"), Step(0, v, req(t + "a", 0, batch(), acks=2))]
@@ -248,8 +288,17 @@ def _fetch(v: int, topic: str, offset: int, partition: int = 0, *, epoch: int = 
         ft = FetchTopic(topic, partitions=[FetchPartition(partition, -1, offset, -1, -1, 65536)])
         if v >= 13:
             ft.topic_id = p.topic_id(topic)
-        args = dict(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
-                    session_epoch=epoch, topics=[ft], forgotten_topics_data=[], rack_id="")
+        args = dict(
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=epoch,
+            topics=[ft],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
         args.update(kw)
         return FetchRequest(**args)
 
@@ -258,17 +307,22 @@ def _fetch(v: int, topic: str, offset: int, partition: int = 0, *, epoch: int = 
 
 def fetch_cases(v: int, n: Names) -> Iterator[Case]:
     t = n.topic()
-    yield "records from 0 and 1, read committed", [
-        create(t, 2, {"cleanup.policy": "compact"}),
-        produce(t, 0, 3),
-        produce(t, 0, 2),
-        Step(1, v, _fetch(v, t, 0)),
-        Step(1, v, _fetch(v, t, 1, isolation_level=1)),
-        Step(1, v, _fetch(v, t, 0, partition=1)),
-    ]
+    yield (
+        "records from 0 and 1, read committed",
+        [
+            create(t, 2, {"cleanup.policy": "compact"}),
+            produce(t, 0, 3),
+            produce(t, 0, 2),
+            Step(1, v, _fetch(v, t, 0)),
+            Step(1, v, _fetch(v, t, 1, isolation_level=1)),
+            Step(1, v, _fetch(v, t, 0, partition=1)),
+        ],
+    )
     t2 = n.topic("oor")
-    yield "offset out of range", [create(t2), produce(t2), Step(1, v, _fetch(v, t2, 100)),
-                                  Step(1, v, _fetch(v, t2, -5))]
+    yield (
+        "offset out of range",
+        [create(t2), produce(t2), Step(1, v, _fetch(v, t2, 100)), Step(1, v, _fetch(v, t2, -5))],
+    )
     yield "unknown topic", [Step(1, v, _fetch(v, n.topic("missing"), 0))]
     t3 = n.topic("p")
     yield "partition out of range", [create(t3), Step(1, v, _fetch(v, t3, 0, partition=9))]
@@ -277,6 +331,7 @@ def fetch_cases(v: int, n: Names) -> Iterator[Case]:
         yield "session epoch 5 without a session", [create(t4), Step(1, v, _fetch(v, t4, 0, epoch=5))]
     t5 = n.topic("trunc")
     yield "truncated frame", [create(t5), Step(1, v, _fetch(v, t5, 0), frame=truncate(1))]
+    yield from lso_cases(v, n, 1)
 
 
 def list_offsets_cases(v: int, n: Names) -> Iterator[Case]:
@@ -289,17 +344,27 @@ def list_offsets_cases(v: int, n: Names) -> Iterator[Case]:
     specs = [(0, -2), (1, -1)]
     if v >= 7:
         specs.append((2, -3))
-    yield "earliest, latest, max timestamp", [create(t, 3), produce(t), produce(t, 1), produce(t, 2),
-                                              Step(2, v, req(t, specs))]
+    yield (
+        "earliest, latest, max timestamp",
+        [create(t, 3), produce(t), produce(t, 1), produce(t, 2), Step(2, v, req(t, specs))],
+    )
     yield "same partition twice", [create(t + "d"), Step(2, v, req(t + "d", [(0, -1), (0, -2)]))]
-    yield "by timestamp", [
-        create(t + "ts", 3), produce(t + "ts"), produce(t + "ts", 1), produce(t + "ts", 2),
-        Step(2, v, req(t + "ts", [(0, BASE_TS + 10), (1, BASE_TS + 1000), (2, 0)], isolation=1)),
-    ]
+    yield (
+        "by timestamp",
+        [
+            create(t + "ts", 3),
+            produce(t + "ts"),
+            produce(t + "ts", 1),
+            produce(t + "ts", 2),
+            Step(2, v, req(t + "ts", [(0, BASE_TS + 10), (1, BASE_TS + 1000), (2, 0)], isolation=1)),
+        ],
+    )
     yield "unknown topic", [Step(2, v, req(n.topic("missing"), [(0, -1)]))]
-    yield "partition out of range, absurd timestamp", [
-        create(t + "p"), Step(2, v, req(t + "p", [(5, -1), (0, -99)]))
-    ]
+    yield (
+        "partition out of range, absurd timestamp",
+        [create(t + "p"), Step(2, v, req(t + "p", [(5, -1), (0, -99)]))],
+    )
+    yield from lso_cases(v, n, 2)
 
 
 def metadata_cases(v: int, n: Names) -> Iterator[Case]:
@@ -309,7 +374,10 @@ def metadata_cases(v: int, n: Names) -> Iterator[Case]:
         topics = None if names is None else [MetadataRequestTopic(name=x) for x in names]
         return MetadataRequest(topics, auto, False, ops)
 
-    yield "existing topic, 3 partitions", [create(t, 3, {"retention.ms": "60000"}), Step(3, v, req([t], ops=True))]
+    yield (
+        "existing topic, 3 partitions",
+        [create(t, 3, {"retention.ms": "60000"}), Step(3, v, req([t], ops=True))],
+    )
     yield "unknown topic, no auto-create", [Step(3, v, req([n.topic("missing")]))]
     if v >= 4:
         a = n.topic("auto")
@@ -321,7 +389,9 @@ def metadata_cases(v: int, n: Names) -> Iterator[Case]:
         t2 = n.topic("id")
 
         def by_id(p: Peer) -> MetadataRequest:
-            return MetadataRequest([MetadataRequestTopic(topic_id=p.topic_id(t2), name=None)], False, False, False)
+            return MetadataRequest(
+                [MetadataRequestTopic(topic_id=p.topic_id(t2), name=None)], False, False, False
+            )
 
         yield "topic by id", [create(t2), Step(3, v, by_id)]
 
@@ -329,8 +399,15 @@ def metadata_cases(v: int, n: Names) -> Iterator[Case]:
 def offset_commit_cases(v: int, n: Names) -> Iterator[Case]:
     t, g = n.topic(), n.group()
 
-    def req(group: str, topic: str, offset: int = 5, meta: str | None = "m", gen: int = -1, member: str = "",
-            partition: int = 0) -> Callable:
+    def req(
+        group: str,
+        topic: str,
+        offset: int = 5,
+        meta: str | None = "m",
+        gen: int = -1,
+        member: str = "",
+        partition: int = 0,
+    ) -> Callable:
         def body(p: Peer) -> OffsetCommitRequest:
             part = OffsetCommitRequestPartition(partition, offset, 3, BASE_TS, meta)
             tp = OffsetCommitRequestTopic(topic, partitions=[part])
@@ -340,13 +417,18 @@ def offset_commit_cases(v: int, n: Names) -> Iterator[Case]:
 
         return body
 
-    yield "standalone commit", [create(t, 2), Step(8, v, req(g, t)), Step(8, v, req(g, t, partition=1, meta=None))]
+    yield (
+        "standalone commit",
+        [create(t, 2), Step(8, v, req(g, t)), Step(8, v, req(g, t, partition=1, meta=None))],
+    )
     yield "unknown topic", [Step(8, v, req(n.group("u"), n.topic("missing")))]
     yield "metadata too large", [create(t + "m"), Step(8, v, req(n.group("m"), t + "m", meta="x" * 5000))]
     yield "empty group id", [create(t + "e"), Step(8, v, req("", t + "e"))]
     if v >= 1:
-        yield "generation 7 of an unknown group", [create(t + "g"), Step(8, v, req(n.group("g"), t + "g", gen=7,
-                                                                                 member="nobody"))]
+        yield (
+            "generation 7 of an unknown group",
+            [create(t + "g"), Step(8, v, req(n.group("g"), t + "g", gen=7, member="nobody"))],
+        )
     g2 = n.group("stable")
 
     def member_commit(p: Peer) -> OffsetCommitRequest:
@@ -354,8 +436,15 @@ def offset_commit_cases(v: int, n: Names) -> Iterator[Case]:
         return body
 
     if v >= 1:
-        yield "member of a stable group", [create(t + "s"), *stable_group(g2), Step(8, v, member_commit),
-                                           Step(8, v, req(g2, t + "s", gen=99, member="x"))]
+        yield (
+            "member of a stable group",
+            [
+                create(t + "s"),
+                *stable_group(g2),
+                Step(8, v, member_commit),
+                Step(8, v, req(g2, t + "s", gen=99, member="x")),
+            ],
+        )
 
 
 def offset_fetch_cases(v: int, n: Names) -> Iterator[Case]:
@@ -372,16 +461,23 @@ def offset_fetch_cases(v: int, n: Names) -> Iterator[Case]:
                         if v >= 10:
                             x.topic_id = p.topic_id(name)
                         ts.append(x)
-                return OffsetFetchRequest(groups=[OffsetFetchRequestGroup(group, None, -1, ts)],
-                                          require_stable=stable)
+                return OffsetFetchRequest(
+                    groups=[OffsetFetchRequestGroup(group, None, -1, ts)], require_stable=stable
+                )
             ts2 = None if topics is None else [OffsetFetchRequestTopic(name, parts) for name, parts in topics]
             return OffsetFetchRequest(group, ts2, require_stable=stable)
 
         return body
 
-    yield "committed and uncommitted partitions", [
-        create(t, 3), commit(g, t, 4), commit(g, t, 9, partition=2), Step(9, v, req(g, [(t, [0, 1, 2, 7])]))
-    ]
+    yield (
+        "committed and uncommitted partitions",
+        [
+            create(t, 3),
+            commit(g, t, 4),
+            commit(g, t, 9, partition=2),
+            Step(9, v, req(g, [(t, [0, 1, 2, 7])])),
+        ],
+    )
     if v >= 2:
         yield "all topics", [create(t + "a"), commit(g + "a", t + "a"), Step(9, v, req(g + "a", None, True))]
     yield "unknown group and topic", [Step(9, v, req(n.group("u"), [(n.topic("missing"), [0])]))]
@@ -400,6 +496,18 @@ def find_coordinator_cases(v: int, n: Names) -> Iterator[Case]:
         yield "unknown key type", [Step(10, v, req([n.group()], key_type=9))]
     if v >= 4:
         yield "several groups", [Step(10, v, req([n.group("a"), n.group("b"), ""]))]
+    if v >= 1:
+        tid = n.group("txn")
+        yield "transactional id", [txn_coordinator(n.group("warm")), Step(10, v, req([tid], key_type=1))]
+        yield "empty transactional id", [txn_coordinator(n.group("warm")), Step(10, v, req([""], key_type=1))]
+    if v >= 4:
+        yield (
+            "several transactional ids",
+            [
+                txn_coordinator(n.group("warm")),
+                Step(10, v, req([n.group("a"), "", n.group("b")], key_type=1)),
+            ],
+        )
 
 
 def join_group_cases(v: int, n: Names) -> Iterator[Case]:
@@ -415,10 +523,14 @@ def join_group_cases(v: int, n: Names) -> Iterator[Case]:
     yield "session timeout absurd", [Step(11, v, bad(n.group("s2"), session=2_000_000_000))]
     yield "empty group id", [Step(11, v, bad(""))]
     g2 = n.group("x")
-    yield "unknown member id, other protocol type", [
-        *stable_group(g2), Step(11, v, bad(g2, member="nobody")), Step(11, v, bad(g2, ptype="connect"))
-    ]
-    yield "no protocols", [Step(11, v, JoinGroupRequest(n.group("np"), 10000, 20000, "", None, "consumer", []))]
+    yield (
+        "unknown member id, other protocol type",
+        [*stable_group(g2), Step(11, v, bad(g2, member="nobody")), Step(11, v, bad(g2, ptype="connect"))],
+    )
+    yield (
+        "no protocols",
+        [Step(11, v, JoinGroupRequest(n.group("np"), 10000, 20000, "", None, "consumer", []))],
+    )
 
 
 def heartbeat_cases(v: int, n: Names) -> Iterator[Case]:
@@ -426,14 +538,16 @@ def heartbeat_cases(v: int, n: Names) -> Iterator[Case]:
 
     def hb(gen_delta: int = 0, member: str | None = None) -> Callable:
         def body(p: Peer) -> HeartbeatRequest:
-            return HeartbeatRequest(g, p.memory["generation"] + gen_delta,
-                                    p.memory["member"] if member is None else member, None)
+            return HeartbeatRequest(
+                g, p.memory["generation"] + gen_delta, p.memory["member"] if member is None else member, None
+            )
 
         return body
 
-    yield "stable member, wrong generation, unknown member", [
-        *stable_group(g), Step(12, v, hb()), Step(12, v, hb(gen_delta=3)), Step(12, v, hb(member="nobody"))
-    ]
+    yield (
+        "stable member, wrong generation, unknown member",
+        [*stable_group(g), Step(12, v, hb()), Step(12, v, hb(gen_delta=3)), Step(12, v, hb(member="nobody"))],
+    )
     yield "unknown group", [Step(12, v, HeartbeatRequest(n.group("u"), 1, "m", None))]
     yield "empty group id", [Step(12, v, HeartbeatRequest("", 1, "m", None))]
 
@@ -453,11 +567,25 @@ def leave_group_cases(v: int, n: Names) -> Iterator[Case]:
 
         return body
 
-    yield "member leaves", [*stable_group(g), Step(13, v, leave(extra_unknown=True)),
-                            Step(15, 5, DescribeGroupsRequest([g], False))]
-    yield "unknown member", [*stable_group(g + "u"), Step(13, v, LeaveGroupRequest(
-        g + "u", "nobody", [MemberIdentity("nobody", None, None)]))]
-    yield "unknown group", [Step(13, v, LeaveGroupRequest(n.group("u"), "m", [MemberIdentity("m", None, None)]))]
+    yield (
+        "member leaves",
+        [
+            *stable_group(g),
+            Step(13, v, leave(extra_unknown=True)),
+            Step(15, 5, DescribeGroupsRequest([g], False)),
+        ],
+    )
+    yield (
+        "unknown member",
+        [
+            *stable_group(g + "u"),
+            Step(13, v, LeaveGroupRequest(g + "u", "nobody", [MemberIdentity("nobody", None, None)])),
+        ],
+    )
+    yield (
+        "unknown group",
+        [Step(13, v, LeaveGroupRequest(n.group("u"), "m", [MemberIdentity("m", None, None)]))],
+    )
 
 
 def sync_group_cases(v: int, n: Names) -> Iterator[Case]:
@@ -466,14 +594,23 @@ def sync_group_cases(v: int, n: Names) -> Iterator[Case]:
     def sync(gen_delta: int = 0, member: str | None = None, pname: str = "range") -> Callable:
         def body(p: Peer) -> SyncGroupRequest:
             m = p.memory["member"] if member is None else member
-            return SyncGroupRequest(g, p.memory["generation"] + gen_delta, m, None, "consumer", pname,
-                                    [SyncGroupRequestAssignment(p.memory["member"], ASSIGNMENT)])
+            return SyncGroupRequest(
+                g,
+                p.memory["generation"] + gen_delta,
+                m,
+                None,
+                "consumer",
+                pname,
+                [SyncGroupRequestAssignment(p.memory["member"], ASSIGNMENT)],
+            )
 
         return body
 
     yield "leader assigns", [*join_steps(g), Step(14, v, sync()), Step(14, v, sync())]
-    yield "wrong generation, unknown member", [*join_steps(g + "b"), Step(14, v, sync(gen_delta=1)),
-                                              Step(14, v, sync(member="nobody"))]
+    yield (
+        "wrong generation, unknown member",
+        [*join_steps(g + "b"), Step(14, v, sync(gen_delta=1)), Step(14, v, sync(member="nobody"))],
+    )
     if v >= 5:
         yield "protocol name mismatch", [*join_steps(g + "p"), Step(14, v, sync(pname="roundrobin"))]
     yield "unknown group", [Step(14, v, SyncGroupRequest(n.group("u"), 1, "m", None, None, None, []))]
@@ -481,20 +618,25 @@ def sync_group_cases(v: int, n: Names) -> Iterator[Case]:
 
 def describe_groups_cases(v: int, n: Names) -> Iterator[Case]:
     g = n.group()
-    yield "stable, unknown and empty ids", [
-        *stable_group(g), Step(15, v, DescribeGroupsRequest([g, n.group("u"), ""], True))
-    ]
+    yield (
+        "stable, unknown and empty ids",
+        [*stable_group(g), Step(15, v, DescribeGroupsRequest([g, n.group("u"), ""], True))],
+    )
     t = n.topic()
-    yield "offsets-only group", [create(t), commit(g + "o", t), Step(15, v, DescribeGroupsRequest([g + "o"], False))]
+    yield (
+        "offsets-only group",
+        [create(t), commit(g + "o", t), Step(15, v, DescribeGroupsRequest([g + "o"], False))],
+    )
 
 
 def list_groups_cases(v: int, n: Names) -> Iterator[Case]:
     # v0-3 list every group of the broker, which depends on every earlier test: only filtered
     # listings (v4+) are compared.
     if v >= 4:
-        yield "filters that match nothing", [
-            Step(16, v, ListGroupsRequest(["PreparingRebalance", "CompletingRebalance"], ["share"]))
-        ]
+        yield (
+            "filters that match nothing",
+            [Step(16, v, ListGroupsRequest(["PreparingRebalance", "CompletingRebalance"], ["share"]))],
+        )
         yield "unknown state", [Step(16, v, ListGroupsRequest(["NoSuchState"], []))]
 
 
@@ -515,7 +657,9 @@ def api_versions_cases(v: int, n: Names) -> Iterator[Case]:
 
 
 def create_topics_cases(v: int, n: Names) -> Iterator[Case]:
-    def req(topics: list[CreatableTopic], validate: bool = False, timeout: int = 30000) -> CreateTopicsRequest:
+    def req(
+        topics: list[CreatableTopic], validate: bool = False, timeout: int = 30000
+    ) -> CreateTopicsRequest:
         return CreateTopicsRequest(topics, timeout, validate)
 
     t = n.topic()
@@ -530,17 +674,59 @@ def create_topics_cases(v: int, n: Names) -> Iterator[Case]:
         t3 = n.topic("dflt")
         yield "broker defaults (-1)", [Step(19, v, req([CreatableTopic(t3, -1, -1, [], [])]), settle=(t3,))]
     yield "replication factor 3", [Step(19, v, req([CreatableTopic(n.topic("rf"), 1, 3, [], [])]))]
-    yield "unknown config", [Step(19, v, req([CreatableTopic(n.topic("c"), 1, 1, [],
-                                                             [CreatableTopicConfig("no.such.config", "1")])]))]
-    yield "bad config value", [Step(19, v, req([CreatableTopic(n.topic("cv"), 1, 1, [],
-                                                               [CreatableTopicConfig("retention.ms", "soon")])]))]
+    yield (
+        "unknown config",
+        [
+            Step(
+                19,
+                v,
+                req([CreatableTopic(n.topic("c"), 1, 1, [], [CreatableTopicConfig("no.such.config", "1")])]),
+            )
+        ],
+    )
+    yield (
+        "bad config value",
+        [
+            Step(
+                19,
+                v,
+                req(
+                    [CreatableTopic(n.topic("cv"), 1, 1, [], [CreatableTopicConfig("retention.ms", "soon")])]
+                ),
+            )
+        ],
+    )
     t4 = n.topic("asg")
-    yield "manual assignment", [Step(19, v, req([CreatableTopic(t4, -1, -1, [CreatableReplicaAssignment(0, [1]),
-                                                                          CreatableReplicaAssignment(1, [1])],
-                                                               [])]), settle=(t4,))]
+    yield (
+        "manual assignment",
+        [
+            Step(
+                19,
+                v,
+                req(
+                    [
+                        CreatableTopic(
+                            t4,
+                            -1,
+                            -1,
+                            [CreatableReplicaAssignment(0, [1]), CreatableReplicaAssignment(1, [1])],
+                            [],
+                        )
+                    ]
+                ),
+                settle=(t4,),
+            )
+        ],
+    )
     t5 = n.topic("twice")
-    yield "same topic twice", [Step(19, v, req([CreatableTopic(t5, 1, 1, [], []), CreatableTopic(t5, 1, 1, [], [])]))]
-    yield "absurd partition count", [Step(19, v, req([CreatableTopic(n.topic("big"), 2_000_000_000, 1, [], [])]))]
+    yield (
+        "same topic twice",
+        [Step(19, v, req([CreatableTopic(t5, 1, 1, [], []), CreatableTopic(t5, 1, 1, [], [])]))],
+    )
+    yield (
+        "absurd partition count",
+        [Step(19, v, req([CreatableTopic(n.topic("big"), 2_000_000_000, 1, [], [])]))],
+    )
 
 
 def delete_topics_cases(v: int, n: Names) -> Iterator[Case]:
@@ -561,9 +747,14 @@ def delete_topics_cases(v: int, n: Names) -> Iterator[Case]:
         def by_id(p: Peer) -> DeleteTopicsRequest:
             return DeleteTopicsRequest([DeleteTopicState(None, p.topic_id(t2))], [], 30000)
 
-        yield "by id, then again", [create(t2), Step(3, 12, MetadataRequest([MetadataRequestTopic(name=t2)], False),
-                                                     compare=False),
-                                    Step(20, v, by_id)]
+        yield (
+            "by id, then again",
+            [
+                create(t2),
+                Step(3, 12, MetadataRequest([MetadataRequestTopic(name=t2)], False), compare=False),
+                Step(20, v, by_id),
+            ],
+        )
     yield "invalid name", [Step(20, v, req(["bad/name"]))]
 
 
@@ -571,30 +762,118 @@ def delete_records_cases(v: int, n: Names) -> Iterator[Case]:
     t = n.topic()
 
     def req(topic: str, partition: int, offset: int) -> DeleteRecordsRequest:
-        return DeleteRecordsRequest([DeleteRecordsTopic(topic, [DeleteRecordsPartition(partition, offset)])], 5000)
+        return DeleteRecordsRequest(
+            [DeleteRecordsTopic(topic, [DeleteRecordsPartition(partition, offset)])], 5000
+        )
 
     def earliest(topic: str) -> ListOffsetsRequest:
-        return ListOffsetsRequest(-1, 0, [ListOffsetsTopic(topic, [ListOffsetsPartition(0, -1, -2, 1)])], 5000)
+        return ListOffsetsRequest(
+            -1, 0, [ListOffsetsTopic(topic, [ListOffsetsPartition(0, -1, -2, 1)])], 5000
+        )
 
-    yield "inside a batch, lower, then the high watermark", [
-        create(t), produce(t, 0, 3), produce(t, 0, 3),
-        Step(21, v, req(t, 0, 4)), Step(2, 7, earliest(t)), Step(1, 11, _fetch(11, t, 2)),
-        Step(1, 11, _fetch(11, t, 4)), Step(21, v, req(t, 0, 1)), Step(21, v, req(t, 0, -1)),
-    ]
-    yield "above the high watermark, below -1", [
-        create(t + "o"), produce(t + "o"), Step(21, v, req(t + "o", 0, 4)), Step(21, v, req(t + "o", 0, -2)),
-    ]
-    yield "unknown topic and partition", [
-        create(t + "p"), Step(21, v, req(n.topic("missing"), 0, 0)), Step(21, v, req(t + "p", 3, 0)),
-    ]
-    yield "compacted topic", [create(t + "c", 1, {"cleanup.policy": "compact"}), Step(21, v, req(t + "c", 0, 0))]
+    yield (
+        "inside a batch, lower, then the high watermark",
+        [
+            create(t),
+            produce(t, 0, 3),
+            produce(t, 0, 3),
+            Step(21, v, req(t, 0, 4)),
+            Step(2, 7, earliest(t)),
+            Step(1, 11, _fetch(11, t, 2)),
+            Step(1, 11, _fetch(11, t, 4)),
+            Step(21, v, req(t, 0, 1)),
+            Step(21, v, req(t, 0, -1)),
+        ],
+    )
+    yield (
+        "above the high watermark, below -1",
+        [
+            create(t + "o"),
+            produce(t + "o"),
+            Step(21, v, req(t + "o", 0, 4)),
+            Step(21, v, req(t + "o", 0, -2)),
+        ],
+    )
+    yield (
+        "unknown topic and partition",
+        [
+            create(t + "p"),
+            Step(21, v, req(n.topic("missing"), 0, 0)),
+            Step(21, v, req(t + "p", 3, 0)),
+        ],
+    )
+    yield (
+        "compacted topic",
+        [create(t + "c", 1, {"cleanup.policy": "compact"}), Step(21, v, req(t + "c", 0, 0))],
+    )
 
 
 def init_producer_id_cases(v: int, n: Names) -> Iterator[Case]:
     yield "idempotent producer", [Step(22, v, InitProducerIdRequest(None, 60000, -1, -1))]
     yield "absurd transaction timeout (idempotent)", [Step(22, v, InitProducerIdRequest(None, -5, -1, -1))]
     if v >= 3:
-        yield "existing producer id without transactional id", [Step(22, v, InitProducerIdRequest(None, 60000, 12345, 3))]
+        yield (
+            "existing producer id without transactional id",
+            [Step(22, v, InitProducerIdRequest(None, 60000, 12345, 3))],
+        )
+    tid, warm = n.group("txn"), txn_coordinator(n.group("warm"))
+    yield (
+        "transactional id, twice (fences)",
+        [
+            warm,
+            txn_coordinator(tid),
+            init_txn(tid, version=v, compare=True),
+            init_txn(tid, version=v, compare=True, label="again"),
+        ],
+    )
+    yield (
+        "transaction timeouts",
+        [
+            warm,
+            Step(22, v, InitProducerIdRequest(n.group("t0"), 0, -1, -1), label="0"),
+            Step(22, v, InitProducerIdRequest(n.group("t1"), -1, -1, -1), label="-1"),
+            Step(22, v, InitProducerIdRequest(n.group("t2"), 900_001, -1, -1), label="over the maximum"),
+            Step(22, v, InitProducerIdRequest(n.group("t3"), 900_000, -1, -1), label="the maximum"),
+        ],
+    )
+    yield "empty transactional id", [warm, Step(22, v, InitProducerIdRequest("", 60000, -1, -1))]
+    tid2 = n.group("open")
+    t = n.topic()
+    yield (
+        "open transaction: a new producer aborts it",
+        [
+            *open_txn(tid2, t),
+            Step(22, v, InitProducerIdRequest(tid2, 60000, -1, -1), label="while open"),
+            Step(
+                22,
+                v,
+                InitProducerIdRequest(tid2, 60000, -1, -1),
+                label="retried",
+                until=lambda r: r.error_code != CONCURRENT_TRANSACTIONS,
+            ),
+            Step(65, 0, DescribeTransactionsRequest([tid2]), label="described"),
+            Step(1, 12, _fetch(12, t, 0, isolation_level=1), label="read committed"),
+        ],
+    )
+    if v >= 3:
+        tid3 = n.group("kip360")
+
+        def again(pid_delta: int = 0, epoch_delta: int = 0) -> Callable:
+            def body(p: Peer) -> InitProducerIdRequest:
+                return InitProducerIdRequest(tid3, 60000, *pid_of(p, tid3, pid_delta, epoch_delta))
+
+            return body
+
+        yield (
+            "current producer id and epoch (KIP-360)",
+            [
+                *begin(tid3),
+                Step(22, v, again(epoch_delta=1), label="epoch + 1"),
+                Step(22, v, again(pid_delta=1), label="other producer id"),
+                Step(22, v, again(), label="current", remember=_remember_pid(tid3)),
+                Step(22, v, again(epoch_delta=-1), label="the epoch before"),
+            ],
+        )
 
 
 def offset_for_leader_epoch_cases(v: int, n: Names) -> Iterator[Case]:
@@ -604,22 +883,33 @@ def offset_for_leader_epoch_cases(v: int, n: Names) -> Iterator[Case]:
         ps = [OffsetForLeaderPartition(p, -1, e) for p, e in parts]
         return OffsetForLeaderEpochRequest(-1, [OffsetForLeaderTopic(topic, ps)])
 
-    yield "epochs 0 and 5, partition 9", [create(t), produce(t), Step(23, v, req(t, [(0, 0), (0, 5), (9, 0)]))]
+    yield (
+        "epochs 0 and 5, partition 9",
+        [create(t), produce(t), Step(23, v, req(t, [(0, 0), (0, 5), (9, 0)]))],
+    )
     yield "unknown topic", [Step(23, v, req(n.topic("missing"), [(0, 0)]))]
 
 
 def describe_configs_cases(v: int, n: Names) -> Iterator[Case]:
     t = n.topic()
 
-    def req(resources: list[tuple[int, str, list[str] | None]], synonyms: bool = False) -> DescribeConfigsRequest:
+    def req(
+        resources: list[tuple[int, str, list[str] | None]], synonyms: bool = False
+    ) -> DescribeConfigsRequest:
         rs = [DescribeConfigsResource(rt, name, keys) for rt, name, keys in resources]
         return DescribeConfigsRequest(rs, synonyms, False)
 
     keys = ["cleanup.policy", "retention.ms", "max.message.bytes", "no.such.key"]
-    yield "topic keys", [create(t, 1, {"retention.ms": "123456"}), Step(32, v, req([(2, t, keys)], synonyms=True))]
+    yield (
+        "topic keys",
+        [create(t, 1, {"retention.ms": "123456"}), Step(32, v, req([(2, t, keys)], synonyms=True))],
+    )
     yield "unknown topic", [Step(32, v, req([(2, n.topic("missing"), ["cleanup.policy"])]))]
     yield "broker keys", [Step(32, v, req([(4, "1", ["num.partitions", "auto.create.topics.enable"])]))]
-    yield "other broker, bad resource type", [Step(32, v, req([(4, "7", ["num.partitions"]), (99, "x", None)]))]
+    yield (
+        "other broker, bad resource type",
+        [Step(32, v, req([(4, "7", ["num.partitions"]), (99, "x", None)]))],
+    )
 
 
 def create_partitions_cases(v: int, n: Names) -> Iterator[Case]:
@@ -628,18 +918,29 @@ def create_partitions_cases(v: int, n: Names) -> Iterator[Case]:
     def req(topic: str, count: int, validate: bool = False) -> CreatePartitionsRequest:
         return CreatePartitionsRequest([CreatePartitionsTopic(topic, count, None)], 30000, validate)
 
-    yield "grow to 3, validate to 5", [create(t), Step(37, v, req(t, 3), settle=(t,)), Step(37, v, req(t, 5, True))]
-    yield "shrink and same count", [create(t + "s", 2), Step(37, v, req(t + "s", 1)), Step(37, v, req(t + "s", 2))]
+    yield (
+        "grow to 3, validate to 5",
+        [create(t), Step(37, v, req(t, 3), settle=(t,)), Step(37, v, req(t, 5, True))],
+    )
+    yield (
+        "shrink and same count",
+        [create(t + "s", 2), Step(37, v, req(t + "s", 1)), Step(37, v, req(t + "s", 2))],
+    )
     yield "unknown topic", [Step(37, v, req(n.topic("missing"), 2))]
     yield "absurd count", [create(t + "b"), Step(37, v, req(t + "b", 2_000_000_000))]
 
 
 def delete_groups_cases(v: int, n: Names) -> Iterator[Case]:
     t, g = n.topic(), n.group()
-    yield "empty, unknown, non-empty", [
-        create(t), commit(g, t), *stable_group(g + "s"),
-        Step(42, v, DeleteGroupsRequest([g, n.group("u"), g + "s", ""])),
-    ]
+    yield (
+        "empty, unknown, non-empty",
+        [
+            create(t),
+            commit(g, t),
+            *stable_group(g + "s"),
+            Step(42, v, DeleteGroupsRequest([g, n.group("u"), g + "s", ""])),
+        ],
+    )
 
 
 def incremental_alter_configs_cases(v: int, n: Names) -> Iterator[Case]:
@@ -648,35 +949,82 @@ def incremental_alter_configs_cases(v: int, n: Names) -> Iterator[Case]:
     def req(rs: list[AlterConfigsResource], validate: bool = False) -> IncrementalAlterConfigsRequest:
         return IncrementalAlterConfigsRequest(rs, validate)
 
-    yield "set, delete, validate", [
-        create(t),
-        Step(44, v, req([AlterConfigsResource(2, t, [AlterableConfig("retention.ms", 0, "7200000"),
-                                                      AlterableConfig("cleanup.policy", 0, "compact")])])),
-        Step(32, 4, DescribeConfigsRequest([DescribeConfigsResource(2, t, ["retention.ms", "cleanup.policy"])])),
-        Step(44, v, req([AlterConfigsResource(2, t, [AlterableConfig("retention.ms", 1, None)])], validate=True)),
-    ]
-    yield "unknown config and topic", [
-        create(t + "u"),
-        Step(44, v, req([AlterConfigsResource(2, t + "u", [AlterableConfig("no.such.config", 0, "1")]),
-                         AlterConfigsResource(2, n.topic("missing"), [AlterableConfig("retention.ms", 0, "1")])])),
-    ]
-    yield "bad value, bad operation", [
-        create(t + "b"),
-        Step(44, v, req([AlterConfigsResource(2, t + "b", [AlterableConfig("retention.ms", 0, "soon")])])),
-        Step(44, v, req([AlterConfigsResource(2, t + "b", [AlterableConfig("retention.ms", 9, "1")])])),
-    ]
+    yield (
+        "set, delete, validate",
+        [
+            create(t),
+            Step(
+                44,
+                v,
+                req(
+                    [
+                        AlterConfigsResource(
+                            2,
+                            t,
+                            [
+                                AlterableConfig("retention.ms", 0, "7200000"),
+                                AlterableConfig("cleanup.policy", 0, "compact"),
+                            ],
+                        )
+                    ]
+                ),
+            ),
+            Step(
+                32,
+                4,
+                DescribeConfigsRequest([DescribeConfigsResource(2, t, ["retention.ms", "cleanup.policy"])]),
+            ),
+            Step(
+                44,
+                v,
+                req([AlterConfigsResource(2, t, [AlterableConfig("retention.ms", 1, None)])], validate=True),
+            ),
+        ],
+    )
+    yield (
+        "unknown config and topic",
+        [
+            create(t + "u"),
+            Step(
+                44,
+                v,
+                req(
+                    [
+                        AlterConfigsResource(2, t + "u", [AlterableConfig("no.such.config", 0, "1")]),
+                        AlterConfigsResource(
+                            2, n.topic("missing"), [AlterableConfig("retention.ms", 0, "1")]
+                        ),
+                    ]
+                ),
+            ),
+        ],
+    )
+    yield (
+        "bad value, bad operation",
+        [
+            create(t + "b"),
+            Step(
+                44, v, req([AlterConfigsResource(2, t + "b", [AlterableConfig("retention.ms", 0, "soon")])])
+            ),
+            Step(44, v, req([AlterConfigsResource(2, t + "b", [AlterableConfig("retention.ms", 9, "1")])])),
+        ],
+    )
 
 
 def offset_delete_cases(v: int, n: Names) -> Iterator[Case]:
     t, g = n.topic(), n.group()
 
     def req(group: str, topic: str, parts: list[int]) -> OffsetDeleteRequest:
-        return OffsetDeleteRequest(group, [OffsetDeleteRequestTopic(topic, [OffsetDeleteRequestPartition(p)
-                                                                           for p in parts])])
+        return OffsetDeleteRequest(
+            group, [OffsetDeleteRequestTopic(topic, [OffsetDeleteRequestPartition(p) for p in parts])]
+        )
 
     yield "committed offset of an empty group", [create(t, 2), commit(g, t), Step(47, v, req(g, t, [0, 1]))]
     yield "unknown group", [Step(47, v, req(n.group("u"), t, [0]))]
-    yield "unknown topic", [create(t + "x"), commit(g + "x", t + "x"), Step(47, v, req(g + "x", n.topic("m"), [0]))]
+    yield (
+        "unknown topic",
+        [create(t + "x"), commit(g + "x", t + "x"), Step(47, v, req(g + "x", n.topic("m"), [0]))],
+    )
 
 
 def describe_cluster_cases(v: int, n: Names) -> Iterator[Case]:
@@ -689,14 +1037,21 @@ def describe_cluster_cases(v: int, n: Names) -> Iterator[Case]:
 def consumer_group_heartbeat_cases(v: int, n: Names) -> Iterator[Case]:
     t, g = n.topic(), n.group()
 
-    def hb(group: str, *, epoch: int = 0, topics: list[str] | None = None, assignor: str | None = None,
-           member: str | None = None) -> Callable:
+    def hb(
+        group: str,
+        *,
+        epoch: int = 0,
+        topics: list[str] | None = None,
+        assignor: str | None = None,
+        member: str | None = None,
+    ) -> Callable:
         def body(p: Peer) -> ConsumerGroupHeartbeatRequest:
             if v >= 1 and "cg-member" not in p.memory:  # KIP-1082: the client makes its member id
                 p.memory["cg-member"] = str(uuid.uuid4())
             mid = p.memory.get("cg-member", "") if member is None else member
-            return ConsumerGroupHeartbeatRequest(group, mid, epoch, None, None, 30000, topics, None, assignor,
-                                                 [] if epoch == 0 else None)
+            return ConsumerGroupHeartbeatRequest(
+                group, mid, epoch, None, None, 30000, topics, None, assignor, [] if epoch == 0 else None
+            )
 
         return body
 
@@ -704,26 +1059,41 @@ def consumer_group_heartbeat_cases(v: int, n: Names) -> Iterator[Case]:
         if resp.member_id:
             mem["cg-member"] = resp.member_id
 
-    yield "join with the uniform assignor", [create(t, 2), Step(68, v, hb(g, topics=[t], assignor="uniform"),
-                                                                remember=remember)]
+    yield (
+        "join with the uniform assignor",
+        [create(t, 2), Step(68, v, hb(g, topics=[t], assignor="uniform"), remember=remember)],
+    )
     yield "unknown assignor", [create(t + "a"), Step(68, v, hb(g + "a", topics=[t + "a"], assignor="bogus"))]
     yield "join without subscription", [Step(68, v, hb(n.group("ns")))]
-    yield "unknown member, fenced epoch", [
-        create(t + "f"), Step(68, v, hb(g + "f", topics=[t + "f"]), remember=remember),
-        Step(68, v, hb(g + "f", epoch=5, member="not-a-member")),
-        Step(68, v, hb(g + "f", epoch=7)),
-    ]
+    yield (
+        "unknown member, fenced epoch",
+        [
+            create(t + "f"),
+            Step(68, v, hb(g + "f", topics=[t + "f"]), remember=remember),
+            Step(68, v, hb(g + "f", epoch=5, member="not-a-member")),
+            Step(68, v, hb(g + "f", epoch=7)),
+        ],
+    )
     yield "empty group id", [Step(68, v, hb("", topics=[t]))]
-    yield "leave", [create(t + "l"), Step(68, v, hb(g + "l", topics=[t + "l"]), remember=remember),
-                    Step(68, v, hb(g + "l", epoch=-1))]
+    yield (
+        "leave",
+        [
+            create(t + "l"),
+            Step(68, v, hb(g + "l", topics=[t + "l"]), remember=remember),
+            Step(68, v, hb(g + "l", epoch=-1)),
+        ],
+    )
 
 
 def consumer_group_describe_cases(v: int, n: Names) -> Iterator[Case]:
     g = n.group()
-    yield "unknown, classic, empty", [
-        *stable_group(g + "c"),
-        Step(69, v, ConsumerGroupDescribeRequest([n.group("u"), g + "c"], True)),
-    ]
+    yield (
+        "unknown, classic, empty",
+        [
+            *stable_group(g + "c"),
+            Step(69, v, ConsumerGroupDescribeRequest([n.group("u"), g + "c"], True)),
+        ],
+    )
 
 
 def elect_leaders_cases(v: int, n: Names) -> Iterator[Case]:
@@ -733,9 +1103,13 @@ def elect_leaders_cases(v: int, n: Names) -> Iterator[Case]:
         tps = None if parts is None else [TopicPartitions(x, ps) for x, ps in parts]
         return ElectLeadersRequest(kind, tps, 30000)
 
-    yield "preferred: not needed, unknown", [
-        create(t, 2), Step(43, v, req(0, [(t, [0, 1, 5]), (n.topic("missing"), [0])])),
-    ]
+    yield (
+        "preferred: not needed, unknown",
+        [
+            create(t, 2),
+            Step(43, v, req(0, [(t, [0, 1, 5]), (n.topic("missing"), [0])])),
+        ],
+    )
     if v >= 1:
         yield "unclean", [create(t + "u"), Step(43, v, req(1, [(t + "u", [0])]))]
 
@@ -745,45 +1119,78 @@ def alter_partition_reassignments_cases(v: int, n: Names) -> Iterator[Case]:
 
     def req(parts: list[tuple[int, list[int] | None]], topic: str = t, allow: bool = True) -> Callable:
         def body(p: Peer) -> AlterPartitionReassignmentsRequest:
-            rs = [ReassignablePartition(i, None if r is None else [p.node_id if x == 1 else x for x in r])
-                  for i, r in parts]
+            rs = [
+                ReassignablePartition(i, None if r is None else [p.node_id if x == 1 else x for x in r])
+                for i, r in parts
+            ]
             return AlterPartitionReassignmentsRequest(30000, allow, [ReassignableTopic(topic, rs)])
 
         return body
 
-    yield "the current replica, cancel, unknown partition", [
-        create(t, 3), Step(45, v, req([(0, [1]), (1, None), (7, [1])])),
-    ]
-    yield "bad replica lists", [
-        create(t + "b", 3), Step(45, v, req([(0, []), (1, [1, 1]), (2, [1, 4242])], t + "b")),
-    ]
+    yield (
+        "the current replica, cancel, unknown partition",
+        [
+            create(t, 3),
+            Step(45, v, req([(0, [1]), (1, None), (7, [1])])),
+        ],
+    )
+    yield (
+        "bad replica lists",
+        [
+            create(t + "b", 3),
+            Step(45, v, req([(0, []), (1, [1, 1]), (2, [1, 4242])], t + "b")),
+        ],
+    )
     yield "unknown topic", [Step(45, v, req([(0, [1])], n.topic("missing")))]
     if v >= 1:
-        yield "replication factor change not allowed", [
-            create(t + "r"), Step(45, v, req([(0, [1, 1])], t + "r", allow=False)),
-        ]
+        yield (
+            "replication factor change not allowed",
+            [
+                create(t + "r"),
+                Step(45, v, req([(0, [1, 1])], t + "r", allow=False)),
+            ],
+        )
 
 
 def list_partition_reassignments_cases(v: int, n: Names) -> Iterator[Case]:
     t = n.topic()
-    yield "all, named, unknown", [
-        create(t, 2),
-        Step(46, v, ListPartitionReassignmentsRequest(30000, None)),
-        Step(46, v, ListPartitionReassignmentsRequest(30000, [
-            ListPartitionReassignmentsTopics(t, [0, 1]), ListPartitionReassignmentsTopics(n.topic("missing"), [0])])),
-    ]
+    yield (
+        "all, named, unknown",
+        [
+            create(t, 2),
+            Step(46, v, ListPartitionReassignmentsRequest(30000, None)),
+            Step(
+                46,
+                v,
+                ListPartitionReassignmentsRequest(
+                    30000,
+                    [
+                        ListPartitionReassignmentsTopics(t, [0, 1]),
+                        ListPartitionReassignmentsTopics(n.topic("missing"), [0]),
+                    ],
+                ),
+            ),
+        ],
+    )
 
 
 def describe_quorum_cases(v: int, n: Names) -> Iterator[Case]:
     def req(topics: list[tuple[str, list[int]]]) -> DescribeQuorumRequest:
-        return DescribeQuorumRequest([
-            DescribeQuorumRequestTopicData(x, [DescribeQuorumRequestPartitionData(p) for p in ps]) for x, ps in topics
-        ])
+        return DescribeQuorumRequest(
+            [
+                DescribeQuorumRequestTopicData(x, [DescribeQuorumRequestPartitionData(p) for p in ps])
+                for x, ps in topics
+            ]
+        )
 
     yield "the metadata partition", [Step(55, v, req([("__cluster_metadata", [0])]))]
-    yield "another partition, another topic", [
-        Step(55, v, req([("__cluster_metadata", [1])])), Step(55, v, req([("other", [0])])),
-    ]
+    yield (
+        "another partition, another topic",
+        [
+            Step(55, v, req([("__cluster_metadata", [1])])),
+            Step(55, v, req([("other", [0])])),
+        ],
+    )
 
 
 def list_config_resources_cases(v: int, n: Names) -> Iterator[Case]:
@@ -796,44 +1203,83 @@ def list_config_resources_cases(v: int, n: Names) -> Iterator[Case]:
     # every topic (an empty type list, or TOPIC) is not compared: the whole run's topics, in Kafka's hash
     # order (kafka-python's test in tests/integration/test_cluster_admin.py lists them)
     group = n.group()
-    yield "group with a config", [
-        create(t), Step(44, 1, IncrementalAlterConfigsRequest([AlterConfigsResource(32, group, [
-            AlterableConfig("consumer.session.timeout.ms", 0, "50000")])], False), compare=False),
-        # Kafka applies the config through its metadata log a moment after answering: ask again
-        # (up to 10 s) until the group is listed
-        Step(74, v, ListConfigResourcesRequest([32, 16]),
-             until=lambda r: any(c.resource_name == group for c in r.config_resources)),
-    ]
+    yield (
+        "group with a config",
+        [
+            create(t),
+            Step(
+                44,
+                1,
+                IncrementalAlterConfigsRequest(
+                    [
+                        AlterConfigsResource(
+                            32, group, [AlterableConfig("consumer.session.timeout.ms", 0, "50000")]
+                        )
+                    ],
+                    False,
+                ),
+                compare=False,
+            ),
+            # Kafka applies the config through its metadata log a moment after answering: ask again
+            # (up to 10 s) until the group is listed
+            Step(
+                74,
+                v,
+                ListConfigResourcesRequest([32, 16]),
+                until=lambda r: any(c.resource_name == group for c in r.config_resources),
+            ),
+        ],
+    )
 
 
 def alter_configs_cases(v: int, n: Names) -> Iterator[Case]:
     t = n.topic()
 
-    def req(rtype: int, name: str, configs: list[tuple[str, str | None]], validate: bool = False) -> AlterConfigsRequest:
-        return AlterConfigsRequest([LegacyAlterResource(rtype, name, [LegacyAlterable(k, x) for k, x in configs])],
-                                   validate)
+    def req(
+        rtype: int, name: str, configs: list[tuple[str, str | None]], validate: bool = False
+    ) -> AlterConfigsRequest:
+        return AlterConfigsRequest(
+            [LegacyAlterResource(rtype, name, [LegacyAlterable(k, x) for k, x in configs])], validate
+        )
 
     def described(topic: str) -> DescribeConfigsRequest:
         keys = ["retention.ms", "cleanup.policy", "max.message.bytes"]
         return DescribeConfigsRequest([DescribeConfigsResource(2, topic, keys)], False, False)
 
-    yield "replace a topic's overrides", [
-        create(t, 1, {"retention.ms": "123456", "max.message.bytes": "2000"}),
-        Step(33, v, req(2, t, [("cleanup.policy", "compact")])), Step(32, 1, described(t)),
-        Step(33, v, req(2, t, [("retention.ms", "1000")], validate=True)), Step(32, 1, described(t)),
-    ]
-    yield "bad value, unknown key, unknown topic", [
-        create(t + "b"), Step(33, v, req(2, t + "b", [("retention.ms", "abc")])),
-        Step(33, v, req(2, t + "b", [("no.such.key", "1")])), Step(33, v, req(2, n.topic("missing"), [])),
-    ]
-    yield "duplicate key, null value", [
-        create(t + "d"), Step(33, v, req(2, t + "d", [("retention.ms", "1"), ("retention.ms", "2")])),
-        Step(33, v, req(2, t + "d", [("retention.ms", None)])),
-    ]
-    yield "broker and group resources", [
-        Step(33, v, req(4, "1", [("log.retention.ms", "1000")], validate=True)),
-        Step(33, v, req(32, n.group(), [("consumer.session.timeout.ms", "50000")], validate=True)),
-    ]
+    yield (
+        "replace a topic's overrides",
+        [
+            create(t, 1, {"retention.ms": "123456", "max.message.bytes": "2000"}),
+            Step(33, v, req(2, t, [("cleanup.policy", "compact")])),
+            Step(32, 1, described(t)),
+            Step(33, v, req(2, t, [("retention.ms", "1000")], validate=True)),
+            Step(32, 1, described(t)),
+        ],
+    )
+    yield (
+        "bad value, unknown key, unknown topic",
+        [
+            create(t + "b"),
+            Step(33, v, req(2, t + "b", [("retention.ms", "abc")])),
+            Step(33, v, req(2, t + "b", [("no.such.key", "1")])),
+            Step(33, v, req(2, n.topic("missing"), [])),
+        ],
+    )
+    yield (
+        "duplicate key, null value",
+        [
+            create(t + "d"),
+            Step(33, v, req(2, t + "d", [("retention.ms", "1"), ("retention.ms", "2")])),
+            Step(33, v, req(2, t + "d", [("retention.ms", None)])),
+        ],
+    )
+    yield (
+        "broker and group resources",
+        [
+            Step(33, v, req(4, "1", [("log.retention.ms", "1000")], validate=True)),
+            Step(33, v, req(32, n.group(), [("consumer.session.timeout.ms", "50000")], validate=True)),
+        ],
+    )
 
 
 def update_features_cases(v: int, n: Names) -> Iterator[Case]:
@@ -848,71 +1294,116 @@ def update_features_cases(v: int, n: Names) -> Iterator[Case]:
     yield "a feature twice", [Step(57, v, req(("group.version", 1, 1), ("group.version", 1, 1)))]
 
 
-def _alter_quotas(v: int, entity: list[tuple[str, str | None]], ops: list[tuple[str, float | None]],
-                  validate: bool = False, compare: bool = True) -> Step:
-    return Step(49, v, AlterClientQuotasRequest([AlterClientQuotasRequestEntryData(
-        [AlterClientQuotasRequestEntityData(t, x) for t, x in entity],
-        [OpData(k, 0.0 if x is None else x, x is None) for k, x in ops])], validate), compare=compare)
+def _alter_quotas(
+    v: int,
+    entity: list[tuple[str, str | None]],
+    ops: list[tuple[str, float | None]],
+    validate: bool = False,
+    compare: bool = True,
+) -> Step:
+    return Step(
+        49,
+        v,
+        AlterClientQuotasRequest(
+            [
+                AlterClientQuotasRequestEntryData(
+                    [AlterClientQuotasRequestEntityData(t, x) for t, x in entity],
+                    [OpData(k, 0.0 if x is None else x, x is None) for k, x in ops],
+                )
+            ],
+            validate,
+        ),
+        compare=compare,
+    )
 
 
-def _describe_quotas(v: int, components: list[tuple[str, int, str | None]], strict: bool = False,
-                     found: bool | None = None) -> Step:
+def _describe_quotas(
+    v: int, components: list[tuple[str, int, str | None]], strict: bool = False, found: bool | None = None
+) -> Step:
     """``found``: right after an alteration, ask again until entries are there (True) or gone (False):
     Kafka's broker applies a quota change a moment after its controller commits it."""
     until = None if found is None else (lambda r: bool(r.entries) == found)
-    return Step(48, v, DescribeClientQuotasRequest([ComponentData(*c) for c in components], strict), until=until)
+    return Step(
+        48, v, DescribeClientQuotasRequest([ComponentData(*c) for c in components], strict), until=until
+    )
 
 
 def alter_client_quotas_cases(v: int, n: Names) -> Iterator[Case]:
     c, u = f"dq{n.n}-c", f"dq{n.n}-u"
-    yield "set, describe, remove", [
-        _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", 1024.0), ("consumer_byte_rate", 2048.0)]),
-        _describe_quotas(1, [("client-id", 0, c)], strict=True, found=True),
-        _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", None), ("consumer_byte_rate", None)]),
-        _describe_quotas(1, [("client-id", 0, c)], strict=True, found=False),
-    ]
-    yield "validate only", [
-        _alter_quotas(v, [("user", u), ("client-id", None)], [("request_percentage", 12.5)], validate=True),
-        _describe_quotas(1, [("user", 0, u)]),
-    ]
-    yield "unknown key, zero, fraction, too large", [
-        _alter_quotas(v, [("client-id", c)], [("no_such_quota", 1.0)]),
-        _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", 0.0)]),
-        _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", 10.5)]),
-        _alter_quotas(v, [("ip", "127.0.0.9")], [("connection_creation_rate", 1e12)]),
-        _describe_quotas(1, [("client-id", 0, c)]),
-    ]
-    yield "bad entities", [
-        _alter_quotas(v, [], [("producer_byte_rate", 1.0)]),
-        _alter_quotas(v, [("group", "g")], [("producer_byte_rate", 1.0)]),
-        _alter_quotas(v, [("user", "")], [("producer_byte_rate", 1.0)]),
-        _alter_quotas(v, [("ip", "127.0.0.9"), ("user", u)], [("connection_creation_rate", 1.0)]),
-        _alter_quotas(v, [("ip", "127.0.0.9")], [("producer_byte_rate", 1.0)]),
-        _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", 1.0), ("producer_byte_rate", 2.0)]),
-    ]
+    yield (
+        "set, describe, remove",
+        [
+            _alter_quotas(
+                v, [("client-id", c)], [("producer_byte_rate", 1024.0), ("consumer_byte_rate", 2048.0)]
+            ),
+            _describe_quotas(1, [("client-id", 0, c)], strict=True, found=True),
+            _alter_quotas(
+                v, [("client-id", c)], [("producer_byte_rate", None), ("consumer_byte_rate", None)]
+            ),
+            _describe_quotas(1, [("client-id", 0, c)], strict=True, found=False),
+        ],
+    )
+    yield (
+        "validate only",
+        [
+            _alter_quotas(
+                v, [("user", u), ("client-id", None)], [("request_percentage", 12.5)], validate=True
+            ),
+            _describe_quotas(1, [("user", 0, u)]),
+        ],
+    )
+    yield (
+        "unknown key, zero, fraction, too large",
+        [
+            _alter_quotas(v, [("client-id", c)], [("no_such_quota", 1.0)]),
+            _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", 0.0)]),
+            _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", 10.5)]),
+            _alter_quotas(v, [("ip", "127.0.0.9")], [("connection_creation_rate", 1e12)]),
+            _describe_quotas(1, [("client-id", 0, c)]),
+        ],
+    )
+    yield (
+        "bad entities",
+        [
+            _alter_quotas(v, [], [("producer_byte_rate", 1.0)]),
+            _alter_quotas(v, [("group", "g")], [("producer_byte_rate", 1.0)]),
+            _alter_quotas(v, [("user", "")], [("producer_byte_rate", 1.0)]),
+            _alter_quotas(v, [("ip", "127.0.0.9"), ("user", u)], [("connection_creation_rate", 1.0)]),
+            _alter_quotas(v, [("ip", "127.0.0.9")], [("producer_byte_rate", 1.0)]),
+            _alter_quotas(v, [("client-id", c)], [("producer_byte_rate", 1.0), ("producer_byte_rate", 2.0)]),
+        ],
+    )
 
 
 def describe_client_quotas_cases(v: int, n: Names) -> Iterator[Case]:
     c, u = f"dq{n.n}-c", f"dq{n.n}-u"
-    yield "exact, strict, default, any", [
-        _alter_quotas(1, [("user", u), ("client-id", c)], [("producer_byte_rate", 4096.0)], compare=False),
-        _describe_quotas(v, [("client-id", 0, c)], found=True),
-        _describe_quotas(v, [("client-id", 0, c)], strict=True),
-        _describe_quotas(v, [("client-id", 0, c), ("user", 0, u)], strict=True),
-        _describe_quotas(v, [("client-id", 0, c), ("user", 2, None)], strict=True),
-        _describe_quotas(v, [("client-id", 0, c), ("user", 1, None)]),
-        _alter_quotas(1, [("user", u), ("client-id", c)], [("producer_byte_rate", None)], compare=False),
-    ]
-    yield "bad filters", [
-        _describe_quotas(v, [("", 0, "x")]),
-        _describe_quotas(v, [("group", 2, None)]),
-        _describe_quotas(v, [("user", 0, None)]),
-        _describe_quotas(v, [("user", 1, "x")]),
-        _describe_quotas(v, [("user", 2, "x")]),
-        _describe_quotas(v, [("user", 9, None)]),
-        _describe_quotas(v, [("user", 2, None), ("user", 1, None)]),
-        _describe_quotas(v, [("ip", 2, None), ("client-id", 2, None)]),
-    ]
+    yield (
+        "exact, strict, default, any",
+        [
+            _alter_quotas(
+                1, [("user", u), ("client-id", c)], [("producer_byte_rate", 4096.0)], compare=False
+            ),
+            _describe_quotas(v, [("client-id", 0, c)], found=True),
+            _describe_quotas(v, [("client-id", 0, c)], strict=True),
+            _describe_quotas(v, [("client-id", 0, c), ("user", 0, u)], strict=True),
+            _describe_quotas(v, [("client-id", 0, c), ("user", 2, None)], strict=True),
+            _describe_quotas(v, [("client-id", 0, c), ("user", 1, None)]),
+            _alter_quotas(1, [("user", u), ("client-id", c)], [("producer_byte_rate", None)], compare=False),
+        ],
+    )
+    yield (
+        "bad filters",
+        [
+            _describe_quotas(v, [("", 0, "x")]),
+            _describe_quotas(v, [("group", 2, None)]),
+            _describe_quotas(v, [("user", 0, None)]),
+            _describe_quotas(v, [("user", 1, "x")]),
+            _describe_quotas(v, [("user", 2, "x")]),
+            _describe_quotas(v, [("user", 9, None)]),
+            _describe_quotas(v, [("user", 2, None), ("user", 1, None)]),
+            _describe_quotas(v, [("ip", 2, None), ("client-id", 2, None)]),
+        ],
+    )
 
 
 #: a fixed salt and salted password (any bytes do: the broker derives the keys from them)
@@ -923,10 +1414,20 @@ def _upsert(name: str, mechanism: int = 1, iterations: int = 4096) -> ScramCrede
     return ScramCredentialUpsertion(name, mechanism, iterations, _SALT, _SALTED)
 
 
-def _alter_scram(v: int, deletions: list[tuple[str, int]] = (), upsertions: list[ScramCredentialUpsertion] = (),
-                 compare: bool = True) -> Step:
-    return Step(51, v, AlterUserScramCredentialsRequest(
-        [ScramCredentialDeletion(n, m) for n, m in deletions], list(upsertions)), compare=compare)
+def _alter_scram(
+    v: int,
+    deletions: list[tuple[str, int]] = (),
+    upsertions: list[ScramCredentialUpsertion] = (),
+    compare: bool = True,
+) -> Step:
+    return Step(
+        51,
+        v,
+        AlterUserScramCredentialsRequest(
+            [ScramCredentialDeletion(n, m) for n, m in deletions], list(upsertions)
+        ),
+        compare=compare,
+    )
 
 
 def _describe_scram(v: int, users: list[str] | None, found: bool | None = None, iterations: int = 0) -> Step:
@@ -938,61 +1439,79 @@ def _describe_scram(v: int, users: list[str] | None, found: bool | None = None, 
         first = r.results[0]
         if not found:
             return first.error_code != 0
-        return first.error_code == 0 and (not iterations or first.credential_infos[0].iterations == iterations)
+        return first.error_code == 0 and (
+            not iterations or first.credential_infos[0].iterations == iterations
+        )
 
     if found is None:
         until = None  # type: ignore[assignment]
-    return Step(50, v, DescribeUserScramCredentialsRequest(None if users is None else [UserName(u) for u in users]),
-                until=until)
+    return Step(
+        50,
+        v,
+        DescribeUserScramCredentialsRequest(None if users is None else [UserName(u) for u in users]),
+        until=until,
+    )
 
 
 def alter_user_scram_credentials_cases(v: int, n: Names) -> Iterator[Case]:
     u = f"scram{n.n}-u"
     # one mechanism at a time: Kafka lists a user's mechanisms in the order of a hash map keyed by
     # enum constants (identity hash codes), which differs from run to run
-    yield "upsert, describe, replace, delete", [
-        _alter_scram(v, upsertions=[_upsert(u, 1)]),
-        _describe_scram(0, [u], found=True),
-        _alter_scram(v, upsertions=[_upsert(u, 1, 8192)]),
-        _describe_scram(0, [u], found=True, iterations=8192),
-        _alter_scram(v, deletions=[(u, 1)]),
-        _describe_scram(0, [u], found=False),
-        _alter_scram(v, upsertions=[_upsert(u, 2, 16384)]),
-        _describe_scram(0, [u], found=True),
-        _alter_scram(v, deletions=[(u, 2)]),
-        _describe_scram(0, [u], found=False),
-    ]
-    yield "refused: unknown credential, empty name, unknown mechanism, iterations", [
-        _alter_scram(v, deletions=[(u + "-missing", 1)]),
-        _alter_scram(v, deletions=[("", 1)]),
-        _alter_scram(v, upsertions=[_upsert("", 1)]),
-        _alter_scram(v, upsertions=[_upsert(u + "-m", 0)]),
-        _alter_scram(v, upsertions=[_upsert(u + "-m", 3)]),
-        _alter_scram(v, deletions=[(u + "-m", 9)]),
-        _alter_scram(v, upsertions=[_upsert(u + "-i", 1, 4095)]),
-        _alter_scram(v, upsertions=[_upsert(u + "-i", 2, 16385)]),
-        _alter_scram(v, upsertions=[_upsert(u + "-i", 2, -1)]),
-    ]
-    yield "one user twice in a request", [
-        _alter_scram(v, upsertions=[_upsert(u + "-d", 1), _upsert(u + "-d", 2)]),
-        _alter_scram(v, deletions=[(u + "-d", 1)], upsertions=[_upsert(u + "-d", 2)]),
-        _alter_scram(v, deletions=[(u + "-d", 1), (u + "-d", 1)]),
-        _describe_scram(0, [u + "-d"]),
-    ]
+    yield (
+        "upsert, describe, replace, delete",
+        [
+            _alter_scram(v, upsertions=[_upsert(u, 1)]),
+            _describe_scram(0, [u], found=True),
+            _alter_scram(v, upsertions=[_upsert(u, 1, 8192)]),
+            _describe_scram(0, [u], found=True, iterations=8192),
+            _alter_scram(v, deletions=[(u, 1)]),
+            _describe_scram(0, [u], found=False),
+            _alter_scram(v, upsertions=[_upsert(u, 2, 16384)]),
+            _describe_scram(0, [u], found=True),
+            _alter_scram(v, deletions=[(u, 2)]),
+            _describe_scram(0, [u], found=False),
+        ],
+    )
+    yield (
+        "refused: unknown credential, empty name, unknown mechanism, iterations",
+        [
+            _alter_scram(v, deletions=[(u + "-missing", 1)]),
+            _alter_scram(v, deletions=[("", 1)]),
+            _alter_scram(v, upsertions=[_upsert("", 1)]),
+            _alter_scram(v, upsertions=[_upsert(u + "-m", 0)]),
+            _alter_scram(v, upsertions=[_upsert(u + "-m", 3)]),
+            _alter_scram(v, deletions=[(u + "-m", 9)]),
+            _alter_scram(v, upsertions=[_upsert(u + "-i", 1, 4095)]),
+            _alter_scram(v, upsertions=[_upsert(u + "-i", 2, 16385)]),
+            _alter_scram(v, upsertions=[_upsert(u + "-i", 2, -1)]),
+        ],
+    )
+    yield (
+        "one user twice in a request",
+        [
+            _alter_scram(v, upsertions=[_upsert(u + "-d", 1), _upsert(u + "-d", 2)]),
+            _alter_scram(v, deletions=[(u + "-d", 1)], upsertions=[_upsert(u + "-d", 2)]),
+            _alter_scram(v, deletions=[(u + "-d", 1), (u + "-d", 1)]),
+            _describe_scram(0, [u + "-d"]),
+        ],
+    )
     yield "empty request", [_alter_scram(v)]
 
 
 def describe_user_scram_credentials_cases(v: int, n: Names) -> Iterator[Case]:
     u = f"scramd{n.n}-u"
-    yield "a user, unknown users, a user twice", [
-        _alter_scram(0, upsertions=[_upsert(u, 2, 10000)], compare=False),
-        _describe_scram(v, [u], found=True),
-        _describe_scram(v, [u + "-missing"]),
-        _describe_scram(v, [u, u]),
-        _describe_scram(v, [""]),
-        _alter_scram(0, deletions=[(u, 2)], compare=False),
-        _describe_scram(v, [u], found=False),
-    ]
+    yield (
+        "a user, unknown users, a user twice",
+        [
+            _alter_scram(0, upsertions=[_upsert(u, 2, 10000)], compare=False),
+            _describe_scram(v, [u], found=True),
+            _describe_scram(v, [u + "-missing"]),
+            _describe_scram(v, [u, u]),
+            _describe_scram(v, [""]),
+            _alter_scram(0, deletions=[(u, 2)], compare=False),
+            _describe_scram(v, [u], found=False),
+        ],
+    )
 
 
 def _remember_log_dir(resp: Any, mem: dict) -> None:
@@ -1003,20 +1522,37 @@ def alter_replica_log_dirs_cases(v: int, n: Names) -> Iterator[Case]:
     t = n.topic()
 
     def req(p: Peer) -> AlterReplicaLogDirsRequest:
-        return AlterReplicaLogDirsRequest([
-            AlterReplicaLogDir(p.memory["log_dir"], [AlterReplicaLogDirTopic(t, [0, 4]),
-                                                    AlterReplicaLogDirTopic(n.topic("missing"), [0])]),
-            AlterReplicaLogDir("/no/such/dir", [AlterReplicaLogDirTopic(t, [1])]),
-        ])
+        return AlterReplicaLogDirsRequest(
+            [
+                AlterReplicaLogDir(
+                    p.memory["log_dir"],
+                    [AlterReplicaLogDirTopic(t, [0, 4]), AlterReplicaLogDirTopic(n.topic("missing"), [0])],
+                ),
+                AlterReplicaLogDir("/no/such/dir", [AlterReplicaLogDirTopic(t, [1])]),
+            ]
+        )
 
-    yield "its own directory, unknown partitions, another directory", [
-        create(t, 2), Step(35, 4, DescribeLogDirsRequest(None), compare=False, remember=_remember_log_dir),
-        Step(34, v, req),
-    ]
-    yield "topic name too long for a future log", [
-        create("L" * 230), Step(34, v, AlterReplicaLogDirsRequest([
-            AlterReplicaLogDir("/no/such/dir", [AlterReplicaLogDirTopic("L" * 230, [0])])]))
-    ]
+    yield (
+        "its own directory, unknown partitions, another directory",
+        [
+            create(t, 2),
+            Step(35, 4, DescribeLogDirsRequest(None), compare=False, remember=_remember_log_dir),
+            Step(34, v, req),
+        ],
+    )
+    yield (
+        "topic name too long for a future log",
+        [
+            create("L" * 230),
+            Step(
+                34,
+                v,
+                AlterReplicaLogDirsRequest(
+                    [AlterReplicaLogDir("/no/such/dir", [AlterReplicaLogDirTopic("L" * 230, [0])])]
+                ),
+            ),
+        ],
+    )
 
 
 def describe_log_dirs_cases(v: int, n: Names) -> Iterator[Case]:
@@ -1025,30 +1561,582 @@ def describe_log_dirs_cases(v: int, n: Names) -> Iterator[Case]:
     def req(parts: list[tuple[str, list[int]]]) -> DescribeLogDirsRequest:
         return DescribeLogDirsRequest([DescribableLogDirTopic(x, ps) for x, ps in parts])
 
-    yield "sizes of two partitions, unknown ones left out", [
-        create(t, 3), produce(t, 0, 3), produce(t, 0, 2), produce(t, 1),
-        Step(35, v, req([(t, [0, 1, 2, 9]), (n.topic("missing"), [0])])),
-    ]
+    yield (
+        "sizes of two partitions, unknown ones left out",
+        [
+            create(t, 3),
+            produce(t, 0, 3),
+            produce(t, 0, 2),
+            produce(t, 1),
+            Step(35, v, req([(t, [0, 1, 2, 9]), (n.topic("missing"), [0])])),
+        ],
+    )
     yield "nothing asked", [Step(35, v, req([]))]
 
 
 def describe_topic_partitions_cases(v: int, n: Names) -> Iterator[Case]:
     a, b = n.topic("a"), n.topic("b")
 
-    def req(names: list[str], limit: int, cursor: tuple[str, int] | None = None) -> DescribeTopicPartitionsRequest:
+    def req(
+        names: list[str], limit: int, cursor: tuple[str, int] | None = None
+    ) -> DescribeTopicPartitionsRequest:
         c = DescribeTopicPartitionsRequestCursor(*cursor) if cursor is not None else None
         return DescribeTopicPartitionsRequest([TopicRequest(x) for x in names], limit, c)
 
-    yield "pages of two", [
-        create(a, 3), create(b, 1),
-        Step(75, v, req([b, a], 2)), Step(75, v, req([a, b], 2, (a, 2))), Step(75, v, req([a, b], 1, (b, 0))),
-    ]
-    yield "unknown and invalid names", [create(a + "u"), Step(75, v, req([a + "u", n.topic("missing"), "bad/name"], 10))]
-    yield "cursor not among the topics, negative partition, past the end", [
-        create(a + "c", 2), Step(75, v, req([a + "c"], 10, (n.topic("zz"), 0))),
-        Step(75, v, req([a + "c"], 10, (a + "c", -1))), Step(75, v, req([a + "c"], 10, (a + "c", 7))),
-    ]
+    yield (
+        "pages of two",
+        [
+            create(a, 3),
+            create(b, 1),
+            Step(75, v, req([b, a], 2)),
+            Step(75, v, req([a, b], 2, (a, 2))),
+            Step(75, v, req([a, b], 1, (b, 0))),
+        ],
+    )
+    yield (
+        "unknown and invalid names",
+        [create(a + "u"), Step(75, v, req([a + "u", n.topic("missing"), "bad/name"], 10))],
+    )
+    yield (
+        "cursor not among the topics, negative partition, past the end",
+        [
+            create(a + "c", 2),
+            Step(75, v, req([a + "c"], 10, (n.topic("zz"), 0))),
+            Step(75, v, req([a + "c"], 10, (a + "c", -1))),
+            Step(75, v, req([a + "c"], 10, (a + "c", 7))),
+        ],
+    )
     yield "limit zero", [create(a + "z", 2), Step(75, v, req([a + "z"], 0))]
+
+
+# ===================================================================================== transactions
+#
+# A transactional producer on each broker: its producer id and epoch differ between the brokers, so
+# the steps read them from ``peer.memory`` (``pid:<tid>``, ``epoch:<tid>``, remembered from the
+# InitProducerId answer). Set-up runs at the versions of a TV1 client (EndTxn v3: no epoch bump; the
+# TV2 flow is tests/differential/test_transaction_v2.py). Kafka completes a transaction (writes its
+# markers) after answering EndTxn, and creates __transaction_state on the first FindCoordinator for a
+# transactional id: barriers (``until``) wait for both, so the brokers are compared in the same state.
+
+RETRIABLE_COORDINATOR = (14, 15, 16)  # load in progress, not available, not coordinator
+CONCURRENT_TRANSACTIONS = 51
+
+
+def txn_coordinator(tid: str) -> Step:
+    """FindCoordinator for ``tid`` until it is found (Kafka creates and loads __transaction_state)."""
+    req = FindCoordinatorRequest(key_type=1, coordinator_keys=[tid])
+    return Step(10, 4, req, compare=False, until=lambda r: r.coordinators[0].error_code == 0)
+
+
+def _remember_pid(tid: str) -> Callable[[Any, dict], None]:
+    def remember(resp: Any, mem: dict) -> None:
+        if resp.error_code == 0:
+            mem[f"pid:{tid}"], mem[f"epoch:{tid}"] = resp.producer_id, resp.producer_epoch
+
+    return remember
+
+
+def init_txn(
+    tid: str, timeout: int = 60000, version: int = 4, compare: bool = False, label: str = "init"
+) -> Step:
+    """InitProducerId for ``tid`` (after its coordinator is found), remembering the id and epoch."""
+    return Step(
+        22,
+        version,
+        InitProducerIdRequest(tid, timeout, -1, -1),
+        compare=compare,
+        label=label,
+        remember=_remember_pid(tid),
+        until=lambda r: r.error_code not in (*RETRIABLE_COORDINATOR, CONCURRENT_TRANSACTIONS),
+    )
+
+
+def begin(tid: str, timeout: int = 60000) -> list[Step]:
+    return [txn_coordinator(tid), init_txn(tid, timeout)]
+
+
+def pid_of(p: Peer, tid: str, pid_delta: int = 0, epoch_delta: int = 0) -> tuple[int, int]:
+    """``tid``'s producer id and epoch on ``p`` (12345 / 0 if it has none), shifted by the deltas."""
+    return p.memory.get(f"pid:{tid}", 12345) + pid_delta, p.memory.get(f"epoch:{tid}", 0) + epoch_delta
+
+
+def add_partitions(
+    tid: str,
+    topic: str,
+    parts: list[int],
+    version: int = 3,
+    *,
+    compare: bool = False,
+    epoch_delta: int = 0,
+    pid_delta: int = 0,
+) -> Step:
+    def body(p: Peer) -> AddPartitionsToTxnRequest:
+        pid, epoch = pid_of(p, tid, pid_delta, epoch_delta)
+        topics = [AddPartitionsToTxnTopic(topic, parts)]
+        if version >= 4:
+            return AddPartitionsToTxnRequest([AddPartitionsToTxnTransaction(tid, pid, epoch, False, topics)])
+        return AddPartitionsToTxnRequest(None, tid, pid, epoch, topics)
+
+    return Step(
+        24,
+        version,
+        body,
+        compare=compare,
+        until=None if compare else lambda r: _add_codes(r) != {CONCURRENT_TRANSACTIONS},
+    )
+
+
+def _add_codes(resp: Any) -> set[int]:
+    results = (
+        [resp.results_by_transaction[0].topic_results]
+        if resp.results_by_transaction
+        else [resp.results_by_topic_v3_and_below]
+    )
+    return {p.partition_error_code for rs in results for t in rs for p in t.results_by_partition}
+
+
+def txn_produce(
+    tid: str,
+    topic: str,
+    partition: int = 0,
+    n: int = 3,
+    *,
+    compare: bool = False,
+    epoch_delta: int = 0,
+    version: int = 9,
+) -> Step:
+    """A transactional batch of ``n`` records from ``tid``'s producer (sequences counted per peer)."""
+    key = f"seq:{tid}:{topic}:{partition}"
+
+    def body(p: Peer) -> ProduceRequest:
+        pid, epoch = pid_of(p, tid, 0, epoch_delta)
+        seq = p.memory.get(key, 0)
+        b = batch(n, ts=NOW_TS, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True)
+        return ProduceRequest(
+            tid, -1, 10000, [TopicProduceData(topic, partition_data=[PartitionProduceData(partition, b)])]
+        )
+
+    def remember(resp: Any, mem: dict) -> None:
+        if resp.responses[0].partition_responses[0].error_code == 0:
+            mem[key] = mem.get(key, 0) + n
+
+    return Step(0, version, body, compare=compare, remember=remember)
+
+
+def _settled(resp: Any) -> bool:
+    return resp.transaction_states[0].transaction_state not in ("PrepareCommit", "PrepareAbort")
+
+
+def settle(tid: str) -> Step:
+    """Until ``tid``'s transaction is no longer prepared (its markers written)."""
+    return Step(65, 0, DescribeTransactionsRequest([tid]), compare=False, until=_settled)
+
+
+def end_txn(
+    tid: str,
+    commit: bool,
+    version: int = 3,
+    *,
+    compare: bool = False,
+    epoch_delta: int = 0,
+    pid_delta: int = 0,
+    label: str = "",
+) -> list[Step]:
+    def body(p: Peer) -> EndTxnRequest:
+        return EndTxnRequest(tid, *pid_of(p, tid, pid_delta, epoch_delta), commit)
+
+    return [
+        Step(26, version, body, compare=compare, label=label or ("commit" if commit else "abort")),
+        settle(tid),
+    ]
+
+
+def add_offsets(
+    tid: str, group: str, version: int = 3, *, compare: bool = False, epoch_delta: int = 0, pid_delta: int = 0
+) -> Step:
+    def body(p: Peer) -> AddOffsetsToTxnRequest:
+        return AddOffsetsToTxnRequest(tid, *pid_of(p, tid, pid_delta, epoch_delta), group)
+
+    return Step(25, version, body, compare=compare)
+
+
+def open_txn(tid: str, topic: str, partitions: int = 1, n: int = 3) -> list[Step]:
+    """Set-up: ``topic`` created, ``tid``'s producer initialised, partition 0 added and ``n`` records
+    written to it in an open transaction."""
+    return [
+        create(topic, partitions),
+        *begin(tid),
+        add_partitions(tid, topic, [0]),
+        txn_produce(tid, topic, 0, n),
+    ]
+
+
+def _offsets(topic: str, isolation: int, v: int = 7) -> Step:
+    parts = [ListOffsetsPartition(0, -1, -1, 1), ListOffsetsPartition(1, -1, -2, 1)]
+    return Step(
+        2,
+        v,
+        ListOffsetsRequest(-1, isolation, [ListOffsetsTopic(topic, parts)], 5000),
+        label=f"isolation {isolation}",
+    )
+
+
+def add_partitions_to_txn_cases(v: int, n: Names) -> Iterator[Case]:
+    t, tid = n.topic(), n.group("txn")
+    yield (
+        "add, add again, unknown partition and topic",
+        [
+            create(t, 2),
+            *begin(tid),
+            add_partitions(tid, t, [0, 1], v, compare=True),
+            add_partitions(tid, t, [0], v, compare=True),
+            add_partitions(tid, t, [1, 7], v, compare=True),
+            add_partitions(tid, n.topic("missing"), [0], v, compare=True),
+        ],
+    )
+    yield (
+        "unknown transactional id",
+        [create(t + "u"), add_partitions(n.group("none"), t + "u", [0], v, compare=True)],
+    )
+    tid2 = n.group("epoch")
+    yield (
+        "wrong epoch, wrong producer id",
+        [
+            create(t + "e"),
+            *begin(tid2),
+            add_partitions(tid2, t + "e", [0], v, compare=True, epoch_delta=1),
+            add_partitions(tid2, t + "e", [0], v, compare=True, epoch_delta=-1),
+            add_partitions(tid2, t + "e", [0], v, compare=True, pid_delta=1),
+        ],
+    )
+    tid3 = n.group("fenced")
+    yield (
+        "fenced by a second producer",
+        [
+            create(t + "f"),
+            *begin(tid3),
+            Step(
+                22,
+                4,
+                lambda p: InitProducerIdRequest(tid3, 60000, -1, -1),
+                compare=False,
+                until=lambda r: r.error_code == 0,
+            ),
+            add_partitions(tid3, t + "f", [0], v, compare=True),
+        ],
+    )
+    if v >= 4:
+        tid4, tid5 = n.group("b1"), n.group("b2")
+
+        def batched(verify: bool) -> Callable:
+            def body(p: Peer) -> AddPartitionsToTxnRequest:
+                return AddPartitionsToTxnRequest(
+                    [
+                        AddPartitionsToTxnTransaction(
+                            x, *pid_of(p, x), verify, [AddPartitionsToTxnTopic(t + "b", [0, 1])]
+                        )
+                        for x in (tid4, tid5, n.group("b3"))
+                    ]
+                )
+
+            return body
+
+        yield (
+            "batched, verify only",
+            [
+                create(t + "b", 2),
+                *begin(tid4),
+                *begin(tid5),
+                add_partitions(tid4, t + "b", [0]),
+                Step(24, v, batched(True), label="verify only"),
+                Step(24, v, batched(False), label="add"),
+                Step(24, v, batched(True), label="verify after add"),
+            ],
+        )
+
+
+def add_offsets_to_txn_cases(v: int, n: Names) -> Iterator[Case]:
+    tid, g = n.group("txn"), n.group()
+    yield (
+        "add offsets, again, then commit",
+        [
+            *begin(tid),
+            add_offsets(tid, g, v, compare=True),
+            add_offsets(tid, g, v, compare=True),
+            *end_txn(tid, True, compare=True),
+            Step(65, 0, DescribeTransactionsRequest([tid]), label="described"),
+        ],
+    )
+    yield "unknown transactional id", [add_offsets(n.group("none"), g, v, compare=True)]
+    tid2 = n.group("epoch")
+    yield (
+        "wrong epoch, wrong producer id, empty group",
+        [
+            *begin(tid2),
+            add_offsets(tid2, g, v, compare=True, epoch_delta=1),
+            add_offsets(tid2, g, v, compare=True, pid_delta=1),
+            add_offsets(tid2, "", v, compare=True),
+        ],
+    )
+
+
+def end_txn_cases(v: int, n: Names) -> Iterator[Case]:
+    t, tid = n.topic(), n.group("txn")
+    bump = 1 if v >= 5 else 0  # EndTxn v5 (KIP-890) bumps the epoch: the next transaction's
+    yield (
+        "commit, commit again, abort, nothing to commit",
+        [
+            *open_txn(tid, t),
+            *end_txn(tid, True, v, compare=True),
+            *end_txn(tid, True, v, compare=True, label="commit again (a retry)"),
+            *end_txn(tid, False, v, compare=True, label="abort after commit"),
+            *end_txn(tid, True, v, compare=True, epoch_delta=bump, label="commit, nothing added"),
+        ],
+    )
+    tid2 = n.group("abort")
+    yield (
+        "abort, then the records",
+        [
+            *open_txn(tid2, t + "a", 2),
+            *end_txn(tid2, False, v, compare=True),
+            _offsets(t + "a", 1),
+            _offsets(t + "a", 0),
+            Step(1, 12, _fetch(12, t + "a", 0, isolation_level=1), label="read committed"),
+        ],
+    )
+    yield "unknown transactional id", [*end_txn(n.group("none"), True, v, compare=True)]
+    tid3 = n.group("epoch")
+    yield (
+        "wrong epoch, wrong producer id",
+        [
+            *open_txn(tid3, t + "e"),
+            *end_txn(tid3, True, v, compare=True, epoch_delta=1),
+            *end_txn(tid3, True, v, compare=True, epoch_delta=-1),
+            *end_txn(tid3, False, v, compare=True, pid_delta=1),
+        ],
+    )
+    tid4 = n.group("fenced")
+    yield (
+        "fenced: a second producer aborts the open transaction",
+        [
+            *open_txn(tid4, t + "f"),
+            Step(
+                22,
+                4,
+                InitProducerIdRequest(tid4, 60000, -1, -1),
+                compare=False,
+                until=lambda r: r.error_code == 0,
+            ),  # (CONCURRENT_TRANSACTIONS while it aborts)
+            *end_txn(tid4, True, v, compare=True),
+            Step(65, 0, DescribeTransactionsRequest([tid4]), label="described"),
+        ],
+    )
+
+
+def txn_offset_commit_cases(v: int, n: Names) -> Iterator[Case]:
+    t, tid, g = n.topic(), n.group("txn"), n.group()
+
+    def req(
+        group: str,
+        offset: int = 5,
+        *,
+        topic: str = t,
+        gen: int = -1,
+        member: str = "",
+        epoch_delta: int = 0,
+        tx: str = tid,
+        partitions: tuple[int, ...] = (0,),
+    ) -> Callable:
+        def body(p: Peer) -> TxnOffsetCommitRequest:
+            parts = [TxnOffsetCommitRequestPartition(i, offset, -1, "m") for i in partitions]
+            return TxnOffsetCommitRequest(
+                tx,
+                group,
+                *pid_of(p, tx, 0, epoch_delta),
+                gen,
+                member,
+                None,
+                [TxnOffsetCommitRequestTopic(topic, parts)],
+            )
+
+        return body
+
+    def fetch_offsets(group: str) -> Step:
+        body = OffsetFetchRequest(
+            groups=[OffsetFetchRequestGroup(group, None, -1, None)], require_stable=True
+        )
+        return Step(9, 8, body, label="offsets")
+
+    yield (
+        "commit in a transaction, then end it",
+        [
+            create(t, 2),
+            *begin(tid),
+            add_offsets(tid, g),
+            Step(28, v, req(g, partitions=(0, 1))),
+            Step(
+                9,
+                8,
+                OffsetFetchRequest(groups=[OffsetFetchRequestGroup(g, None, -1, None)], require_stable=True),
+                label="pending",
+            ),
+            *end_txn(tid, True),
+            fetch_offsets(g),
+        ],
+    )
+    tid2, g2 = n.group("abort"), n.group("a")
+    yield (
+        "aborted: the offsets are not committed",
+        [
+            create(t + "a"),
+            *begin(tid2),
+            add_offsets(tid2, g2),
+            Step(28, v, req(g2, topic=t + "a", tx=tid2)),
+            *end_txn(tid2, False),
+            fetch_offsets(g2),
+        ],
+    )
+    tid3, g3 = n.group("bad"), n.group("b")
+    yield (
+        "wrong epoch, unknown member, generation",
+        [
+            create(t + "b"),
+            *begin(tid3),
+            add_offsets(tid3, g3),
+            Step(28, v, req(g3, topic=t + "b", tx=tid3, epoch_delta=1), label="epoch + 1"),
+            *(
+                [Step(28, v, req(g3, topic=t + "b", tx=tid3, gen=5, member="nobody"), label="member")]
+                if v >= 3
+                else []
+            ),
+            Step(28, v, req(g3, topic=n.topic("missing"), tx=tid3), label="unknown topic"),
+        ],
+    )
+    yield (
+        "unknown transactional id",
+        [create(t + "u"), Step(28, v, req(n.group("u"), topic=t + "u", tx=n.group("none")))],
+    )
+
+
+def describe_transactions_cases(v: int, n: Names) -> Iterator[Case]:
+    t, tid = n.topic(), n.group("txn")
+    described = Step(65, v, DescribeTransactionsRequest([tid]))
+    yield (
+        "empty, ongoing, committed, unknown",
+        [
+            create(t, 2),
+            *begin(tid),
+            described,
+            add_partitions(tid, t, [0, 1]),
+            txn_produce(tid, t, 1),
+            described,
+            *end_txn(tid, True),
+            Step(65, v, DescribeTransactionsRequest([tid, n.group("none"), ""])),
+        ],
+    )
+
+
+def list_transactions_cases(v: int, n: Names) -> Iterator[Case]:
+    t, tid, tid2 = n.topic(), n.group("txn"), n.group("empty")
+
+    def req(
+        states: list[str], *, both: bool = True, duration: int = -1, pattern: str | None = None
+    ) -> Callable:
+        def body(p: Peer) -> ListTransactionsRequest:
+            pids = [pid_of(p, x)[0] for x in ((tid, tid2) if both else (tid,))]
+            return ListTransactionsRequest(states, pids, duration, pattern)
+
+        return body
+
+    steps = [
+        *open_txn(tid, t),
+        *begin(tid2),
+        Step(66, v, req([])),
+        Step(66, v, req(["Ongoing"])),
+        Step(66, v, req(["Empty", "Bogus", "CompleteCommit"])),
+    ]
+    if v >= 1:
+        steps += [
+            Step(66, v, req([], duration=0), label="duration 0"),
+            Step(66, v, req([], duration=3_600_000), label="duration an hour"),
+        ]
+    if v >= 2:
+        steps += [
+            Step(66, v, req([], pattern=f"{tid}.*"), label="pattern"),
+            Step(66, v, req([], pattern="(unclosed"), label="bad pattern"),
+        ]
+    steps += [*end_txn(tid, False), Step(66, v, req(["CompleteAbort", "Ongoing"]))]
+    yield "by producer id and state", steps
+
+
+def describe_producers_cases(v: int, n: Names) -> Iterator[Case]:
+    t, tid = n.topic(), n.group("txn")
+    req = Step(61, v, DescribeProducersRequest([DPTopic(t, [0, 1, 5])]))
+    yield (
+        "transactional producer, open then committed",
+        [
+            *open_txn(tid, t, 2),
+            req,
+            *end_txn(tid, True),
+            req,
+        ],
+    )
+    yield (
+        "plain producer, unknown topic",
+        [
+            create(t + "p"),
+            produce(t + "p"),
+            Step(61, v, DescribeProducersRequest([DPTopic(t + "p", [0]), DPTopic(n.topic("missing"), [0])])),
+        ],
+    )
+
+
+def lso_cases(v: int, n: Names, api: int) -> Iterator[Case]:
+    """The last stable offset and high watermark during an open, a committed and an aborted
+    transaction: ListOffsets (both isolation levels) or Fetch (read_committed's aborted_transactions)."""
+    t, tid = n.topic("lso"), n.group("lso")
+
+    def look(label: str) -> list[Step]:
+        if api == 2:
+
+            def req(isolation: int) -> ListOffsetsRequest:
+                parts = [ListOffsetsPartition(0, -1, -1, 1)] + (
+                    [ListOffsetsPartition(1, -1, -1, 1)] if v >= 1 else []
+                )
+                return ListOffsetsRequest(-1, isolation, [ListOffsetsTopic(t, parts)], 5000)
+
+            if v < 2:
+                return [Step(2, v, req(0), label=label)]
+            return [
+                Step(2, v, req(0), label=f"{label}, uncommitted"),
+                Step(2, v, req(1), label=f"{label}, committed"),
+            ]
+        return [
+            Step(1, v, _fetch(v, t, 0, isolation_level=0), label=f"{label}, uncommitted"),
+            Step(1, v, _fetch(v, t, 0, isolation_level=1), label=f"{label}, committed"),
+        ]
+
+    yield (
+        "open, aborted, committed transaction",
+        [
+            create(t, 2),
+            *begin(tid),
+            produce(t, 0, 2, ts=NOW_TS),
+            add_partitions(tid, t, [0, 1]),
+            txn_produce(tid, t, 0, 3),
+            produce(t, 0, 1, ts=NOW_TS),
+            txn_produce(tid, t, 1, 2),
+            *look("open"),
+            *end_txn(tid, False),
+            *look("aborted"),
+            add_partitions(tid, t, [0]),
+            txn_produce(tid, t, 0, 2),
+            *look("open again"),
+            *end_txn(tid, True),
+            produce(t, 0, 1, ts=NOW_TS),
+            *look("committed"),
+        ],
+    )
 
 
 #: API key -> case builder (version, names) for every API the corpus covers.
@@ -1096,15 +2184,27 @@ BUILDERS: dict[int, Callable[[int, Names], Iterator[Case]]] = {
     69: consumer_group_describe_cases,
     74: list_config_resources_cases,
     75: describe_topic_partitions_cases,
+    24: add_partitions_to_txn_cases,
+    25: add_offsets_to_txn_cases,
+    26: end_txn_cases,
+    28: txn_offset_commit_cases,
+    61: describe_producers_cases,
+    65: describe_transactions_cases,
+    66: list_transactions_cases,
 }
 
 
 def generic_cases(api: int, v: int) -> Iterator[Case]:
     """Bad lengths for every API: the first compared step of the API's first case, truncated by one
     byte, and followed by trailing bytes (each with its own fresh names and set-up)."""
-    for variant, frame in (("truncated by one byte", truncate(1)), ("trailing bytes", trailing(b"\x00\x01\x02"))):
+    for variant, frame in (
+        ("truncated by one byte", truncate(1)),
+        ("trailing bytes", trailing(b"\x00\x01\x02")),
+    ):
         for _name, steps in BUILDERS[api](v, Names()):
-            first = next((i for i, s in enumerate(steps) if s.compare and s.api == api and s.frame is None), None)
+            first = next(
+                (i for i, s in enumerate(steps) if s.compare and s.api == api and s.frame is None), None
+            )
             if first is not None:
                 s = steps[first]
                 setup = [x for x in steps[:first] if not x.compare]

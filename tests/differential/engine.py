@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from broker.log.batch import HEADER_SIZE, InvalidBatch
+from broker.log.records import decode_batch
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated import APIS
 from broker.protocol.primitives import Message
@@ -34,7 +36,13 @@ ZERO_UUID = UUID(int=0)
 
 #: Fields holding a broker id: the two brokers' own ids are both shown as "<node>".
 NODE_FIELDS = {"node_id", "leader_id", "controller_id", "broker_id", "coordinator_id"}
-NODE_LIST_FIELDS = {"replica_nodes", "isr_nodes", "offline_replicas", "eligible_leader_replicas", "last_known_elr"}
+NODE_LIST_FIELDS = {
+    "replica_nodes",
+    "isr_nodes",
+    "offline_replicas",
+    "eligible_leader_replicas",
+    "last_known_elr",
+}
 #: Lists whose order carries no meaning: compared as maps by this key (paths read ``configs[retention.ms]``).
 UNORDERED: dict[str, tuple[str, ...]] = {
     "api_keys": ("api_key",),
@@ -50,6 +58,11 @@ UNORDERED: dict[str, tuple[str, ...]] = {
     "members": ("member_id",),
     "config_resources": ("resource_name",),
     "values": ("key",),
+    "results_by_transaction": ("transactional_id",),
+    "results_by_topic_v3_and_below": ("name",),
+    "topic_results": ("name",),
+    "results_by_partition": ("partition_index",),
+    "transaction_states": ("transactional_id",),
 }
 _MEMBER_ID = re.compile(r"^(.*-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 _KAFKA_MEMBER_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")
@@ -215,12 +228,20 @@ class Peer:
                 t.error_code == 0 and t.partitions and all(p.leader_id >= 0 for p in t.partitions)
                 for t in resp.topics
             ):
-                lo = ListOffsetsRequest(-1, 0, [
-                    ListOffsetsTopic(t.name, [ListOffsetsPartition(p.partition_index, -1, -1, 1) for p in t.partitions])
-                    for t in resp.topics
-                ])
+                lo = ListOffsetsRequest(
+                    -1,
+                    0,
+                    [
+                        ListOffsetsTopic(
+                            t.name, [ListOffsetsPartition(p.partition_index, -1, -1, 1) for p in t.partitions]
+                        )
+                        for t in resp.topics
+                    ],
+                )
                 got = self.send(Step(2, 1, lo))
-                if isinstance(got, Message) and all(p.error_code == 0 for t in got.topics for p in t.partitions):
+                if isinstance(got, Message) and all(
+                    p.error_code == 0 for t in got.topics for p in t.partitions
+                ):
                     return
             time.sleep(0.05)
 
@@ -286,8 +307,51 @@ def normalise(obj: Any, node_id: int, name: str = "", aliases: dict[str, str] | 
     if _is_time(name, obj):
         return "<time>"
     if isinstance(obj, (bytes, bytearray, memoryview)):
+        if name == "records":
+            return _records(bytes(obj))
         return bytes(obj).hex()
     return obj
+
+
+def _records(data: bytes) -> Any:
+    """Record bytes as hex, or, when they hold transactional or control batches (whose producer id
+    and marker timestamps are each broker's own), as a list of batches with those replaced by
+    placeholders: offsets, attributes, epochs, sequences, records and the markers' type and
+    coordinator epoch are compared."""
+    pos, batches = 0, []
+    try:
+        while pos + HEADER_SIZE <= len(data):
+            info, recs = decode_batch(data, pos)
+            batches.append((info, recs))
+            pos += info.size
+    except (InvalidBatch, ValueError):
+        return data.hex()
+    if not any(i.is_transactional or i.is_control for i, _ in batches):
+        return data.hex()
+    out: list[Any] = []
+    for info, recs in batches:
+        pid = "<producer id>" if info.producer_id >= 0 else info.producer_id
+        b: dict[str, Any] = {
+            "base_offset": info.base_offset,
+            "last_offset_delta": info.last_offset_delta,
+            "attributes": info.attributes,
+            "producer_id": pid,
+            "producer_epoch": info.producer_epoch,
+            "base_sequence": info.base_sequence,
+            "partition_leader_epoch": info.partition_leader_epoch,
+        }
+        if info.is_control:
+            b["timestamps"] = "<time>"
+            b["markers"] = [
+                (r.key.hex() if r.key else r.key, r.value.hex() if r.value else r.value) for r in recs
+            ]
+        else:
+            b["timestamps"] = (info.base_timestamp, info.max_timestamp)
+            b["records"] = [(r.offset_delta, r.timestamp_delta, r.key, r.value, r.headers) for r in recs]
+        out.append(b)
+    if pos < len(data):
+        out.append({"partial batch": data[pos:].hex()})
+    return out
 
 
 # ============================================================================================== diff
@@ -333,8 +397,13 @@ def diff(ours: Any, theirs: Any, path: str = "") -> list[Difference]:
         for i in range(max(len(ours), len(theirs))):
             p = f"{path}[{i}]"
             if i >= len(ours) or i >= len(theirs):
-                out.append(Difference(p, ours[i] if i < len(ours) else "<absent>",
-                                      theirs[i] if i < len(theirs) else "<absent>"))
+                out.append(
+                    Difference(
+                        p,
+                        ours[i] if i < len(ours) else "<absent>",
+                        theirs[i] if i < len(theirs) else "<absent>",
+                    )
+                )
             else:
                 out += diff(ours[i], theirs[i], p)
         return out
@@ -358,9 +427,7 @@ class StepResult:
     compared: bool
 
 
-def run_case(
-    case: str, steps: list[Step], ours: Peer, theirs: Peer
-) -> list[StepResult]:
+def run_case(case: str, steps: list[Step], ours: Peer, theirs: Peer) -> list[StepResult]:
     """Run ``steps`` on both peers (fresh connections) and return one result per step."""
     results: list[StepResult] = []
     for peer in (ours, theirs):
@@ -378,7 +445,12 @@ def run_case(
                     time.sleep(0.05)
                     raw = peer.send(step)
                 aliases = peer.memory.setdefault("aliases", {})
-                outs.append(Outcome(raw, normalise(raw, peer.node_id, aliases=aliases) if isinstance(raw, Message) else raw))
+                outs.append(
+                    Outcome(
+                        raw,
+                        normalise(raw, peer.node_id, aliases=aliases) if isinstance(raw, Message) else raw,
+                    )
+                )
                 if step.settle:
                     peer.wait_for_leaders(step.settle)
             d = diff(outs[0].norm, outs[1].norm) if step.compare and step.mode != "send" else []
