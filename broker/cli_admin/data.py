@@ -219,6 +219,10 @@ def consume(
     started = time.monotonic()
     try:
         if group is not None:
+            # the topics' metadata first: kafka-python 3.0.12 can lose the rejoin a leader starts when
+            # partitions appear after its first join (a poll ending mid-join never collects it)
+            for topic in topics:
+                consumer.partitions_for_topic(topic)
             consumer.subscribe(list(topics), listener=joined)
         else:
             tps = []
