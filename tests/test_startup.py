@@ -4,6 +4,7 @@ Kafka's listener settings, and real Kafka ``server.properties`` files."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -518,3 +519,69 @@ def test_packaging_metadata_uses_an_spdx_license_and_ignores_the_default_data_di
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "Apache-2.0"
     assert "kafka-data/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+# ---------------------------------------------------------------------------- what start-up loads
+
+#: what ``serve`` must not import before it is ready (each is loaded when first used): the control
+#: plane's operations (fault injector, invariant checker, its HTTP client and server), the
+#: crc32c package's __init__ with importlib.metadata (broker/log/crc.py), and the handler modules
+NOT_AT_START_UP = [
+    "broker.control.operations",
+    "broker.control.faults",
+    "broker.control.invariants",
+    "broker.control.report",
+    "broker.control.trace",
+    "broker.control.client",
+    "broker.control.http",
+    "aiohttp",
+    "urllib.request",
+    "importlib.metadata",
+    "crc32c",
+    "broker.dispatch.produce",
+    "broker.dispatch.fetch",
+    "broker.dispatch.metadata",
+    "broker.protocol.generated.fetch",
+    "broker.protocol.generated.produce",
+    "broker.protocol.generated.metadata",
+]
+
+_SNAPSHOT = """
+import json, os, signal, sys, threading, time
+ready, out, data = sys.argv[1:4]
+def snapshot():
+    while not os.path.exists(ready):
+        time.sleep(0.01)
+    with open(out, "w") as f:
+        json.dump(sorted(sys.modules), f)
+    os.kill(os.getpid(), signal.SIGTERM)
+threading.Thread(target=snapshot, daemon=True).start()
+from broker.cli import main
+main(["serve", "--port", "0", "--data-dir", data, "--ready-file", ready])
+"""
+
+
+def test_serve_loads_the_control_plane_handlers_and_metadata_only_when_used(tmp_path):
+    """``pykbroker serve`` up to listening (the ready file) imports none of NOT_AT_START_UP; then the
+    first request of an API loads its handler, and the control plane loads when it is used."""
+    ready, out = tmp_path / "ready", tmp_path / "modules.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", _SNAPSHOT, str(ready), str(out), str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(json.loads(out.read_text()))
+    assert "broker.app" in loaded and "broker.dispatch.registry" in loaded  # the snapshot is of a broker
+    assert [m for m in NOT_AT_START_UP if m in loaded] == []
+
+
+def test_a_handler_and_the_control_plane_load_on_first_use(tmp_path):
+    with running_broker(tmp_path) as b:
+        api = b.broker.registry.get(3)
+        with WireClient(b.port) as c:
+            assert c.call(3, 12, MetadataRequest(topics=None)).cluster_id is not None
+        assert api.module is sys.modules["broker.dispatch.metadata"]
+        assert b.control.rules() == []  # created on first use, on the broker's loop
+        assert b.broker.control is b.broker.control

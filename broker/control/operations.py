@@ -1,4 +1,5 @@
-"""The test control plane: fault rules and live state, for client tests in any language.
+"""The control operations of one broker (:class:`Control`, ``broker.control``): fault rules, live
+state, the cluster, clock, trace journal, invariants and rebalance report.
 
 :class:`Control` holds the in-process operations (one per broker, ``broker.control``); the HTTP/JSON
 API (http.py, ``--control-port``), the Python client (client.py, :class:`ControlClient`) and the CLI
@@ -16,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from broker.protocol.errors import KafkaError
 
 from . import invariants, report, state, trace
-from .client import ControlClient
 from .clock import advance, clock_of, set_mode
 from .faults import BadRule, FaultInjector, parse_rule
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BadRule", "Control", "ControlClient", "NotFound", "Refused"]
+__all__ = ["BadRule", "Control", "NotFound", "Refused"]
 
 
 class NotFound(KeyError):
