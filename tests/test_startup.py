@@ -296,7 +296,10 @@ def test_listeners_win_over_host_and_port_and_the_command_line_wins_over_the_fil
             ["listeners=PLAINTEXT://0.0.0.0:0"],
             "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0",
         ),
-        (["listeners=PLAINTEXT://127.0.0.1:1,OTHER://127.0.0.1:1"], "each listener must have a different port"),
+        (
+            ["listeners=PLAINTEXT://127.0.0.1:1,OTHER://127.0.0.1:1"],
+            "each listener must have a different port",
+        ),
         (["listeners=127.0.0.1:9092"], "listeners: expected NAME://host:port"),
         (
             ["listeners=PLAINTEXT://127.0.0.1:0", "advertised.listeners=OTHER://h:1"],
@@ -389,7 +392,12 @@ def test_kafka_4_kraft_server_properties_loads_as_kafka_would(tmp_path):
     assert "WARNING" not in err, err
     accepted = [line for line in err.splitlines() if "accepted, no effect here" in line]
     assert len(accepted) == 1
-    for key in ("process.roles", "controller.quorum.bootstrap.servers", "num.io.threads", "inter.broker.listener.name"):
+    for key in (
+        "process.roles",
+        "controller.quorum.bootstrap.servers",
+        "num.io.threads",
+        "inter.broker.listener.name",
+    ):
         assert key in accepted[0]
     assert "controller listener CONTROLLER" in err
 
@@ -406,7 +414,9 @@ def test_kafka_39_zookeeper_server_properties_loads(tmp_path):
     finally:
         err = stop(proc)
     assert "WARNING" not in err, err
-    assert "zookeeper.connect" in next(line for line in err.splitlines() if "accepted, no effect here" in line)
+    assert "zookeeper.connect" in next(
+        line for line in err.splitlines() if "accepted, no effect here" in line
+    )
 
 
 def test_java_properties_syntax(tmp_path):
@@ -451,7 +461,6 @@ def test_java_properties_syntax(tmp_path):
         ("last=x\\", {"last": "x"}),
     ],
 )
-
 def test_parse_properties_as_java_reads_them(text, expected):
     assert parse_properties(text) == expected
 
@@ -547,13 +556,13 @@ NOT_AT_START_UP = [
 ]
 
 _SNAPSHOT = """
-import json, os, signal, sys, threading, time
+import gc, json, os, signal, sys, threading, time
 ready, out, data = sys.argv[1:4]
 def snapshot():
     while not os.path.exists(ready):
         time.sleep(0.01)
     with open(out, "w") as f:
-        json.dump(sorted(sys.modules), f)
+        json.dump({"modules": sorted(sys.modules), "frozen": gc.get_freeze_count()}, f)
     os.kill(os.getpid(), signal.SIGTERM)
 threading.Thread(target=snapshot, daemon=True).start()
 from broker.cli import main
@@ -561,9 +570,9 @@ main(["serve", "--port", "0", "--data-dir", data, "--ready-file", ready])
 """
 
 
-def test_serve_loads_the_control_plane_handlers_and_metadata_only_when_used(tmp_path):
-    """``pykbroker serve`` up to listening (the ready file) imports none of NOT_AT_START_UP; then the
-    first request of an API loads its handler, and the control plane loads when it is used."""
+def test_serve_loads_the_control_plane_and_handlers_only_when_used_and_freezes_start_up(tmp_path):
+    """``pykbroker serve`` up to listening (the ready file) imports none of NOT_AT_START_UP (the next
+    test: the first request of an API loads its handler, the control plane loads when used)."""
     ready, out = tmp_path / "ready", tmp_path / "modules.json"
     proc = subprocess.run(
         [sys.executable, "-c", _SNAPSHOT, str(ready), str(out), str(tmp_path / "data")],
@@ -572,9 +581,12 @@ def test_serve_loads_the_control_plane_handlers_and_metadata_only_when_used(tmp_
         timeout=GUARD,
     )
     assert proc.returncode == 0, proc.stderr
-    loaded = set(json.loads(out.read_text()))
+    snapshot = json.loads(out.read_text())
+    loaded = set(snapshot["modules"])
     assert "broker.app" in loaded and "broker.dispatch.registry" in loaded  # the snapshot is of a broker
     assert [m for m in NOT_AT_START_UP if m in loaded] == []
+    # what start-up built is out of the collector's generations (gc.freeze) once it listens
+    assert snapshot["frozen"] > 10_000
 
 
 def test_a_handler_and_the_control_plane_load_on_first_use(tmp_path):
