@@ -21,8 +21,9 @@ AdminClient, timed to the last future). Then, with confluent-kafka:
 * disk: du (blocks) of the data directory after the clean stop, and per partition in KiB.
 
 Printed as a table, with produce and consume as ratios to this run's 1-partition rates (issue's bar:
-produce at 1,000 partitions >= 0.8x the 1-partition rate). Numbers from a shared machine vary; compare
-rows of one run, not runs.
+produce at 1,000 partitions >= 0.8x the 1-partition rate), under a line with the machine's CPU count
+and load average before and after the run. Numbers from a shared machine vary; compare rows of one
+run, not runs.
 """
 
 from __future__ import annotations
@@ -170,6 +171,7 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="partitions-bench-"))
     rows = []
+    load_before = os.getloadavg()
     try:
         for n in (int(c) for c in args.counts.split(",")):
             rows.append(measure(n, args.messages, args.topics_of, work, args.restarts))
@@ -177,8 +179,11 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = rows[0]
+    load_after = os.getloadavg()
     print(
-        f"# {args.messages} records of 100 bytes, acks=all, linger.ms=5 (confluent-kafka), log.flush=interval"
+        f"# {args.messages} records of 100 bytes, acks=all, linger.ms=5 (confluent-kafka), log.flush=interval; "
+        f"{os.cpu_count()} CPUs, load average (1/5/15 min) {' / '.join(f'{x:.1f}' for x in load_before)} "
+        f"before, {' / '.join(f'{x:.1f}' for x in load_after)} after"
     )
     print(
         "| partitions | create s | metadata s | one record each s | produce msgs/s (x first row) "
