@@ -2,6 +2,7 @@
 1, 100, 1,000 and 10,000 partitions, one broker process per count, in one run.
 
     python bench/partitions_bench.py [--counts 1,100,1000,10000] [--messages 100000] [--topics-of 1000]
+                                     [--restarts N] [--broker-root DIR ...]
 
 For each count N: a fresh data directory and ``python -m broker serve --port 0 --ready-file F``
 (default settings: log.flush=interval); the partitions are topics of at most ``--topics-of``
@@ -20,9 +21,14 @@ AdminClient, timed to the last future). Then, with confluent-kafka:
   the previous restart's clean stop), the best shown;
 * disk: du (blocks) of the data directory after the clean stop, and per partition in KiB.
 
+With ``--broker-root`` (repeatable) each count is measured for the ``broker`` package of those
+checkouts too (e.g. a ``git worktree`` of an earlier commit), one after the other for each count,
+and a table is printed per checkout: before/after in one run.
+
 Printed as a table, with produce and consume as ratios to this run's 1-partition rates (issue's bar:
-produce at 1,000 partitions >= 0.8x the 1-partition rate). Numbers from a shared machine vary; compare
-rows of one run, not runs.
+produce at 1,000 partitions >= 0.8x the 1-partition rate), under a line with the machine's CPU count
+and load average before and after the run. Numbers from a shared machine vary; compare rows of one
+run, not runs.
 """
 
 from __future__ import annotations
@@ -45,8 +51,9 @@ VALUE = b"x" * 100
 
 
 class BrokerProcess:
-    def __init__(self, data: Path):
+    def __init__(self, data: Path, root: Path = ROOT):
         self.data = data
+        self.root = root
         self.proc: subprocess.Popen | None = None
         self.bootstrap = ""
 
@@ -57,7 +64,8 @@ class BrokerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "broker", "serve", "--port", "0", "--data-dir", str(self.data)]
             + ["--ready-file", str(ready), "--log-level", "warning"],
-            cwd=ROOT,
+            cwd=self.root,
+            env={**os.environ, "PYTHONPATH": str(self.root)},
         )
         while not ready.exists():
             if self.proc.poll() is not None:
@@ -95,9 +103,12 @@ def topics_for(n: int, per_topic: int) -> list[tuple[str, int]]:
     return out
 
 
-def measure(n: int, messages: int, per_topic: int, work: Path, restarts_wanted: int = 1) -> dict[str, float]:
+def measure(
+    n: int, messages: int, per_topic: int, work: Path, restarts_wanted: int = 1, root: Path = ROOT
+) -> dict[str, float]:
     data = work / f"data-{n}"
-    broker = BrokerProcess(data)
+    shutil.rmtree(data, ignore_errors=True)
+    broker = BrokerProcess(data, root)
     row: dict[str, float] = {"partitions": n}
     row["start"] = broker.start()
     try:
@@ -167,19 +178,35 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--topics-of", type=int, default=1000)
     ap.add_argument("--restarts", type=int, default=1, help="restarts per count (the best is shown)")
+    ap.add_argument(
+        "--broker-root", action="append", default=[], type=Path, help="also measure this checkout"
+    )
     args = ap.parse_args()
+    roots = [ROOT, *(r.resolve() for r in args.broker_root)]
     work = Path(tempfile.mkdtemp(prefix="partitions-bench-"))
-    rows = []
+    rows: dict[Path, list[dict[str, float]]] = {r: [] for r in roots}
+    load_before = os.getloadavg()
     try:
         for n in (int(c) for c in args.counts.split(",")):
-            rows.append(measure(n, args.messages, args.topics_of, work, args.restarts))
-            print(f"measured {n} partitions", file=sys.stderr)
+            for root in roots:
+                rows[root].append(measure(n, args.messages, args.topics_of, work, args.restarts, root))
+                print(f"measured {n} partitions ({root})", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    base = rows[0]
+    load_after = os.getloadavg()
     print(
-        f"# {args.messages} records of 100 bytes, acks=all, linger.ms=5 (confluent-kafka), log.flush=interval"
+        f"# {args.messages} records of 100 bytes, acks=all, linger.ms=5 (confluent-kafka), log.flush=interval; "
+        f"{os.cpu_count()} CPUs, load average (1/5/15 min) {' / '.join(f'{x:.1f}' for x in load_before)} "
+        f"before, {' / '.join(f'{x:.1f}' for x in load_after)} after"
     )
+    for root in roots:
+        if len(roots) > 1:
+            print(f"\n## {root}")
+        print_table(rows[root])
+
+
+def print_table(rows: list[dict[str, float]]) -> None:
+    base = rows[0]
     print(
         "| partitions | create s | metadata s | one record each s | produce msgs/s (x first row) "
         "| consume msgs/s (x first row) | stop s | start s (empty) | restart s (x start) | RSS MB "

@@ -14,12 +14,18 @@ rate; the best round counts. Printed per record and as a ratio to the first part
 side of the issue's bar (produce at 1,000 partitions >= 0.8x the 1-partition rate).
 
 To compare two checkouts, run it from each with ``PYTHONPATH`` set to that checkout.
+
+``--gc``: the same workload (first partition count) with the collector as ``serve`` leaves it after
+start-up (``gc.freeze()``: what start-up built is out of the generations) and without, alternating,
+in one process; prints the time spent in collections per generation (``gc.callbacks``) and the CPU
+per record of each.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import tempfile
 import time
 
@@ -57,7 +63,30 @@ def frame_for(topic: str, partitions: int, records: int) -> bytes:
     return request_header.encode_v2(header) + produce.REQUEST_ENCODERS[VERSION](body)
 
 
-async def measure(partitions: int, args: argparse.Namespace) -> float:
+class GcTimer:
+    """Time spent in collections, per generation, while installed (gc.callbacks)."""
+
+    def __init__(self) -> None:
+        self.seconds = [0.0, 0.0, 0.0]
+        self.count = [0, 0, 0]
+        self._t0 = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.seconds[info["generation"]] += time.perf_counter() - self._t0
+            self.count[info["generation"]] += 1
+
+    def __enter__(self) -> GcTimer:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
+async def measure(partitions: int, args: argparse.Namespace, gc_frozen: bool | None = None) -> float:
     with tempfile.TemporaryDirectory(prefix="produce-cpu-bench-") as d:
         broker = Broker(Config({"port": 0, "log.dirs": d, "log.flush": args.flush}), listen=False)
         broker.logs.start()
@@ -68,6 +97,10 @@ async def measure(partitions: int, args: argparse.Namespace) -> float:
             client = ClientInfo(peer="bench")
             per_request = max(1, args.records // partitions) * partitions
             best = float("inf")
+            if gc_frozen is not None:  # --gc: as serve leaves it after start-up, or not
+                gc.collect()
+                if gc_frozen:
+                    gc.freeze()
             for _ in range(args.rounds):
                 start = time.process_time()
                 waiting: list = []
@@ -88,6 +121,7 @@ async def measure(partitions: int, args: argparse.Namespace) -> float:
                 best = min(best, (time.process_time() - start) / (args.requests * per_request))
             return best
         finally:
+            gc.unfreeze()
             await broker.stop()
 
 
@@ -98,9 +132,16 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=200, help="requests per round")
     ap.add_argument("--flush", default="interval", choices=["always", "interval", "never"])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--gc", action="store_true", help="GC time with and without gc.freeze() after start-up")
     args = ap.parse_args()
     counts = [int(x) for x in args.partitions.split(",")]
     loop = new_event_loop()
+    if args.gc:
+        try:
+            gc_report(loop, counts[0], args)
+        finally:
+            loop.close()
+        return
     try:
         results = [(n, loop.run_until_complete(measure(n, args))) for n in counts]
     finally:
@@ -114,6 +155,30 @@ def main() -> None:
     for n, cost in results:
         print(
             f"| {n:,} | {max(1, args.records // n)} | {cost * 1e6:.2f} us | {1 / cost:,.0f} | {base / cost:.2f}x |"
+        )
+
+
+def gc_report(loop: asyncio.AbstractEventLoop, partitions: int, args: argparse.Namespace) -> None:
+    """--gc: the workload with and without gc.freeze(), alternating (three times each)."""
+    runs: dict[bool, list[tuple[float, GcTimer]]] = {False: [], True: []}
+    for _ in range(3):
+        for frozen in (False, True):
+            with GcTimer() as t:
+                cost = loop.run_until_complete(measure(partitions, args, gc_frozen=frozen))
+            runs[frozen].append((cost, t))
+    print(
+        f"{partitions} partition(s), {args.requests} requests x {args.rounds} rounds x 3 runs, "
+        f"log.flush={args.flush}; objects tracked after start-up: {len(gc.get_objects()):,}"
+    )
+    print("| collector | GC ms gen0 / gen1 / gen2 (collections) | CPU per record (best) |")
+    print("| --- | --- | --- |")
+    for frozen in (False, True):
+        secs = [sum(t.seconds[g] for _c, t in runs[frozen]) for g in range(3)]
+        counts = [sum(t.count[g] for _c, t in runs[frozen]) for g in range(3)]
+        parts = " / ".join(f"{s * 1000:.1f} ({c})" for s, c in zip(secs, counts, strict=True))
+        best = min(c for c, _t in runs[frozen])
+        print(
+            f"| {'gc.freeze() after start-up' if frozen else 'not frozen'} | {parts} | {best * 1e6:.2f} us |"
         )
 
 

@@ -17,7 +17,9 @@
     pays the lazy import of the API modules, as the first broker of a test session does.
 
 With ``PYTHONDONTWRITEBYTECODE`` set (no ``.pyc`` files), every process start compiles the broker
-from source; the script says so when that is the case.
+from source; the script says so when that is the case, and names each measured checkout whose
+``broker`` modules lack an up-to-date ``.pyc`` (a comparison with it would be unfair: run
+``python -m compileall broker`` there first).
 
 Exit status 1 if a bar is missed.
 """
@@ -138,6 +140,23 @@ def time_to_first_response(
                 proc.wait()
 
 
+def stale_bytecode(root: Path) -> list[str]:
+    """The modules of ``root``'s broker package whose .pyc is missing or older than the source."""
+    out = []
+    for path in sorted((root / "broker").rglob("*.py")):
+        cached = Path(importlib.util.cache_from_source(str(path)))
+        try:
+            header = cached.read_bytes()[:16]
+        except OSError:
+            out.append(str(path.relative_to(root)))
+            continue
+        flags, mtime, size = Struct("<III").unpack(header[4:16])
+        st = path.stat()
+        if flags == 0 and (mtime != int(st.st_mtime) & 0xFFFFFFFF or size != st.st_size & 0xFFFFFFFF):
+            out.append(str(path.relative_to(root)))
+    return out
+
+
 def interpreter_floor(runs: int) -> float:
     times = []
     for _ in range(runs):
@@ -239,6 +258,14 @@ def main() -> int:
                 "from source (run scripts/setup.sh, or python -m compileall broker)"
             )
         )
+        for root in roots:
+            stale = stale_bytecode(root)
+            if stale:
+                print(
+                    f"note: {root}: {len(stale)} broker modules have no up-to-date .pyc ({', '.join(stale[:3])}"
+                    f"{', ...' if len(stale) > 3 else ''}): each start compiles them, an unfair comparison "
+                    f"(python -m compileall {root / 'broker'})"
+                )
     if failed:
         print("missed bars: " + ", ".join(failed))
         return 1

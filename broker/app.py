@@ -22,12 +22,10 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import broker.control as control_plane
 from broker.clock import BrokerClock
 from broker.cluster import ClusterMeta, TopicRegistry
 from broker.config import Config, Endpoint
-from broker.control import Control
-from broker.control.trace import start_from_config as start_trace
-from broker.control.trace import stop as stop_trace
 from broker.coordinator import GroupCoordinator
 from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
@@ -44,6 +42,7 @@ from broker.topic_admin import TopicAdmin
 from broker.txn import TransactionCoordinator
 
 if TYPE_CHECKING:
+    from broker.control import Control
     from broker.control.http import ControlServer
 
 log = logging.getLogger(__name__)
@@ -146,8 +145,7 @@ class Broker:
             txns=self.txns,
         )
         self.pipeline = RequestPipeline(self.registry, self.services)
-        #: the test control plane (fault rules, live state); served over HTTP when control.port is set
-        self.control = Control(self.services, self.pipeline, self.listener.connections)
+        self._control: Control | None = None  # see the control property
         self.control_server: ControlServer | None = None  # the control API's HTTP server
         self.control_port: int | None = None
         self._stopped = asyncio.Event()
@@ -205,6 +203,14 @@ class Broker:
             self.acls = AclStore(data_dir, self.authorizer)
 
     @property
+    def control(self) -> Control:
+        """The test control plane (fault rules, live state; broker.control), created on first use;
+        served over HTTP when control.port is set. A broker nobody controls never loads it."""
+        if self._control is None:
+            self._control = control_plane.Control(self.services, self.pipeline, self.listener.connections)
+        return self._control
+
+    @property
     def connections(self) -> set:
         """Every open client connection (the listener keeps them)."""
         return self.listener.connections
@@ -226,7 +232,8 @@ class Broker:
         for listener in self.listeners:
             await listener.start(self.pipeline)
         self.port = self.listener.port
-        start_trace(self, self.config)  # trace.file
+        if self.config["trace.file"]:
+            control_plane.trace.start_from_config(self, self.config)
         for k, listener in enumerate(self.listeners):
             node = self.node_id + k
             addresses = self.nodes.addresses.setdefault(node, {})
@@ -300,7 +307,8 @@ class Broker:
         await self.listener.stop()
         if self.control_server is not None:
             await self.control_server.stop()
-        stop_trace(self)
+        if self.pipeline.tracer is not None:  # the trace journal (trace.file, or the control API)
+            control_plane.trace.stop(self)
         self.groups.close()
         self.txns.close()
         await self.logs.close()

@@ -22,8 +22,8 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 
@@ -57,8 +57,9 @@ def coordinator_slot(key: str, slots: int) -> int:
     return kafka_abs(java_string_hash(key)) % slots
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionState:
+class PartitionState(NamedTuple):
+    """A partition's leadership as clients are told it (a tuple: built per partition per request)."""
+
     leader: int
     leader_epoch: int
     replicas: list[int]

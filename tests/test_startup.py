@@ -4,6 +4,7 @@ Kafka's listener settings, and real Kafka ``server.properties`` files."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -295,7 +296,10 @@ def test_listeners_win_over_host_and_port_and_the_command_line_wins_over_the_fil
             ["listeners=PLAINTEXT://0.0.0.0:0"],
             "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0",
         ),
-        (["listeners=PLAINTEXT://127.0.0.1:1,OTHER://127.0.0.1:1"], "each listener must have a different port"),
+        (
+            ["listeners=PLAINTEXT://127.0.0.1:1,OTHER://127.0.0.1:1"],
+            "each listener must have a different port",
+        ),
         (["listeners=127.0.0.1:9092"], "listeners: expected NAME://host:port"),
         (
             ["listeners=PLAINTEXT://127.0.0.1:0", "advertised.listeners=OTHER://h:1"],
@@ -388,7 +392,12 @@ def test_kafka_4_kraft_server_properties_loads_as_kafka_would(tmp_path):
     assert "WARNING" not in err, err
     accepted = [line for line in err.splitlines() if "accepted, no effect here" in line]
     assert len(accepted) == 1
-    for key in ("process.roles", "controller.quorum.bootstrap.servers", "num.io.threads", "inter.broker.listener.name"):
+    for key in (
+        "process.roles",
+        "controller.quorum.bootstrap.servers",
+        "num.io.threads",
+        "inter.broker.listener.name",
+    ):
         assert key in accepted[0]
     assert "controller listener CONTROLLER" in err
 
@@ -405,7 +414,9 @@ def test_kafka_39_zookeeper_server_properties_loads(tmp_path):
     finally:
         err = stop(proc)
     assert "WARNING" not in err, err
-    assert "zookeeper.connect" in next(line for line in err.splitlines() if "accepted, no effect here" in line)
+    assert "zookeeper.connect" in next(
+        line for line in err.splitlines() if "accepted, no effect here" in line
+    )
 
 
 def test_java_properties_syntax(tmp_path):
@@ -450,7 +461,6 @@ def test_java_properties_syntax(tmp_path):
         ("last=x\\", {"last": "x"}),
     ],
 )
-
 def test_parse_properties_as_java_reads_them(text, expected):
     assert parse_properties(text) == expected
 
@@ -518,3 +528,72 @@ def test_packaging_metadata_uses_an_spdx_license_and_ignores_the_default_data_di
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "Apache-2.0"
     assert "kafka-data/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+# ---------------------------------------------------------------------------- what start-up loads
+
+#: what ``serve`` must not import before it is ready (each is loaded when first used): the control
+#: plane's operations (fault injector, invariant checker, its HTTP client and server), the
+#: crc32c package's __init__ with importlib.metadata (broker/log/crc.py), and the handler modules
+NOT_AT_START_UP = [
+    "broker.control.operations",
+    "broker.control.faults",
+    "broker.control.invariants",
+    "broker.control.report",
+    "broker.control.trace",
+    "broker.control.client",
+    "broker.control.http",
+    "aiohttp",
+    "urllib.request",
+    "importlib.metadata",
+    "crc32c",
+    "broker.dispatch.produce",
+    "broker.dispatch.fetch",
+    "broker.dispatch.metadata",
+    "broker.protocol.generated.fetch",
+    "broker.protocol.generated.produce",
+    "broker.protocol.generated.metadata",
+]
+
+_SNAPSHOT = """
+import gc, json, os, signal, sys, threading, time
+ready, out, data = sys.argv[1:4]
+def snapshot():
+    while not os.path.exists(ready):
+        time.sleep(0.01)
+    with open(out, "w") as f:
+        json.dump({"modules": sorted(sys.modules), "frozen": gc.get_freeze_count()}, f)
+    os.kill(os.getpid(), signal.SIGTERM)
+threading.Thread(target=snapshot, daemon=True).start()
+from broker.cli import main
+main(["serve", "--port", "0", "--data-dir", data, "--ready-file", ready])
+"""
+
+
+def test_serve_loads_the_control_plane_and_handlers_only_when_used_and_freezes_start_up(tmp_path):
+    """``pykbroker serve`` up to listening (the ready file) imports none of NOT_AT_START_UP (the next
+    test: the first request of an API loads its handler, the control plane loads when used)."""
+    ready, out = tmp_path / "ready", tmp_path / "modules.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", _SNAPSHOT, str(ready), str(out), str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert proc.returncode == 0, proc.stderr
+    snapshot = json.loads(out.read_text())
+    loaded = set(snapshot["modules"])
+    assert "broker.app" in loaded and "broker.dispatch.registry" in loaded  # the snapshot is of a broker
+    assert [m for m in NOT_AT_START_UP if m in loaded] == []
+    # what start-up built is out of the collector's generations (gc.freeze) once it listens
+    assert snapshot["frozen"] > 10_000
+
+
+def test_a_handler_and_the_control_plane_load_on_first_use(tmp_path):
+    with running_broker(tmp_path) as b:
+        api = b.broker.registry.get(3)
+        with WireClient(b.port) as c:
+            assert c.call(3, 12, MetadataRequest(topics=None)).cluster_id is not None
+        assert api.module is sys.modules["broker.dispatch.metadata"]
+        assert b.control.rules() == []  # created on first use, on the broker's loop
+        assert b.broker.control is b.broker.control

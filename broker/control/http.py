@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from . import BadRule, NotFound, Refused
+from .faults import BadRule
 from .http_features import clock_routes, cluster_routes, invariant_routes, rebalance_routes, trace_routes
+from .operations import NotFound, Refused
 
 if TYPE_CHECKING:
-    from . import Control
+    from .operations import Control
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,6 @@ from struct import error as StructError
 from typing import Any
 from uuid import UUID
 
-from crc32c import crc32c
-
 from broker.coordinator.generated import BY_NAME, RECORD_TYPES
 from broker.coordinator.generated import consumer_group_member_metadata_value as _mem_v
 from broker.coordinator.generated import consumer_group_partition_metadata_value as _part_v
@@ -23,6 +21,7 @@ from broker.coordinator.generated import legacy_consumer_group_member_metadata_v
 from broker.coordinator.generated import legacy_consumer_group_partition_metadata_value as _legacy_part_v
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.log.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, TRANSACTIONAL_MASK
+from broker.log.crc import crc32c
 from broker.log.records import _varint, iter_records
 from broker.protocol.primitives import UV as _UV
 from broker.protocol.primitives import ZERO_UUID, DecodeError, read_uvarint, to_uuid, uvarint

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
-
 from broker.personas import PERSONAS
 from broker.personas_redpanda import REDPANDA
 
 from .registry import Api, ClientInfo, CloseConnection, Registry, RequestContext
 
-#: Every served API's handler module (one per line, by API key).
+#: Every served API's handler module (one per line, by API key), imported on the API's first request.
 HANDLERS = [
     "produce",  # 0
     "fetch",  # 1
@@ -67,21 +65,41 @@ HANDLERS = [
 ]
 
 
+#: The handler modules that serve fewer versions than their schema covers: the ``VERSIONS`` each
+#: declares (so that ApiVersions can answer before the module is imported; checked when it loads).
+VERSIONS: dict[str, tuple[int, int]] = {
+    "produce": (3, 13),
+    "fetch": (4, 18),
+    "init_producer_id": (0, 5),
+    "end_txn": (0, 5),
+}
+
+
 def build_registry(
     kafka_version: str | None = None, persona: str | None = None, transaction_version: int = 2
 ) -> Registry:
     """Every handler; with ``kafka_version`` (a key of broker.personas.PERSONAS) only the APIs and
     versions that Kafka release's broker advertises; with ``persona`` "redpanda" those Redpanda's
     broker advertises (broker.personas_redpanda), and no feature levels (Redpanda sends none).
-    ``transaction_version``: the finalized level ApiVersions reports (broker.features)."""
-    modules = (importlib.import_module(f"{__name__}.{name}") for name in HANDLERS)
+    ``transaction_version``: the finalized level ApiVersions reports (broker.features).
+    No handler module is imported here: each is on its API's first request."""
+    handlers = [(f"{__name__}.{name}", VERSIONS.get(name)) for name in HANDLERS]
     if persona == "redpanda":
-        return Registry(modules, REDPANDA, reports_features=False)
+        return Registry(handlers, REDPANDA, reports_features=False)
     if persona:
         raise ValueError(f"unknown persona {persona!r}")
     return Registry(
-        modules, PERSONAS[kafka_version] if kafka_version else None, transaction_version=transaction_version
+        handlers, PERSONAS[kafka_version] if kafka_version else None, transaction_version=transaction_version
     )
 
 
-__all__ = ["Api", "ClientInfo", "CloseConnection", "Registry", "RequestContext", "build_registry", "HANDLERS"]
+__all__ = [
+    "Api",
+    "ClientInfo",
+    "CloseConnection",
+    "Registry",
+    "RequestContext",
+    "build_registry",
+    "HANDLERS",
+    "VERSIONS",
+]

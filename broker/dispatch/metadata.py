@@ -12,9 +12,11 @@ replicas) and offline replicas, LEADER_NOT_AVAILABLE when none is live. Unknown 
 from __future__ import annotations
 
 import logging
+from weakref import WeakKeyDictionary
 
-from broker.cluster import Topic, validate_topic_name
+from broker.cluster import Topic, TopicRegistry, validate_topic_name
 from broker.coordinator import OFFSETS_TOPIC
+from broker.nodes import Nodes
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.metadata import (
     MetadataRequest,
@@ -50,29 +52,69 @@ def broker_entries(ctx: RequestContext) -> list[MetadataResponseBroker]:
     return out
 
 
+#: per broker (its Nodes), topic name -> (layout, the topic's partition entries): on a single node
+#: every partition is led by the node at epoch 0, so the entries change only with the topic's
+#: layout (id, partition count, the node), and are built once per layout, not per request
+_SINGLE_NODE_ENTRIES: WeakKeyDictionary[Nodes, dict[str, tuple[tuple, list[MetadataResponsePartition]]]] = (
+    WeakKeyDictionary()
+)
+
+
+def partition_entries(nodes: Nodes, topics: TopicRegistry, topic: Topic) -> list[MetadataResponsePartition]:
+    """The topic's partitions as Metadata reports them (the list is shared: never change it)."""
+    if nodes.multi:
+        out = []
+        for i in range(topic.partitions):
+            st = nodes.state(topic, i)
+            out.append(
+                MetadataResponsePartition(
+                    error_code=0 if st.leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
+                    partition_index=i,
+                    leader_id=st.leader,
+                    leader_epoch=st.leader_epoch,
+                    replica_nodes=st.replicas,
+                    isr_nodes=st.isr,
+                    offline_replicas=st.offline,
+                )
+            )
+        return out
+    # one node leads everything at epoch 0 (Nodes.state), whatever the topic's replica lists say
+    first = nodes.first
+    layout = (topic.topic_id, topic.partitions, first)
+    cache = _SINGLE_NODE_ENTRIES.get(nodes)
+    if cache is None:
+        cache = _SINGLE_NODE_ENTRIES[nodes] = {}
+    hit = cache.get(topic.name)
+    if hit is not None and hit[0] == layout:
+        return hit[1]
+    if hit is None and len(cache) >= 16:  # forget deleted topics' entries
+        for name in [n for n in cache if topics.get(n) is None]:
+            del cache[name]
+    only, none = [first], []  # shared by every entry: the encoder only reads them
+    entries = [
+        MetadataResponsePartition(
+            error_code=0,
+            partition_index=i,
+            leader_id=first,
+            leader_epoch=0,
+            replica_nodes=only,
+            isr_nodes=only,
+            offline_replicas=none,
+        )
+        for i in range(topic.partitions)
+    ]
+    cache[topic.name] = (layout, entries)
+    return entries
+
+
 def topic_entry(ctx: RequestContext, topic: Topic, include_ops: bool) -> MetadataResponseTopic:
     ops = ctx.authorized_operations(TOPIC, topic.name, acl.TOPIC_OPS) if include_ops else acl.NOT_REQUESTED
-    nodes = ctx.services.nodes
-    parts = []
-    for i in range(topic.partitions):
-        st = nodes.state(topic, i)
-        parts.append(
-            MetadataResponsePartition(
-                error_code=0 if st.leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
-                partition_index=i,
-                leader_id=st.leader,
-                leader_epoch=st.leader_epoch,
-                replica_nodes=st.replicas,
-                isr_nodes=st.isr,
-                offline_replicas=st.offline,
-            )
-        )
     return MetadataResponseTopic(
         error_code=0,
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.internal,
-        partitions=parts,
+        partitions=partition_entries(ctx.services.nodes, ctx.services.topics, topic),
         topic_authorized_operations=ops,
     )
 

@@ -1,17 +1,18 @@
 """The API registry: which API keys and versions this broker serves, and the handler for each.
 
 A handler module declares ``API_KEY``, optionally ``VERSIONS = (min, max)`` when it serves less than
-the schema covers, and ``handle(ctx, request)`` returning the response object (or ``None`` for "no
+the schema covers (the same range is in broker.dispatch.VERSIONS, so that the registry knows every
+API's versions without importing its module: modules load on an API's first request), and ``handle(ctx, request)`` returning the response object (or ``None`` for "no
 response", or an already-encoded body as ``bytes``, or an awaitable of any of these). ApiVersions answers from this registry, so an API is
 advertised exactly when a handler for it is registered.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from types import ModuleType
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker import features
@@ -131,32 +132,72 @@ class RequestContext:
         return authz.authorized_operations(client.principal, client.host, resource_type, name)
 
 
-@dataclass
 class Api:
-    key: int
-    name: str
-    min_version: int
-    max_version: int
-    first_flexible_version: int | None
-    handler: Callable[[RequestContext, Any], Any]
-    codec: ModuleType
-    decoders: tuple
-    encoders: tuple
-    module: ModuleType
+    """One served API: its key, name and the version range served, known from the start; its handler
+    module and generated codec are imported when a request of the API first needs them (reading
+    ``handler``, ``plans``, ``codec``, ``decoders``, ``encoders`` or ``module`` imports them once;
+    after that they are plain attributes, so the request path pays nothing for the laziness)."""
 
-    plans: dict[int, tuple] = field(default_factory=dict)
+    #: attributes that only exist once the handler module and the codec are loaded
+    LOADED = frozenset({"handler", "codec", "decoders", "encoders", "module", "plans"})
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        key: int,
+        name: str,
+        min_version: int,
+        max_version: int,
+        first_flexible_version: int | None,
+        module_name: str,
+        declared: tuple[int, int] | None = None,
+    ):
+        """``module_name``: the handler module (imported on first use); ``declared``: the versions the
+        registry's table says the module serves (its ``VERSIONS``, checked when it is loaded)."""
+        self.key = key
+        self.name = name
+        self.min_version = min_version
+        self.max_version = max_version
+        self.first_flexible_version = first_flexible_version
+        self.module_name = module_name
+        self.declared = declared
+
+    def __getattr__(self, attr: str) -> Any:
+        # only called for attributes not set yet: the loaded ones, on first use
+        if attr not in Api.LOADED:
+            raise AttributeError(attr)
+        self.load()
+        return self.__dict__[attr]
+
+    def load(self) -> None:
+        """Import the handler module and the generated codec (once)."""
+        if "plans" in self.__dict__:
+            return
+        mod = importlib.import_module(self.module_name)
+        if getattr(mod, "API_KEY", None) != self.key:
+            raise ValueError(f"{mod.__name__}: API_KEY {getattr(mod, 'API_KEY', None)} is not {self.key}")
+        if getattr(mod, "VERSIONS", None) != self.declared:
+            raise ValueError(
+                f"{mod.__name__}: VERSIONS {getattr(mod, 'VERSIONS', None)} differs from the registry's "
+                f"table ({self.declared}; broker.dispatch.VERSIONS)"
+            )
+        c = codec(self.key)
+        self.codec = c
+        self.decoders = c.REQUEST_DECODERS
+        self.encoders = c.RESPONSE_ENCODERS
+        self.module = mod
         # Per version: (header decoder, body decoder, body encoder, flexible response header?).
         # ApiVersions responses always use header v0 so any client can read them (KIP-511).
+        plans = {}
         for v in range(self.min_version, self.max_version + 1):
             flexible = self.flexible(v)
-            self.plans[v] = (
+            plans[v] = (
                 request_header.decode_v2 if flexible else request_header.decode_v1,
                 self.decoders[v],
                 self.encoders[v],
                 flexible and self.key != 18,
             )
+        self.plans = plans
+        self.handler = mod.handle  # last: a handler is never seen without its plans
 
     def flexible(self, version: int) -> bool:
         f = self.first_flexible_version
@@ -172,16 +213,21 @@ class Api:
             return cls(error_code=int(code))
         return None
 
+    def __repr__(self) -> str:
+        return f"Api({self.key}, {self.name!r}, {self.min_version}-{self.max_version})"
+
 
 class Registry:
     def __init__(
         self,
-        modules: Iterable[ModuleType],
+        handlers: Iterable[tuple[str, tuple[int, int] | None]],
         persona: Mapping[int, tuple[int, int]] | None = None,
         reports_features: bool = True,
         transaction_version: int = 2,
     ):
-        """``persona``: a Kafka release's advertised ranges (broker.personas): each API is served only
+        """``handlers``: (handler module, versions it serves or None for all its schema's) per API;
+        the modules are imported when their API is first used, not here.
+        ``persona``: a Kafka release's advertised ranges (broker.personas): each API is served only
         at the versions both that release and its handler know, and not at all if none.
         ``reports_features``: ApiVersions v3+ lists the feature levels (KIP-584; Redpanda does not).
         ``transaction_version``: the finalized transaction.version (broker.features.transaction_version)."""
@@ -191,35 +237,29 @@ class Registry:
         self.features = features.levels(transaction_version)
         #: Responses that depend only on (API, version), encoded once (e.g. ApiVersions).
         self.cache: dict[tuple, bytes] = {}
-        for mod in modules:
-            key = mod.API_KEY
-            info = APIS[key]
-            lo, hi = getattr(mod, "VERSIONS", (info.min_version, info.max_version))
+        by_module = {info.module: info for info in APIS.values()}
+        for module_name, declared in handlers:
+            info = by_module[module_name.rpartition(".")[2]]
+            key = info.key
+            lo, hi = declared or (info.min_version, info.max_version)
             if not (info.min_version <= lo <= hi <= info.max_version):
-                raise ValueError(f"{mod.__name__}: VERSIONS {lo}-{hi} outside the schema's {info}")
+                raise ValueError(f"{module_name}: VERSIONS {lo}-{hi} outside the schema's {info}")
             if persona is not None:
                 if key not in persona:
                     continue
                 lo, hi = max(lo, persona[key][0]), min(hi, persona[key][1])
                 if lo > hi:
                     continue
-            c = codec(key)
-            self.apis[key] = Api(
-                key=key,
-                name=info.name,
-                min_version=lo,
-                max_version=hi,
-                first_flexible_version=info.first_flexible_version,
-                handler=mod.handle,
-                codec=c,
-                decoders=c.REQUEST_DECODERS,
-                encoders=c.RESPONSE_ENCODERS,
-                module=mod,
-            )
+            self.apis[key] = Api(key, info.name, lo, hi, info.first_flexible_version, module_name, declared)
 
         self._ranges = [
             (a.key, a.min_version, a.max_version) for a in sorted(self.apis.values(), key=lambda a: a.key)
         ]
+
+    def load_all(self) -> None:
+        """Import every handler module now (what a first request of each API would do)."""
+        for api in self.apis.values():
+            api.load()
 
     def get(self, api_key: int) -> Api | None:
         return self.apis.get(api_key)

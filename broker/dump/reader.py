@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import crc32c
 from construct import ConstructError, Container, ListContainer
 
 from broker.dump import formats as F
+from broker.log.crc import crc32c
 from broker.log.records import decompress  # the codecs only; the format itself is read here
 
 COORDINATOR_TOPICS = ("__consumer_offsets",)
@@ -73,7 +73,7 @@ def read_batches(data: bytes) -> Iterator[dict[str, Any]]:
             "base_offset": batch.base_offset,
             "last_offset": batch.base_offset + batch.last_offset_delta,
             "partition_leader_epoch": batch.partition_leader_epoch,
-            "crc_ok": crc32c.crc32c(data[pos + 21 : pos + size]) == batch.crc,
+            "crc_ok": crc32c(data[pos + 21 : pos + size]) == batch.crc,
             "compression": CODECS[codec] if codec < len(CODECS) else codec,
             "timestamp_type": "LogAppendTime" if log_append_time else "CreateTime",
             "transactional": bool(attributes & 0x10),

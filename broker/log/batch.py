@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from struct import Struct
 
-from crc32c import crc32c
+from broker.log.crc import crc32c
 
 HEADER = Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61

@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crc32c import crc32c
+from broker.log.crc import crc32c
 
 from .batch import (
     COMPRESSION_MASK,

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from struct import Struct
 
 import cramjam
-from crc32c import crc32c
 
 from broker.log import batch as _batch
 from broker.log.batch import (
@@ -37,6 +36,7 @@ from broker.log.batch import (
     BatchInfo,
     InvalidBatch,
 )
+from broker.log.crc import crc32c
 
 
 class InvalidRecords(InvalidBatch):

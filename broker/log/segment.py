@@ -20,7 +20,7 @@ from bisect import bisect_right
 from collections import OrderedDict
 from pathlib import Path
 
-from crc32c import crc32c
+from broker.log.crc import crc32c
 
 from .batch import HEADER, HEADER_SIZE
 

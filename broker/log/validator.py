@@ -27,7 +27,8 @@ from struct import Struct
 
 import cramjam
 import lz4.frame
-from crc32c import crc32c
+
+from broker.log.crc import crc32c
 
 from . import records as _records
 from .batch import (
