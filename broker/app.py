@@ -189,6 +189,7 @@ class Broker:
         self.groups = GroupCoordinator(config, self.admin, self.clock)
         self.groups.load()
         self.nodes.on_coordinators_moved.append(self._coordinators_moved)
+        self.nodes.on_leader_changed.append(self._leader_changed)
         self.txns = TransactionCoordinator(config, self.admin, self.clock, self.groups)
         self.txns.load()
         self.quotas = ClientQuotas(data_dir, config["quota.window.num"], config["quota.window.size.seconds"])
@@ -256,6 +257,13 @@ class Broker:
         """Nodes: these coordinator slots have a new leader; their groups fail over."""
         slot_of = self.nodes.slot_of
         self.groups.reload_groups(lambda group_id: slot_of(group_id) in slots)
+
+    def _leader_changed(self, topic: str, partition: int) -> None:
+        """Nodes: a partition has a new leader (or epoch); Fetches parked on it are woken, to be
+        answered NOT_LEADER_OR_FOLLOWER at once as Kafka's DelayedFetch completes on a leader change."""
+        plog = self.logs.get(topic, partition)
+        if plog is not None:
+            plog.wake()
 
     def _node_down(self, node: int) -> None:
         """Nodes.node_down: the node's listeners close and its clients are disconnected."""
