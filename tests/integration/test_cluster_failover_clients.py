@@ -167,3 +167,60 @@ def test_d_a_lost_sync_answer_then_a_move_and_the_member_rejoins(broker_factory,
     )
     a.close()
     b.close()
+
+
+def test_classic_member_of_a_consumer_group_through_a_coordinator_move(broker_factory, tmp_path, pool):
+    """A KIP-848 group with a classic member (online migration: a confluent-kafka
+    ``group.protocol=consumer`` member and a kafka-python classic one). Its classic member's
+    requests are answered at once here (nothing parks), so a move leaves it nothing in flight: it
+    is told NOT_COORDINATOR at the old node, rediscovers the coordinator and heartbeats on there;
+    the group epoch and every member epoch stay as they were (the move rebalanced nobody)."""
+    bt, journal = start(broker_factory, tmp_path)
+    group = "mixed"
+    boot = ",".join(f"{h}:{p}" for h, p in bt.broker.addresses())
+    modern = pool.python(
+        "ck-consumer",
+        client="confluent",
+        protocol="consumer",
+        bootstrap=boot,
+        group=group,
+        topic=TOPIC,
+        client_id="ck-consumer",
+    )
+    classic = member(pool, bt, "kafka-python", "kp-classic", group)
+
+    def settled_epochs():
+        try:
+            g = bt.control.group(group)
+        except KeyError:  # not there yet (NotFound)
+            return None
+        if g.get("type") != "consumer" or len(g["members"]) != 2:
+            return None
+        epochs = {m["client_id"]: m["member_epoch"] for m in g["members"]}
+        owned = sorted(p for m in g["members"] for p in m["assignment"].get(TOPIC, []))
+        if set(epochs.values()) != {g["group_epoch"]} or owned != list(range(PARTITIONS)):
+            return None
+        return g["group_epoch"], epochs
+
+    deadline = time.monotonic() + GIVE_UP_S
+    while (before := settled_epochs()) is None:
+        assert time.monotonic() < deadline and modern.alive and classic.alive, (
+            modern.describe(),
+            classic.describe(),
+        )
+        time.sleep(0.1)
+    mark = len(requests_of(journal, "kp-classic"))
+    moved = bt.control.move_coordinator(group)
+    assert moved["from"] != moved["to"]
+    deadline = time.monotonic() + GIVE_UP_S
+    while True:  # the classic member found its coordinator gone, looked it up, and heartbeats on
+        seq = requests_of(journal, "kp-classic")[mark:]
+        told = [i for i, (_api, errors) in enumerate(seq) if "NOT_COORDINATOR" in errors]
+        if told and ("Heartbeat", []) in seq[told[0] + 1 :]:
+            break
+        assert time.monotonic() < deadline, seq
+        time.sleep(0.1)
+    assert "FindCoordinator" in [api for api, _ in seq[told[0] + 1 :]], seq
+    assert settled_epochs() == before
+    modern.close()
+    classic.close()
