@@ -19,6 +19,7 @@ same after it as just before it, as the broker and the clients see them).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -113,11 +114,36 @@ def produce_kafka_python(bt, acked: list[str], failed: list[str]) -> None:
     producer.close()
 
 
-def test_every_client_through_shuffles_a_node_down_and_up_and_a_coordinator_move(broker_factory):
+def how_clients_followed(journal) -> str:
+    """Per client id, from the trace journal: the leader and coordinator errors it was answered and
+    the requests it rediscovers with (for the report; nothing asserted)."""
+    errors: dict[str, Counter] = {}
+    for line in journal.read_text().splitlines():
+        e = json.loads(line)
+        client = e.get("client_id")
+        if not client or "api" not in e:
+            continue
+        c = errors.setdefault(client, Counter())
+        if e["api"] in ("Produce", "Fetch", "Metadata", "FindCoordinator", "OffsetForLeaderEpoch"):
+            c[e["api"]] += 1
+        for x in e.get("errors") or []:
+            if x["name"] in (
+                "NOT_LEADER_OR_FOLLOWER",
+                "FENCED_LEADER_EPOCH",
+                "NOT_COORDINATOR",
+                "UNKNOWN_LEADER_EPOCH",
+            ):
+                c[f"{e['api']}:{x['name']}"] += 1
+    return "\n".join(f"  {client}: {dict(sorted(c.items()))}" for client, c in sorted(errors.items()))
+
+
+def test_every_client_through_shuffles_a_node_down_and_up_and_a_coordinator_move(broker_factory, tmp_path):
     java = require_java("4")
     t0 = time.monotonic()
     bt = broker_factory(BROKER_CONFIG)
     bt.call(bt.broker.create_topic, TOPIC, PARTITIONS, None, False, False, 3)
+    journal = tmp_path / "trace.jsonl"
+    bt.control.start_trace(str(journal))  # the report's per-client counts (nothing asserted on it)
     boot = bootstrap(bt)
     run = uuid.uuid4().hex[:6]
     pool = MemberPool()
@@ -228,7 +254,7 @@ def test_every_client_through_shuffles_a_node_down_and_up_and_a_coordinator_move
             f"all consumed {settled_s:.1f} s after it opened, test {time.monotonic() - t0:.1f} s; "
             f"kafka-python consumer's unknown-broker poll errors {len(members[f'kp-classic-{run}'].events_since(0, 'client-bug'))}; "
             f"kafka-python duplicates {sum(n - 1 for k, n in in_log.items() if k.startswith('k-'))}; "
-            f"schedule {chaos.log}"
+            f"schedule {chaos.log}\n{how_clients_followed(journal)}"
         )
     finally:
         pool.cleanup()
