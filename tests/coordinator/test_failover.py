@@ -15,6 +15,12 @@ points, each with the outcome it states:
 (d) after the assignment is persisted but before every SyncGroup answer: the new coordinator has
     the generation and every assignment; a member that missed its answer syncs again and gets it,
     and everybody heartbeats on in that generation: no rebalance, nothing written.
+
+The proposal persists the generation on its own (its step 2) and so has (b) end with the members
+that got their answer syncing and (c) with everybody re-sending SyncGroup; Kafka's classic
+coordinator (and this one) writes a generation only with its assignment (step 4), so at (b) and (c)
+the new coordinator has the previous generation and the proposal's case 1 applies: every member
+rejoins (ILLEGAL_GENERATION tells those that try to sync).
 """
 
 from __future__ import annotations
