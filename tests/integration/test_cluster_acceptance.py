@@ -242,7 +242,11 @@ def test_every_client_through_shuffles_a_node_down_and_up_and_a_coordinator_move
             assert max(ours.values()) == 1, {k: n for k, n in ours.items() if n > 1}
         assert set(acked["k"]) <= set(in_log)
         # the coordinator move alone rebalanced nobody: the marks just before it are the marks now
-        assert len(chaos.moves) == len(members) and all(mv["from"] != mv["to"] for mv in chaos.moves)
+        assert len(chaos.moves) == len(members), (
+            f"the groups never all settled for the move (tried {chaos.deferred_moves} times): "
+            f"{[bt.control.group(g) for g in members]}"
+        )
+        assert all(mv["from"] != mv["to"] for mv in chaos.moves)
         after = {g: group_marks(bt.control.group(g)) for g in members}
         assert after == chaos.before_move
         for group, m in members.items():  # as each client sees it: its generation / member epoch
