@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.log.batch import HEADER_SIZE, read_header
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.offset_for_leader_epoch import (
     EpochEndOffset,
@@ -73,24 +72,14 @@ def end_offset_for(plog: Any, requested: int, current: int) -> tuple[int, int]:
     lo, hi, first_later = plog.log_start_offset, min(end, plog.high_watermark), end
     while lo < hi:
         mid = (lo + hi) // 2
-        batch = _batch_at(plog, mid)
+        batch = leadership.batch_at(plog, mid)
         if batch is None:
             hi = mid
         elif batch[2] > requested:
             first_later, hi = min(first_later, batch[0]), mid
         else:
             lo = batch[1] + 1
-    before = _batch_at(plog, first_later - 1) if first_later > plog.log_start_offset else None
+    before = leadership.batch_at(plog, first_later - 1) if first_later > plog.log_start_offset else None
     if before is None or before[0] >= first_later:
         return requested, first_later
     return before[2], first_later
-
-
-def _batch_at(plog: Any, offset: int) -> tuple[int, int, int] | None:
-    """(base offset, last offset, partition leader epoch) of the batch holding ``offset`` (or the
-    first after it), None past the readable end."""
-    data = plog.read(offset, 1)
-    if len(data) < HEADER_SIZE:
-        return None
-    h = read_header(data, 0)
-    return h.base_offset, h.base_offset + h.last_offset_delta, h.partition_leader_epoch

@@ -8,6 +8,12 @@ import pytest
 
 from broker.log.batch import iter_batches
 from broker.log.records import simple_batch
+from broker.protocol.generated.delete_records import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsTopic,
+)
+from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from broker.protocol.generated.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
@@ -15,7 +21,8 @@ from broker.protocol.generated.offset_for_leader_epoch import (
 )
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 
-PRODUCE, OFFSET_FOR_LEADER_EPOCH = 0, 23
+PRODUCE, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH, DELETE_RECORDS = 0, 2, 23, 21
+LATEST, EARLIEST = -1, -2
 CONFIG = {"cluster.nodes": 3}
 
 
@@ -86,3 +93,24 @@ def test_a_restart_keeps_stamping_the_persisted_epoch(moved, node_factory, tmp_p
     produce(again, 2)
     assert epochs_in_log(again)[-1] == (6, 4)
     assert ofle(again, 2, 3) == (3, 6)
+
+
+def list_offsets(b, node: int, timestamp: int) -> tuple[int, int]:
+    req = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=[ListOffsetsTopic("t", [ListOffsetsPartition(0, -1, timestamp, 1)])],
+    )
+    with b.client(node) as c:
+        p = c.call(LIST_OFFSETS, 7, req).topics[0].partitions[0]
+    assert p.error_code == 0
+    return p.offset, p.leader_epoch
+
+
+def test_list_offsets_gives_the_epoch_of_the_offset_it_finds(moved):
+    assert list_offsets(moved, 1, EARLIEST) == (0, 0)
+    assert list_offsets(moved, 1, LATEST) == (5, 3)
+    req = DeleteRecordsRequest([DeleteRecordsTopic("t", [DeleteRecordsPartition(0, 3)])], 1000)
+    with moved.client(1) as c:
+        assert c.call(DELETE_RECORDS, 2, req).topics[0].partitions[0].error_code == 0
+    assert list_offsets(moved, 1, EARLIEST) == (3, 1)  # the batch of offset 3 was stamped by epoch 1
