@@ -130,6 +130,8 @@ class Nodes:
         #: called with the node id when a node goes down / comes back (the broker's listeners)
         self.on_node_down: list[Callable[[int], None]] = []
         self.on_node_up: list[Callable[[int], None]] = []
+        #: called with (topic name, partition) when a topic partition's leader or epoch changes
+        self.on_leader_changed: list[Callable[[str, int], None]] = []
         self._slots_path = data_dir / SLOTS_FILE
         self.slots: Topic | None = self._load_slots(slot_count, slot_rf) if count > 1 else None
 
@@ -272,6 +274,13 @@ class Nodes:
         )
         if topic is self.slots and old != leader:
             self._moved_slots.add(partition)
+        elif topic is not self.slots:
+            self._leader_changed(topic.name, partition)
+
+    def _leader_changed(self, topic_name: str, partition: int) -> None:
+        """Tell whoever waits on the partition (a parked Fetch) that its leader changed."""
+        for callback in self.on_leader_changed:
+            callback(topic_name, partition)
 
     def _notify(self) -> None:
         """Tell the coordinator which slots moved in the operation that just ended."""

@@ -10,6 +10,15 @@ last fetch and caught-up times are now (as Kafka reports the leader). There is n
 log end offset are 0; the voter's directory id is the zero uuid (static voters, kraft.version 0).
 The voter's endpoint (v2) is the listener the client connected to (no controller listener is
 opened).
+
+A simulated cluster (``cluster.nodes`` N > 1) is a combined-mode quorum of N nodes, each a broker
+and a controller, as Kafka's KRaft runs one (``controller.quorum.voters`` naming every node): every
+node is a voter, and there are no observers (in combined mode a node's broker is its controller's
+raft replica, not a separate observer). The leader is the cluster's controller (the lowest live
+node, as Metadata says). Live voters fetch from it, so they report the log end offset and last fetch
+and caught-up times now; a node that is down has not fetched from this leader: -1 for all three,
+as Kafka's LeaderState reports a voter it has no fetch from. Every voter's endpoint (v2) is its own
+listener of the client's listener name.
 """
 
 from __future__ import annotations
@@ -53,31 +62,51 @@ def handle(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumRes
         return _partition_errors(
             req, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
         )
-    node = ctx.services.node_id
+    nodes = ctx.services.nodes
     now = int(time.time() * 1000)
-    voter = ReplicaState(
-        replica_id=node,
-        replica_directory_id=ZERO_UUID,
-        log_end_offset=0,
-        last_fetch_timestamp=now,
-        last_caught_up_timestamp=now,
-    )
+    listener = ctx.client.listener
+    if nodes.multi:
+        leader = nodes.controller()
+        voters = [_voter(n, now if nodes.is_live(n) else -1) for n in nodes.ids]
+        endpoints = []
+        for n in nodes.ids:
+            address = nodes.address(n, listener)
+            if address is not None:
+                endpoints.append(
+                    Node(node_id=n, listeners=[Listener(name=listener, host=address[0], port=address[1])])
+                )
+    else:
+        leader = ctx.services.node_id
+        voters = [_voter(leader, now)]
+        host, port = ctx.services.advertised_address(listener)
+        endpoints = [Node(node_id=leader, listeners=[Listener(name=listener, host=host, port=port)])]
     partition = DescribeQuorumResponsePartitionData(
         partition_index=0,
         error_code=0,
         error_message=None,
-        leader_id=node,
+        leader_id=leader,
         leader_epoch=LEADER_EPOCH,
         high_watermark=0,
-        current_voters=[voter],
+        current_voters=voters,
         observers=[],
     )
-    host, port = ctx.services.advertised_address(ctx.client.listener)
     return DescribeQuorumResponse(
         error_code=0,
         error_message=None,
         topics=[DescribeQuorumResponseTopicData(topic_name=METADATA_TOPIC, partitions=[partition])],
-        nodes=[Node(node_id=node, listeners=[Listener(name=ctx.client.listener, host=host, port=port)])],
+        nodes=endpoints,
+    )
+
+
+def _voter(node: int, fetched_ms: int) -> ReplicaState:
+    """A voter that fetched at ``fetched_ms`` (caught up then: one log, nothing to lag), or -1: none
+    from this leader (log end offset unknown, -1, as Kafka's ReplicaState before a fetch)."""
+    return ReplicaState(
+        replica_id=node,
+        replica_directory_id=ZERO_UUID,
+        log_end_offset=0 if fetched_ms >= 0 else -1,
+        last_fetch_timestamp=fetched_ms,
+        last_caught_up_timestamp=fetched_ms,
     )
 
 

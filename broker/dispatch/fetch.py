@@ -10,7 +10,9 @@ On a node that does not lead the partition (broker/nodes.py), or with a stale or
 A fetch returns whole record batches up to the high watermark: at most ``partition_max_bytes`` per
 partition and ``max_bytes`` in all, except that the first batch found is returned whole even when
 larger (KIP-74). With fewer than ``min_bytes`` available the request waits, up to ``max_wait_ms``,
-and is woken by appends (never by polling). Fetch sessions are declined with session id 0, which
+and is woken by appends (never by polling) and by leader changes: a partition it reads that this
+node no longer leads (or leads at another epoch) ends the wait with NOT_LEADER_OR_FOLLOWER (or
+FENCED_LEADER_EPOCH) for it, as Kafka's DelayedFetch completes on a leader change. Fetch sessions are declined with session id 0, which
 Kafka allows: clients then send full fetches. Every answer carries the last stable offset (LSO:
 below it every transaction is decided); read_committed (isolation level 1) reads only up to it and
 gets the aborted transactions of the range read (producer id, first offset), from the partition's
@@ -118,8 +120,11 @@ async def _long_poll(ctx: RequestContext, req: FetchRequest, logs: list) -> Fetc
         finally:
             for plog in logs:
                 plog.waiters.discard(waiter)
+        readable = len(logs)
         response, size, logs = _read(ctx, req)
-        if size >= req.min_bytes or not logs:
+        # as Kafka's DelayedFetch.tryComplete: enough bytes, or a partition that could be read is no
+        # longer (this node lost its leadership, its epoch moved on: the answer says so at once)
+        if size >= req.min_bytes or len(logs) < readable:
             return response
     return _read(ctx, req)[0]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.cluster import Topic
+from broker.log.batch import HEADER_SIZE, read_header
 from broker.protocol.errors import ErrorCode
 
 from .registry import RequestContext
@@ -67,3 +68,20 @@ def endpoints(ctx: RequestContext, cls: Any, leaders: set[int]) -> list[Any]:
 
 def current_epoch(ctx: RequestContext, topic: Topic, partition: int) -> int:
     return ctx.services.nodes.leader(topic, partition)[1]
+
+
+def batch_at(plog: Any, offset: int) -> tuple[int, int, int] | None:
+    """(base offset, last offset, partition leader epoch) of the batch holding ``offset`` (or the
+    first after it), None past the readable end (the high watermark)."""
+    data = plog.read(offset, 1)
+    if len(data) < HEADER_SIZE:
+        return None
+    h = read_header(data, 0)
+    return h.base_offset, h.base_offset + h.last_offset_delta, h.partition_leader_epoch
+
+
+def epoch_at(ctx: RequestContext, topic: Topic, partition: int, plog: Any, offset: int) -> int:
+    """The leader epoch of ``offset`` as Kafka's leader-epoch cache gives it (epochForOffset): the
+    epoch stamped on its batch; past the last batch, the current leader's (which started there)."""
+    batch = batch_at(plog, offset)
+    return batch[2] if batch is not None else current_epoch(ctx, topic, partition)

@@ -108,13 +108,14 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
                         error_code=0,
                         timestamp=ts,
                         offset=offset,
-                        # the batches carry epoch 0; the latest offset is in the current epoch
+                        # as Kafka: the latest offset is in the current epoch, any other found
+                        # offset in the epoch its batch was stamped with
                         leader_epoch=(
                             -1
                             if offset < 0
                             else leadership.current_epoch(ctx, topic, p.partition_index)
                             if p.timestamp == LATEST
-                            else 0
+                            else leadership.epoch_at(ctx, topic, p.partition_index, plog, offset)
                         ),
                     )
                 )

@@ -2,14 +2,21 @@
 (fencing); v3 replica id; v4 flexible. The Java consumer uses it to validate its position after a
 leader change (KIP-320).
 
-A partition has one log however often its leader moves (broker/nodes.py), and nothing is ever
-truncated, so every epoch up to the partition's current one ends at the log end. As in Kafka's
-leader-epoch cache, a later epoch, or any epoch of a partition that has never had a record appended
-(the cache is empty), is unknown: epoch -1, end offset -1. On a node that does not lead the
-partition, or with a stale or future current epoch: dispatch/leadership.py.
+A partition has one log however often its leader moves (broker/nodes.py); each batch carries the
+epoch of the leader that appended it (PartitionLog.leader_epoch), so the log's epochs never
+decrease. The answer follows Kafka's LeaderEpochFileCache.endOffsetFor, whose entries are the first
+offset of each epoch in the log plus the current leader's epoch from where it took over: the current
+epoch ends at the log end; an earlier one at the first offset of the first later epoch in the log
+(the log end if there is none), answered with the latest epoch at or below it that has batches (the
+requested one when none has). A later epoch, or any epoch of a partition that has never had a
+record appended (the cache is empty), is unknown: epoch -1, end offset -1. The first later batch is
+found by a binary search over the batch headers. On a node that does not lead the partition, or
+with a stale or future current epoch: dispatch/leadership.py.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.offset_for_leader_epoch import (
@@ -50,6 +57,29 @@ def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLe
             ):
                 parts.append(EpochEndOffset(0, p.partition, -1, -1))
             else:
-                parts.append(EpochEndOffset(0, p.partition, p.leader_epoch, plog.log_end_offset))
+                current = leadership.current_epoch(ctx, topic, p.partition)
+                epoch, end = end_offset_for(plog, p.leader_epoch, current)
+                parts.append(EpochEndOffset(0, p.partition, epoch, end))
         topics.append(OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
+
+def end_offset_for(plog: Any, requested: int, current: int) -> tuple[int, int]:
+    """(epoch, end offset) of ``requested`` (0 <= requested <= current) in ``plog``'s log."""
+    end = plog.log_end_offset
+    if requested == current:
+        return current, end
+    lo, hi, first_later = plog.log_start_offset, min(end, plog.high_watermark), end
+    while lo < hi:
+        mid = (lo + hi) // 2
+        batch = leadership.batch_at(plog, mid)
+        if batch is None:
+            hi = mid
+        elif batch[2] > requested:
+            first_later, hi = min(first_later, batch[0]), mid
+        else:
+            lo = batch[1] + 1
+    before = leadership.batch_at(plog, first_later - 1) if first_later > plog.log_start_offset else None
+    if before is None or before[0] >= first_later:
+        return requested, first_later
+    return before[2], first_later

@@ -31,7 +31,8 @@ _OFFSET = Struct(">q")
 _LEN = Struct(">qi")
 _MAXTS_ATTR = Struct(">h")
 _EPOCH = Struct(">i")
-#: This broker is the only leader there has ever been, so every partition's leader epoch is 0.
+#: The partition leader epoch of a single node's batches (it is the only leader there has ever
+#: been); on a simulated cluster the leader stamps its epoch (PartitionLog.leader_epoch).
 LEADER_EPOCH = 0
 
 COMPRESSION_MASK = 0x07
@@ -187,17 +188,22 @@ def validate_produce(buf: bytes | memoryview) -> list[BatchInfo]:
 
 
 def assign_offsets(
-    buf: bytearray, batches: list[BatchInfo], first_offset: int, log_append_time: int | None = None
+    buf: bytearray,
+    batches: list[BatchInfo],
+    first_offset: int,
+    log_append_time: int | None = None,
+    leader_epoch: int = LEADER_EPOCH,
 ) -> int:
-    """Rewrite each batch's base offset and partition leader epoch (neither is under the CRC) and,
-    for LogAppendTime topics, its timestamp type and max timestamp (recomputing the CRC). Returns
-    the next offset after the last batch."""
+    """Rewrite each batch's base offset and partition leader epoch (neither is under the CRC: the
+    leader stamps its epoch, as Kafka's LogValidator does) and, for LogAppendTime topics, its
+    timestamp type and max timestamp (recomputing the CRC). Returns the next offset after the last
+    batch."""
     offset = first_offset
     for b in batches:
         _OFFSET.pack_into(buf, b.position, offset)
-        _EPOCH.pack_into(buf, b.position + 12, LEADER_EPOCH)
+        _EPOCH.pack_into(buf, b.position + 12, leader_epoch)
         b.base_offset = offset
-        b.partition_leader_epoch = LEADER_EPOCH
+        b.partition_leader_epoch = leader_epoch
         if log_append_time is not None:
             attrs = b.attributes | TIMESTAMP_TYPE_MASK
             _MAXTS_ATTR.pack_into(buf, b.position + 21, attrs)

@@ -368,11 +368,12 @@ def _header(
     base_sequence: int,
     count: int,
     section: bytes,
+    leader_epoch: int = LEADER_EPOCH,
 ) -> bytes:
     header = HEADER.pack(
         base,
         HEADER_SIZE - 12 + len(section),
-        LEADER_EPOCH,
+        leader_epoch,
         2,
         0,
         attributes,
@@ -391,7 +392,8 @@ def _header(
 
 def _rebuilt(buf: bytes, pos: int, kept: list[tuple[int, int, bytes]], horizon: int | None) -> bytes:
     """The batch at ``pos`` with only the ``kept`` (offset, timestamp, raw) records: same base and
-    last offset, producer fields, timestamp type and codec (MemoryRecords.buildRetainedRecordsInto)."""
+    last offset, partition leader epoch, producer fields, timestamp type and codec
+    (MemoryRecords.buildRetainedRecordsInto)."""
     f = HEADER.unpack_from(buf, pos)
     base, attributes, last_delta, max_ts = f[0], f[5], f[6], f[8]
     codec = attributes & COMPRESSION_MASK
@@ -410,14 +412,17 @@ def _rebuilt(buf: bytes, pos: int, kept: list[tuple[int, int, bytes]], horizon: 
         section = compress(codec, section)
     if not append_time:
         max_ts = max(ts for _o, ts, _r in kept)
-    return _header(base, last_delta, attributes, base_ts, max_ts, f[9], f[10], f[11], len(kept), section)
+    return _header(
+        base, last_delta, attributes, base_ts, max_ts, f[9], f[10], f[11], len(kept), section, f[2]
+    )
 
 
 def _empty(buf: bytes, pos: int) -> bytes:
-    """The header of the batch at ``pos`` with no records (DefaultRecordBatch.writeEmptyHeader)."""
+    """The header of the batch at ``pos`` with no records, its partition leader epoch kept
+    (DefaultRecordBatch.writeEmptyHeader)."""
     f = HEADER.unpack_from(buf, pos)
     attributes = f[5] & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
-    return _header(f[0], f[6], attributes, f[8], f[8], f[9], f[10], f[11], 0, b"")
+    return _header(f[0], f[6], attributes, f[8], f[8], f[9], f[10], f[11], 0, b"", f[2])
 
 
 class CleanedTransactions:

@@ -23,7 +23,7 @@ import orjson
 from broker.protocol.errors import ErrorCode, KafkaError
 
 from . import cleaner, streaming, txnindex
-from .batch import HEADER, HEADER_SIZE, BatchInfo, InvalidBatch, assign_offsets, read_header
+from .batch import HEADER, HEADER_SIZE, LEADER_EPOCH, BatchInfo, InvalidBatch, assign_offsets, read_header
 from .config import LogConfig
 from .control import parse_marker
 from .producers import ProducerState
@@ -62,6 +62,9 @@ class PartitionLog:
         self.partition = partition
         self.config = config
         self.waiters: set[asyncio.Future] = set()
+        #: the epoch of the partition's leader, stamped on every batch appended (the broker keeps
+        #: it current on a simulated cluster; a single node leads at epoch 0)
+        self.leader_epoch = LEADER_EPOCH
         self.deleted = False
         #: ``serve --recover``: truncate at corruption (and report it) instead of refusing to start
         self.recover = recover
@@ -428,7 +431,9 @@ class PartitionLog:
         ):
             active = self.roll()
         base = self.log_end_offset
-        next_offset = assign_offsets(data, batches, base, now_ms if self.config.log_append_time else None)
+        next_offset = assign_offsets(
+            data, batches, base, now_ms if self.config.log_append_time else None, self.leader_epoch
+        )
         max_ts = batches[0].max_timestamp if len(batches) == 1 else max(b.max_timestamp for b in batches)
         active.append(data, base, next_offset, max_ts)
         self.log_end_offset = next_offset

@@ -331,3 +331,18 @@ def test_compact_delete_retention_moves_the_log_start_past_the_checkpoint(tmp_pa
     clean(plog, T0 + 300)
     assert contents(plog) == latest_model(before, drop_tombstones=False)
     plog.close()
+
+
+def test_cleaned_batches_keep_their_partition_leader_epoch(tmp_path):
+    """As Kafka's cleaner: a rebuilt or emptied batch keeps the epoch its leader stamped (a
+    simulated cluster's leaders stamp theirs: PartitionLog.leader_epoch)."""
+    plog = open_log(tmp_path / "p", segment_bytes="100000")
+    for epoch, records in enumerate(
+        [[(b"a", b"1", T0), (b"b", b"1", T0)], [(b"a", b"2", T0 + 1)], [(None, b"z", T0 + 2)]], start=3
+    ):
+        plog.leader_epoch = epoch
+        append(plog, records)
+    seal(plog)
+    clean(plog, T0 + 10)
+    got = [(i.base_offset, i.records_count, i.partition_leader_epoch) for i in plog.iter_headers(0)]
+    assert got[:3] == [(0, 1, 3), (2, 1, 4), (3, 0, 5)]  # rebuilt (b kept), untouched, emptied

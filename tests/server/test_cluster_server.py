@@ -16,6 +16,7 @@ from broker.control.client import ControlError
 from broker.log.records import simple_batch
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.describe_groups import DescribeGroupsRequest
+from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.heartbeat import HeartbeatRequest
 from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
@@ -24,7 +25,15 @@ from broker.protocol.generated.produce import PartitionProduceData, ProduceReque
 from broker.protocol.generated.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 from tests.support.wire import WireClient
 
-METADATA, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, SYNC_GROUP, DESCRIBE_GROUPS = 3, 10, 11, 12, 14, 15
+FETCH, METADATA, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, SYNC_GROUP, DESCRIBE_GROUPS = (
+    1,
+    3,
+    10,
+    11,
+    12,
+    14,
+    15,
+)
 
 pytestmark = pytest.mark.server
 
@@ -221,3 +230,48 @@ def test_a_fault_rule_names_the_real_leader_in_its_hint(bt):
     assert p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (leader, epoch)
     assert [(e.node_id, e.port) for e in resp.node_endpoints] == [(leader, ports(bt)[leader])]
+
+
+def test_a_parked_fetch_is_answered_at_once_when_its_node_loses_a_partition(bt):
+    """As Kafka's DelayedFetch completes on a leader change: a long-polling Fetch on the leader of
+    two partitions is answered as soon as one of them moves, NOT_LEADER_OR_FOLLOWER with the new
+    leader for it, not at the end of its wait (5 minutes: the client's 10 s socket timeout would
+    fail the test first)."""
+    bt.call(bt.broker.create_topic, "f", 2, None, False, False, 3)
+    for p in (0, 1):
+        if bt.control.cluster()["topics"]["f"][p]["leader"] != 1:
+            bt.control.move_leader("f", p, 1)
+    logs = bt.call(lambda: [bt.broker.logs.get("f", p) for p in (0, 1)])
+    req = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=300_000,
+        min_bytes=1,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchTopic(
+                topic="f",
+                partitions=[
+                    FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20) for p in (0, 1)
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    with WireClient(ports(bt)[1]) as c:
+        c.send(FETCH, 12, req)
+        deadline = time.monotonic() + 30  # loop guard: the fetch is parked on both partitions
+        while not bt.call(lambda: all(plog.waiters for plog in logs)):
+            assert time.monotonic() < deadline, "the fetch never parked"
+            time.sleep(0.01)
+        moved = bt.control.move_leader("f", 1, "next")
+        _cid, resp = c.recv(FETCH, 12)
+    parts = {p.partition_index: p for p in resp.responses[0].partitions}
+    assert parts[0].error_code == 0 and parts[0].records in (b"", None)
+    assert parts[1].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (parts[1].current_leader.leader_id, parts[1].current_leader.leader_epoch) == (
+        moved["to"],
+        moved["epoch"],
+    )

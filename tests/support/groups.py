@@ -656,6 +656,7 @@ def _member_kafka_python(cfg: dict, commands: queue.Queue[str]) -> None:
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.errors import UnknownBrokerIdError
 
     class BrokenAssignor(RangePartitionAssignor):
         """A deliberately broken assignor (tests/control/test_invariants.py): every member gets
@@ -734,7 +735,19 @@ def _member_kafka_python(cfg: dict, commands: queue.Queue[str]) -> None:
                 _emit("committed", offsets={str(tp.partition): off for tp, off in offsets.items()})
             elif cmd == "state":
                 report(force=True)
-        polled = consumer.poll(timeout_ms=100, max_records=max(tracker.budget(), 1))
+        try:
+            polled = consumer.poll(timeout_ms=100, max_records=max(tracker.budget(), 1))
+        except UnknownBrokerIdError as e:
+            # kafka-python 3.0.12 takes a Fetch response's KIP-951 leader hint even for a node it
+            # has no metadata for (it ignores node_endpoints), then its next poll() raises from
+            # send_fetches and leaves that node marked as having a fetch in flight, so it is never
+            # fetched from again. Opt-in (the multi-node cluster's acceptance): report it, unmark
+            # the node, poll again (it has asked for the metadata that makes the node known).
+            if not cfg.get("unknown_broker_workaround"):
+                raise
+            _emit("client-bug", message=f"{type(e).__name__}: {e}")
+            consumer._fetcher._nodes_with_pending_fetch_requests.discard(e.args[0] if e.args else None)
+            continue
         records = [[r.partition, r.offset, r.key.decode()] for recs in polled.values() for r in recs]
         if tracker.deliver(records):
             paused = True
