@@ -221,3 +221,25 @@ def test_a_fault_rule_names_the_real_leader_in_its_hint(bt):
     assert p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (leader, epoch)
     assert [(e.node_id, e.port) for e in resp.node_endpoints] == [(leader, ports(bt)[leader])]
+
+
+def test_control_api_moves_a_transaction_coordinator_and_node_down_moves_them_too(bt):
+    ctl = ControlClient(bt.control_url)
+    nodes = bt.broker.nodes
+    tid = "tx-move"
+    before = bt.call(nodes.txn_coordinator, tid)
+    moved = ctl.move_coordinator(transactional_id=tid)
+    assert moved["transactional_id"] == tid and moved["from"] == before and moved["to"] != before
+    assert moved["slot"] == bt.call(nodes.txn_slot_of, tid)
+    host, port = bt.broker.addresses()[0]
+    with WireClient(port, host) as c:
+        found = c.call(FIND_COORDINATOR, 3, FindCoordinatorRequest(key=tid, key_type=1))
+    assert (found.error_code, found.node_id, found.port) == (0, moved["to"], ports(bt)[moved["to"]])
+    with pytest.raises(ControlError) as e:
+        ctl.move_coordinator(transactional_id=tid, to=moved["to"] + 10)
+    assert e.value.status == 409
+    with pytest.raises(ValueError):
+        ctl.move_coordinator("g", transactional_id=tid)
+    ctl.node_down(moved["to"])
+    after = bt.call(nodes.txn_coordinator, tid)
+    assert after not in (moved["to"], -1)
