@@ -23,6 +23,7 @@ from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.list_transactions import ListTransactionsRequest
 from tests.dispatch.test_cluster_nodes import create, java_hash
 from tests.dispatch.test_transactions import _add, _batches, _end, _init, _produce
+from tests.support.inprocess import InProcessClient
 
 FIND, END_TXN, ADD_PARTITIONS, ADD_OFFSETS, DESCRIBE_TXNS, LIST_TXNS = 10, 26, 24, 25, 65, 66
 
@@ -186,7 +187,7 @@ def test_markers_wait_for_a_leader_and_a_move_hands_the_completion_over(node_fac
         assert _produce(c, tid, "solo", 0, pid, epoch, 0, [b"a"]).error_code == 0
     b.broker.nodes.node_down(3)
     assert b.broker.nodes.txn_coordinator(tid) == 1
-    end = b.start(END_TXN, 3, EndTxnRequest(tid, pid, epoch, True), b.client(1).__enter__().info)
+    end = b.start(END_TXN, 3, EndTxnRequest(tid, pid, epoch, True), InProcessClient(b, node=1).info)
     with b.client(1) as c:
         assert _describe(c, tid) == {tid: (0, "PrepareCommit")}  # the marker waits
     assert not end.done()
@@ -201,3 +202,25 @@ def test_markers_wait_for_a_leader_and_a_move_hands_the_completion_over(node_fac
         assert _describe(c, tid) == {tid: (0, "CompleteCommit")}
         assert _end(c, tid, pid, epoch, True) == 0  # the retry of the end the move interrupted
     assert _batches(b, "solo", 0) == [("data", b"a"), ("marker", True)]  # one marker, not two
+
+
+def test_an_add_whose_coordinator_moves_in_flight_is_not_coordinator(node_factory):
+    b = node_factory({"cluster.nodes": 3})
+    tid = ids_by_coordinator(b)[1][0]
+    create(b, "t", partitions=1, rf=3)
+    with b.client(1) as c:
+        init = _init(c, tid)
+    pid, epoch = init.producer_id, init.producer_epoch
+    req = AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[AddPartitionsToTxnTopic(name="t", partitions=[0])],
+    )  # fmt: skip
+    add = b.start(ADD_PARTITIONS, 3, req, InProcessClient(b, node=1).info)
+    b.loop.run_until_complete(asyncio.sleep(0))  # its record is appended, waiting for the fsync
+    assert not add.done()
+    b.broker.nodes.move_txn_coordinator(tid, 2)
+    (t,) = b.answer(add, ADD_PARTITIONS, 3).results_by_topic_v3_and_below
+    assert t.results_by_partition[0].partition_error_code == ErrorCode.NOT_COORDINATOR
+    with b.client(2) as c:  # the record was written: the new coordinator has it, the retry succeeds
+        assert _describe(c, tid) == {tid: (0, "Ongoing")}
+        assert _add(c, tid, pid, epoch, "t", 0) == {0: 0}
