@@ -167,6 +167,8 @@ class Broker:
             data_dir,
             config["offsets.topic.num.partitions"],
             config["offsets.topic.replication.factor"],
+            txn_slot_count=config["transaction.state.log.num.partitions"],
+            txn_slot_rf=config["transaction.state.log.replication.factor"],
         )
         self.nodes.on_node_down.append(self._node_down)
         self.nodes.on_node_up.append(self._node_up)
@@ -190,7 +192,12 @@ class Broker:
         self.nodes.on_leader_changed.append(self._leader_changed)
         self._stamp_leader_epochs()
         self.txns = TransactionCoordinator(config, self.admin, self.clock, self.groups)
+        if self.nodes.multi:  # transactional ids are coordinated by their slot's leader
+            self.txns.multi = True
+            self.txns.coordinator_of = self.nodes.txn_coordinator_and_epoch
+            self.txns.leader_of = self._partition_leader
         self.txns.load()
+        self.nodes.on_txn_coordinators_moved.append(self._txn_coordinators_moved)
         self.quotas = ClientQuotas(data_dir, config["quota.window.num"], config["quota.window.size.seconds"])
         #: SCRAM credentials: sasl.users, then those set through AlterUserScramCredentials (data dir)
         self.scram = self.listener.scram
@@ -286,6 +293,18 @@ class Broker:
                 plog = self.logs.get(topic.name, p)
                 if plog is not None:
                     plog.leader_epoch = self.nodes.leader(topic, p)[1]
+
+    def _txn_coordinators_moved(self, slots: set[int]) -> None:
+        """Nodes: these transaction coordinator slots have a new leader; their ids fail over."""
+        slot_of = self.nodes.txn_slot_of
+        self.txns.reload(lambda tid: slot_of(tid) in slots)
+
+    def _partition_leader(self, topic_name: str, partition: int) -> tuple[int, int]:
+        """(leader, leader epoch) of a partition (-1: no live leader, or no such partition)."""
+        topic = self.topics.get(topic_name)
+        if topic is None or not 0 <= partition < topic.partitions:
+            return -1, -1
+        return self.nodes.leader(topic, partition)
 
     def _node_down(self, node: int) -> None:
         """Nodes.node_down: the node's listeners close and its clients are disconnected."""

@@ -117,10 +117,19 @@ _SETTINGS = [
         "",
         "OAUTHBEARER: file:// path of a JWKS that signed tokens are verified against (unset: unsecured JWS).",
     ),
-    Setting("sasl.oauthbearer.expected.audience", str, "", "OAUTHBEARER (JWKS): accepted audiences, comma-separated."),
+    Setting(
+        "sasl.oauthbearer.expected.audience",
+        str,
+        "",
+        "OAUTHBEARER (JWKS): accepted audiences, comma-separated.",
+    ),
     Setting("sasl.oauthbearer.expected.issuer", str, "", "OAUTHBEARER (JWKS): the required issuer."),
-    Setting("sasl.oauthbearer.sub.claim.name", str, "sub", "OAUTHBEARER (JWKS): the claim holding the principal."),
-    Setting("sasl.oauthbearer.scope.claim.name", str, "scope", "OAUTHBEARER (JWKS): the claim holding the scope."),
+    Setting(
+        "sasl.oauthbearer.sub.claim.name", str, "sub", "OAUTHBEARER (JWKS): the claim holding the principal."
+    ),
+    Setting(
+        "sasl.oauthbearer.scope.claim.name", str, "scope", "OAUTHBEARER (JWKS): the claim holding the scope."
+    ),
     Setting("sasl.oauthbearer.clock.skew.seconds", int, 30, "OAUTHBEARER (JWKS): allowed clock skew.", 0),
     Setting(
         "authorizer.class.name",
@@ -323,6 +332,22 @@ _SETTINGS = [
         104857600,
         "Segment size of the __transaction_state log.",
         14,
+    ),
+    Setting(
+        "transaction.state.log.num.partitions",
+        int,
+        50,
+        "Transaction coordinator slots transactional ids hash to (abs(hashCode(id)) % this); with "
+        "cluster.nodes > 1 each slot's leader is the id's transaction coordinator.",
+        1,
+    ),
+    Setting(
+        "transaction.state.log.replication.factor",
+        int,
+        3,
+        "Replicas of each transaction coordinator slot (at most cluster.nodes).",
+        1,
+        maximum=32767,
     ),
     Setting(
         "transactional.id.expiration.ms",

@@ -15,6 +15,12 @@ Group coordinators are Kafka's: a group hashes to a slot, ``abs(groupId.hashCode
 offsets.topic.num.partitions`` (Java's String.hashCode), and the slot's leader coordinates it. The
 slots' replicas, leaders and epochs are kept in ``coordinators.json`` (written only by a multi-node
 cluster); their log is the one ``__consumer_offsets`` partition the coordinator writes.
+
+Transaction coordinators are mapped the same way with their own slots, Kafka's
+``__transaction_state`` partitions: ``abs(transactionalId.hashCode()) %
+transaction.state.log.num.partitions``, kept in ``txn-coordinators.json`` (also written only by a
+multi-node cluster; a cluster directory written before it existed gets fresh slots on its next
+start). Their log is the one ``__transaction_state`` partition the transaction coordinator writes.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ log = logging.getLogger(__name__)
 
 NO_LEADER = -1
 SLOTS_FILE = "coordinators.json"
+TXN_SLOTS_FILE = "txn-coordinators.json"
 
 
 def java_string_hash(s: str) -> int:
@@ -116,6 +123,8 @@ class Nodes:
         slot_count: int = 50,
         slot_rf: int = 3,
         rng: random.Random | None = None,
+        txn_slot_count: int = 50,
+        txn_slot_rf: int = 3,
     ):
         self.ids: list[int] = list(range(first_id, first_id + count))
         self.live: set[int] = set(self.ids)
@@ -127,13 +136,21 @@ class Nodes:
         #: called with the coordinator slots whose leader changed, once per operation
         self.on_coordinators_moved: list[Callable[[set[int]], None]] = []
         self._moved_slots: set[int] = set()
+        #: called with the transaction coordinator slots whose leader changed, once per operation
+        self.on_txn_coordinators_moved: list[Callable[[set[int]], None]] = []
+        self._moved_txn_slots: set[int] = set()
         #: called with the node id when a node goes down / comes back (the broker's listeners)
         self.on_node_down: list[Callable[[int], None]] = []
         self.on_node_up: list[Callable[[int], None]] = []
         #: called with (topic name, partition) when a topic partition's leader or epoch changes
         self.on_leader_changed: list[Callable[[str, int], None]] = []
         self._slots_path = data_dir / SLOTS_FILE
-        self.slots: Topic | None = self._load_slots(slot_count, slot_rf) if count > 1 else None
+        self._txn_slots_path = data_dir / TXN_SLOTS_FILE
+        self.slots: Topic | None = None
+        self.txn_slots: Topic | None = None
+        if count > 1:
+            self.slots = self._load_slots(slot_count, slot_rf)
+            self.txn_slots = self._load_txn_slots(txn_slot_count, txn_slot_rf)
 
     # ------------------------------------------------------------------ nodes
 
@@ -244,11 +261,15 @@ class Nodes:
         out = list(self.topics.all())
         if self.slots is not None:
             out.append(self.slots)
+        if self.txn_slots is not None:
+            out.append(self.txn_slots)
         return out
 
     def _save(self, topic: Topic) -> None:
         if topic is self.slots:
             self._save_slots()
+        elif topic is self.txn_slots:
+            self._save_txn_slots()
         else:
             self.topics.save()
 
@@ -256,6 +277,8 @@ class Nodes:
         self.topics.save()
         if self.slots is not None:
             self._save_slots()
+        if self.txn_slots is not None:
+            self._save_txn_slots()
 
     def _set_leader(self, topic: Topic, partition: int, leader: int, why: str) -> None:
         self.materialize(topic)
@@ -265,7 +288,9 @@ class Nodes:
         topic.leader_epochs[partition] += 1
         log.info(
             "%s-%d: leader %d -> %d, epoch %d (%s)",
-            topic.name if topic is not self.slots else "coordinator slot",
+            {id(self.slots): "coordinator slot", id(self.txn_slots): "transaction coordinator slot"}.get(
+                id(topic), topic.name
+            ),
             partition,
             old,
             leader,
@@ -274,6 +299,9 @@ class Nodes:
         )
         if topic is self.slots and old != leader:
             self._moved_slots.add(partition)
+        elif topic is self.txn_slots:
+            if old != leader:
+                self._moved_txn_slots.add(partition)
         elif topic is not self.slots:
             self._leader_changed(topic.name, partition)
 
@@ -283,10 +311,14 @@ class Nodes:
             callback(topic_name, partition)
 
     def _notify(self) -> None:
-        """Tell the coordinator which slots moved in the operation that just ended."""
+        """Tell the coordinators which slots moved in the operation that just ended."""
         moved, self._moved_slots = self._moved_slots, set()
         if moved:
             for callback in self.on_coordinators_moved:
+                callback(moved)
+        moved, self._moved_txn_slots = self._moved_txn_slots, set()
+        if moved:
+            for callback in self.on_txn_coordinators_moved:
                 callback(moved)
 
     def move_leader(self, topic_name: str, partition: int, target: int | str = "next") -> tuple[int, int]:
@@ -365,9 +397,15 @@ class Nodes:
     # ------------------------------------------------------------------ coordinators
 
     def _load_slots(self, count: int, rf: int) -> Topic:
-        slots = Topic("__consumer_offsets", ZERO_UUID, count, internal=True)
-        if self._slots_path.exists():
-            doc = orjson.loads(self._slots_path.read_bytes())
+        return self._load_slot_file(self._slots_path, "__consumer_offsets", count, rf)
+
+    def _load_txn_slots(self, count: int, rf: int) -> Topic:
+        return self._load_slot_file(self._txn_slots_path, "__transaction_state", count, rf)
+
+    def _load_slot_file(self, path: Path, name: str, count: int, rf: int) -> Topic:
+        slots = Topic(name, ZERO_UUID, count, internal=True)
+        if path.exists():
+            doc = orjson.loads(path.read_bytes())
             slots.partitions = len(doc["replicas"])  # a group keeps its slot across config changes
             slots.replicas, slots.leaders, slots.leader_epochs = (
                 doc["replicas"],
@@ -379,15 +417,16 @@ class Nodes:
         slots.replicas = self.placer.place(self.ids, [], count, rf)
         slots.leaders = [r[0] for r in slots.replicas]
         slots.leader_epochs = [0] * count
-        self.slots = slots
-        self._save_slots()
+        _write_slots(path, slots)
         return slots
 
     def _save_slots(self) -> None:
-        s = self.slots
-        assert s is not None
-        doc = {"version": 1, "replicas": s.replicas, "leaders": s.leaders, "leader_epochs": s.leader_epochs}
-        write_durably(self._slots_path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        assert self.slots is not None
+        _write_slots(self._slots_path, self.slots)
+
+    def _save_txn_slots(self) -> None:
+        assert self.txn_slots is not None
+        _write_slots(self._txn_slots_path, self.txn_slots)
 
     def slot_of(self, key: str) -> int:
         return coordinator_slot(key, self.slots.partitions) if self.slots is not None else 0
@@ -407,6 +446,35 @@ class Nodes:
         if self.slots is None:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "a single-node cluster has one coordinator")
         return self._move(self.slots, self.slot_of(key), target, f"coordinator of group {key!r} moved")
+
+    def txn_slot_of(self, transactional_id: str) -> int:
+        """The ``__transaction_state`` partition a transactional id hashes to (Kafka's
+        TransactionStateManager.partitionFor)."""
+        if self.txn_slots is None:
+            return 0
+        return coordinator_slot(transactional_id, self.txn_slots.partitions)
+
+    def txn_coordinator(self, transactional_id: str) -> int:
+        """The node coordinating ``transactional_id`` (-1: its slot has no live replica)."""
+        if self.txn_slots is None:
+            return self.first if self.first in self.live else NO_LEADER
+        return self.txn_slots.leaders[self.txn_slot_of(transactional_id)]  # type: ignore[index]
+
+    def txn_coordinator_and_epoch(self, transactional_id: str) -> tuple[int, int]:
+        """(coordinating node, leader epoch of its slot): the epoch changes at every move."""
+        if self.txn_slots is None:
+            return self.txn_coordinator(transactional_id), 0
+        slot = self.txn_slot_of(transactional_id)
+        return self.txn_slots.leaders[slot], self.txn_slots.leader_epochs[slot]  # type: ignore[index]
+
+    def move_txn_coordinator(self, transactional_id: str, target: int | str = "next") -> tuple[int, int]:
+        """Move the transaction coordinator of ``transactional_id`` (the leader of its slot: every
+        transactional id of the slot moves with it, as in Kafka); returns (old, new) node."""
+        if self.txn_slots is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "a single-node cluster has one coordinator")
+        slot = self.txn_slot_of(transactional_id)
+        why = f"transaction coordinator of {transactional_id!r} moved"
+        return self._move(self.txn_slots, slot, target, why)
 
     # ------------------------------------------------------------------ node down / up
 
@@ -451,3 +519,13 @@ class Nodes:
         for callback in self.on_node_up:
             callback(node)
         return elected
+
+
+def _write_slots(path: Path, slots: Topic) -> None:
+    doc = {
+        "version": 1,
+        "replicas": slots.replicas,
+        "leaders": slots.leaders,
+        "leader_epochs": slots.leader_epochs,
+    }
+    write_durably(path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))

@@ -1,5 +1,5 @@
 """broker/nodes.py without a broker: Java's String.hashCode, Kafka's coordinator slot and its
-StripedReplicaPlacer for one rack."""
+StripedReplicaPlacer for one rack; the transaction coordinator slots."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from collections import Counter
 
 import pytest
 
-from broker.nodes import StripedPlacer, coordinator_slot, java_string_hash, kafka_abs
+from broker.cluster import TopicRegistry
+from broker.nodes import Nodes, StripedPlacer, coordinator_slot, java_string_hash, kafka_abs
 from broker.protocol.errors import ErrorCode, KafkaError
 
 
@@ -40,3 +41,25 @@ def test_striped_placer_puts_fenced_brokers_last_and_checks_the_factor():
     with pytest.raises(KafkaError) as e:
         placer.place([1], [], 1, 2)
     assert e.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+def test_transaction_slots_move_on_their_own_and_with_a_node_down(tmp_path):
+    nodes = Nodes(1, 3, TopicRegistry(tmp_path), tmp_path, 5, 3, random.Random(7), txn_slot_count=4)
+    group_moves: list[set[int]] = []
+    txn_moves: list[set[int]] = []
+    nodes.on_coordinators_moved.append(group_moves.append)
+    nodes.on_txn_coordinators_moved.append(txn_moves.append)
+    assert nodes.txn_slots.partitions == 4 and nodes.slots.partitions == 5
+    slot = nodes.txn_slot_of("tx")
+    old, new = nodes.move_txn_coordinator("tx", "next")
+    assert (old, new) == (nodes.txn_slots.replicas[slot][0], nodes.txn_coordinator("tx")) and old != new
+    assert txn_moves == [{slot}] and group_moves == []  # a transaction slot alone
+    assert nodes.txn_coordinator_and_epoch("tx") == (new, 1)
+    led = {s for s in range(4) if nodes.txn_slots.leaders[s] == new}
+    nodes.node_down(new)
+    assert txn_moves[-1] == led and all(nodes.txn_slots.leaders[s] != new for s in range(4))
+    again = Nodes(1, 3, TopicRegistry(tmp_path), tmp_path, 5, 3, random.Random(1), txn_slot_count=9)
+    assert again.txn_slots.leaders == nodes.txn_slots.leaders  # kept (a slot count change ignored)
+    (tmp_path / "one").mkdir()
+    single = Nodes(1, 1, TopicRegistry(tmp_path / "one"), tmp_path / "one", 5, 3)
+    assert single.txn_slots is None and single.txn_coordinator("tx") == 1

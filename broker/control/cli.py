@@ -240,11 +240,19 @@ def cluster_shuffle(ctx: click.Context) -> None:
 
 
 @cluster.command("move-coordinator")
-@click.argument("group_id")
+@click.argument("group_id", required=False)
 @click.option("--to", default="next", show_default=True, help='A node id, or "next".')
+@click.option(
+    "--transactional-id", default=None, help="Move this transactional id's transaction coordinator instead."
+)
 @click.pass_context
-def cluster_move_coordinator(ctx: click.Context, group_id: str, to: str) -> None:
-    _run(_client(ctx).move_coordinator, group_id, int(to) if to.isdigit() else to)
+def cluster_move_coordinator(
+    ctx: click.Context, group_id: str | None, to: str, transactional_id: str | None
+) -> None:
+    if (group_id is None) == (transactional_id is None):
+        raise click.UsageError("give a GROUP_ID or --transactional-id")
+    target = int(to) if to.isdigit() else to
+    _run(_client(ctx).move_coordinator, group_id, target, transactional_id=transactional_id)
 
 
 @cluster.command("down")

@@ -130,7 +130,16 @@ class ControlClient:
     def shuffle_leaders(self) -> dict[str, Any]:
         return self.request("POST", "/cluster/shuffle")
 
-    def move_coordinator(self, group_id: str, to: int | str = "next") -> dict[str, Any]:
+    def move_coordinator(
+        self, group_id: str | None = None, to: int | str = "next", *, transactional_id: str | None = None
+    ) -> dict[str, Any]:
+        """Move a group's coordinator, or (``transactional_id``) a transactional id's."""
+        if (group_id is None) == (transactional_id is None):
+            raise ValueError("give a group id or a transactional id")
+        if transactional_id is not None:
+            return self.request(
+                "POST", "/cluster/coordinators", {"transactional_id": transactional_id, "to": to}
+            )
         return self.request("POST", "/cluster/coordinators", {"group": group_id, "to": to})
 
     def node_down(self, node: int) -> dict[str, Any]:

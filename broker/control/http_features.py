@@ -188,10 +188,14 @@ def cluster_routes(control: Any) -> list[web.RouteDef]:
     async def coordinators(request: web.Request) -> web.Response:
         try:
             b = await body(request)
-            if not isinstance(b.get("group"), str):
-                raise BadRequest('give {"group": GROUP_ID, "to": NODE or "next"}')
+            if isinstance(b.get("group"), str) == isinstance(b.get("transactional_id"), str):
+                raise BadRequest(
+                    'give {"group": GROUP_ID, "to": NODE or "next"} or {"transactional_id": ID, "to": ...}'
+                )
         except BadRequest as e:
             return _bad(e)
+        if isinstance(b.get("transactional_id"), str):
+            return web.json_response(control.move_txn_coordinator(b["transactional_id"], b.get("to", "next")))
         return web.json_response(control.move_coordinator(b["group"], b.get("to", "next")))
 
     def node_id(request: web.Request) -> int:

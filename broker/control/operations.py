@@ -215,6 +215,28 @@ class Control:
         self._journal("move-coordinator", out, [group_id])
         return out
 
+    def move_txn_coordinator(self, transactional_id: str, to: int | str = "next") -> dict[str, Any]:
+        """Move the transaction coordinator of ``transactional_id`` (its ``__transaction_state``
+        slot: every id of the slot moves with it, as in Kafka). The old node answers
+        NOT_COORDINATOR; the ids are loaded again from the log on the new one, which completes
+        their prepared transactions."""
+        nodes = self.services.nodes
+        target = _node(to)
+        old, new = self._cluster_op(
+            f"move the transaction coordinator of {transactional_id!r} to {target}",
+            nodes.move_txn_coordinator,
+            transactional_id,
+            target,
+        )
+        out = {
+            "transactional_id": transactional_id,
+            "slot": nodes.txn_slot_of(transactional_id),
+            "from": old,
+            "to": new,
+        }
+        self._journal("move-txn-coordinator", out)
+        return out
+
     def node_down(self, node: int) -> dict[str, Any]:
         """Take a node down: its listeners close, its connections drop, its leaderships and
         coordinators move to live replicas."""

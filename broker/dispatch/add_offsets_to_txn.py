@@ -2,7 +2,8 @@
 TRANSACTION_ABORTABLE. Adds the group's ``__consumer_offsets`` partition to the transaction, so
 that its TxnOffsetCommits are committed or aborted with it (PRODUCER_FENCED is
 INVALID_PRODUCER_EPOCH below v2, as Kafka answers). As Kafka's KafkaApis: WRITE on the transactional
-id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group (GROUP_AUTHORIZATION_FAILED)."""
+id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group (GROUP_AUTHORIZATION_FAILED).
+NOT_COORDINATOR from a node that does not coordinate the transactional id (multi-node cluster)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def handle(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> Any:
         return answer(int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     ctx.services.groups.ensure_log()  # the partition must exist to be in a transaction
     out = ctx.services.txns.add_partitions(
-        req.transactional_id, req.producer_id, req.producer_epoch, [OFFSETS_PARTITION]
+        req.transactional_id, req.producer_id, req.producer_epoch, [OFFSETS_PARTITION], node=ctx.node_id
     )
     if isinstance(out, int):
         return answer(out)

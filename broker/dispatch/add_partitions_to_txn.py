@@ -8,7 +8,8 @@ are never authorized for clients): those refused are TOPIC_AUTHORIZATION_FAILED,
 partitions UNKNOWN_TOPIC_OR_PARTITION, and the others of that transaction OPERATION_NOT_ATTEMPTED.
 v4+ comes from brokers: CLUSTER_ACTION on the cluster, else the whole request is
 CLUSTER_AUTHORIZATION_FAILED (top-level, no transaction answered). Otherwise the coordinator's one error code applies to every
-partition of the transaction (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2).
+partition of the transaction (PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2); on a
+multi-node cluster that is NOT_COORDINATOR for each transaction this node does not coordinate.
 """
 
 from __future__ import annotations
@@ -62,14 +63,14 @@ def _one(ctx: RequestContext, version: int, tid: str, pid: int, epoch: int, topi
     if errors:
         return tid, {tp: errors.get(tp, int(ErrorCode.OPERATION_NOT_ATTEMPTED)) for tp in wanted}
     if verify:
-        return tid, {tp: int(services.txns.verify(tid, pid, epoch, *tp)) for tp in wanted}
+        return tid, {tp: int(services.txns.verify(tid, pid, epoch, *tp, node=ctx.node_id)) for tp in wanted}
 
     def answer(code: int) -> tuple[str, dict]:
         if code == ErrorCode.PRODUCER_FENCED and version < 2:
             code = int(ErrorCode.INVALID_PRODUCER_EPOCH)
         return tid, dict.fromkeys(wanted, code)
 
-    out = services.txns.add_partitions(tid, pid, epoch, wanted)
+    out = services.txns.add_partitions(tid, pid, epoch, wanted, node=ctx.node_id)
     if isinstance(out, int):
         return answer(out)
 

@@ -2,7 +2,8 @@
 epoch, timeout, start time and partitions, as Kafka answers (TRANSACTIONAL_ID_NOT_FOUND for an
 unknown id, INVALID_REQUEST for the empty one). As Kafka's KafkaApis: an id the principal may not
 DESCRIBE is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, and the topics it may not DESCRIBE are left out
-of a transaction's partitions."""
+of a transaction's partitions. On a multi-node cluster an id this node does not coordinate is
+NOT_COORDINATOR."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ API_KEY = 65
 
 def handle(ctx: RequestContext, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     if ctx.services.authorizer is None:
-        states = ctx.services.txns.describe(list(req.transactional_ids))
+        states = ctx.services.txns.describe(list(req.transactional_ids), node=ctx.node_id)
     else:
         states = []
         for tid in req.transactional_ids:
@@ -34,7 +35,7 @@ def handle(ctx: RequestContext, req: DescribeTransactionsRequest) -> DescribeTra
                     )
                 )
                 continue
-            (state,) = ctx.services.txns.describe([tid])
+            (state,) = ctx.services.txns.describe([tid], node=ctx.node_id)
             state.topics = [t for t in state.topics if ctx.allowed(DESCRIBE, TOPIC, t.topic)]
             states.append(state)
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)

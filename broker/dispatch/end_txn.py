@@ -5,7 +5,9 @@ once the epoch is exhausted). As in Kafka's KafkaApis, the request's version dec
 end, below it the classic one (clients send v5 only while transaction.version 2 is finalized).
 Answered once the markers are written and the transaction is complete (PRODUCER_FENCED is
 INVALID_PRODUCER_EPOCH below v2, as Kafka answers). Needs WRITE on the transactional id, else
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's KafkaApis)."""
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's KafkaApis). NOT_COORDINATOR from a node that does
+not coordinate the transactional id (multi-node cluster), or when its coordinator moved before the
+transaction completed."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ async def _end(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     version = ctx.api_version
     tv = 2 if version >= TV2_VERSION else 0
     code, pid, epoch = await ctx.services.txns.end_txn(
-        req.transactional_id, req.producer_id, req.producer_epoch, req.committed, tv
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed, tv, node=ctx.node_id
     )
     if code == ErrorCode.PRODUCER_FENCED and version < 2:
         code = int(ErrorCode.INVALID_PRODUCER_EPOCH)

@@ -2,8 +2,9 @@
 flexible; v4 batches keys (KIP-699); v6 adds share-group keys (type 2, not served here).
 
 A key is coordinated by the leader of the coordinator slot it hashes to, as Kafka maps it
-(``abs(key.hashCode()) % offsets.topic.num.partitions``, broker/nodes.py): this node on a single
-node; COORDINATOR_NOT_AVAILABLE when the slot has no live replica. An empty key is answered as any
+(broker/nodes.py): a group ``abs(key.hashCode()) % offsets.topic.num.partitions``, a transactional
+id ``abs(key.hashCode()) % transaction.state.log.num.partitions``; this node on a single node;
+COORDINATOR_NOT_AVAILABLE when the slot has no live replica. An empty key is answered as any
 other (Kafka's KafkaApis.getCoordinator: the empty transactional id is refused by InitProducerId).
 """
 
@@ -37,10 +38,10 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
     return ErrorCode.NONE, None
 
 
-def _coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+def _coordinator(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node, host, port) of the node coordinating ``key``."""
     b = ctx.services
-    node = b.nodes.coordinator(key)
+    node = b.nodes.txn_coordinator(key) if key_type == TRANSACTION else b.nodes.coordinator(key)
     if node < 0:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", -1, "", -1
     host, port = b.nodes.address(node, ctx.client.listener) or b.advertised_address(ctx.client.listener)
@@ -51,7 +52,7 @@ def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorR
     if ctx.api_version < 4:
         code, msg = _lookup(ctx, req.key, req.key_type)
         if not code:
-            code, msg, node, host, port = _coordinator(ctx, req.key)
+            code, msg, node, host, port = _coordinator(ctx, req.key, req.key_type)
             if not code:
                 return FindCoordinatorResponse(
                     error_code=0, error_message=None, node_id=node, host=host, port=port
@@ -61,7 +62,7 @@ def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorR
     for key in req.coordinator_keys:
         code, msg = _lookup(ctx, key, req.key_type)
         if not code:
-            code, msg, node, host, port = _coordinator(ctx, key)
+            code, msg, node, host, port = _coordinator(ctx, key, req.key_type)
             if not code:
                 coordinators.append(Coordinator(key=key, node_id=node, host=host, port=port, error_code=0))
                 continue

@@ -8,7 +8,9 @@ restarts. A transactional id goes to the transaction coordinator (broker/txn): a
 producer id, a known one its epoch bumped (fencing the previous producer, whose open transaction is
 aborted first: CONCURRENT_TRANSACTIONS until that is done), with Kafka's KIP-360 recovery when
 the producer names its id and epoch. Clients before v4 get INVALID_PRODUCER_EPOCH for
-PRODUCER_FENCED, as Kafka answers them.
+PRODUCER_FENCED, as Kafka answers them. On a multi-node cluster a node that does not coordinate the
+transactional id answers NOT_COORDINATOR (after Kafka's INVALID_REQUEST and
+INVALID_TRANSACTION_TIMEOUT checks).
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ def handle(ctx: RequestContext, req: InitProducerIdRequest) -> Any:
     if ctx.api_version >= 3 and req.producer_id != -1:
         expected = (req.producer_id, req.producer_epoch)
     version = ctx.api_version
-    out = ctx.services.txns.init_producer_id(req.transactional_id, req.transaction_timeout_ms, expected)
+    out = ctx.services.txns.init_producer_id(
+        req.transactional_id, req.transaction_timeout_ms, expected, node=ctx.node_id
+    )
     if isinstance(out, tuple):
         return _response(version, out)
 

@@ -2,7 +2,8 @@
 by state names (unknown names are listed back in ``unknown_state_filters``), producer ids, v1 a
 minimum open duration (KIP-994) and v2 an RE2 pattern over the ids (KIP-1152, full match;
 INVALID_REGULAR_EXPRESSION when it does not compile), as Kafka answers; only the ids the principal
-may DESCRIBE are listed (Kafka's KafkaApis)."""
+may DESCRIBE are listed (Kafka's KafkaApis). On a multi-node cluster, only the ids this node
+coordinates."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def handle(ctx: RequestContext, req: ListTransactionsRequest) -> ListTransaction
         list(req.producer_id_filters),
         req.duration_filter if v >= 1 else -1,
         req.transactional_id_pattern if v >= 2 else None,
+        node=ctx.node_id,
     )
     if ctx.services.authorizer is not None:
         response.transaction_states = [

@@ -17,8 +17,11 @@ _KEY = Struct(">hh")
 _VALUE = Struct(">hi")
 
 
-def marker_batch(pid: int, epoch: int, commit: bool, now_ms: int, coordinator_epoch: int = 0) -> bytes:
-    """One marker batch (offsets are assigned by the log)."""
+def marker_batch(
+    pid: int, epoch: int, commit: bool, now_ms: int, coordinator_epoch: int = 0, leader_epoch: int = -1
+) -> bytes:
+    """One marker batch (offsets are assigned by the log); ``leader_epoch``: its partition leader
+    epoch (the partition's current one, as Kafka's leader writes a marker)."""
     key = _KEY.pack(0, COMMIT if commit else ABORT)
     value = _VALUE.pack(0, coordinator_epoch)
     return build_batch(
@@ -29,6 +32,7 @@ def marker_batch(pid: int, epoch: int, commit: bool, now_ms: int, coordinator_ep
         base_sequence=-1,
         transactional=True,
         control=True,
+        partition_leader_epoch=leader_epoch,
     )
 
 

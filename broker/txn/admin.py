@@ -19,6 +19,11 @@ _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False
 
 
+def not_coordinator(tid: str) -> DescribedState:
+    """A transactional id this node does not coordinate (another node leads its slot)."""
+    return DescribedState(error_code=int(ErrorCode.NOT_COORDINATOR), transactional_id=tid)
+
+
 def describe(st: TxnCoordinatorState, tid: str) -> DescribedState:
     if not tid:
         return DescribedState(error_code=int(ErrorCode.INVALID_REQUEST), transactional_id=tid)

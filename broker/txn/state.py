@@ -176,3 +176,14 @@ class TxnCoordinatorState:
         meta.last_producer_epoch = record.last_producer_epoch
         self.txns[tid] = meta
         self.by_producer[meta.producer_id] = tid
+
+    def forget(self, tid: str) -> None:
+        """Drop ``tid`` from memory (its coordinator moved; it is loaded again from the log)."""
+        meta = self.txns.pop(tid, None)
+        if meta is not None and self.by_producer.get(meta.producer_id) == tid:
+            del self.by_producer[meta.producer_id]
+
+    def adopt(self, meta: TxnMetadata) -> None:
+        """Take ``meta`` as loaded from the log by another state (a coordinator move)."""
+        self.txns[meta.transactional_id] = meta
+        self.by_producer[meta.producer_id] = meta.transactional_id

@@ -275,3 +275,25 @@ def test_a_parked_fetch_is_answered_at_once_when_its_node_loses_a_partition(bt):
         moved["to"],
         moved["epoch"],
     )
+
+
+def test_control_api_moves_a_transaction_coordinator_and_node_down_moves_them_too(bt):
+    ctl = ControlClient(bt.control_url)
+    nodes = bt.broker.nodes
+    tid = "tx-move"
+    before = bt.call(nodes.txn_coordinator, tid)
+    moved = ctl.move_coordinator(transactional_id=tid)
+    assert moved["transactional_id"] == tid and moved["from"] == before and moved["to"] != before
+    assert moved["slot"] == bt.call(nodes.txn_slot_of, tid)
+    host, port = bt.broker.addresses()[0]
+    with WireClient(port, host) as c:
+        found = c.call(FIND_COORDINATOR, 3, FindCoordinatorRequest(key=tid, key_type=1))
+    assert (found.error_code, found.node_id, found.port) == (0, moved["to"], ports(bt)[moved["to"]])
+    with pytest.raises(ControlError) as e:
+        ctl.move_coordinator(transactional_id=tid, to=moved["to"] + 10)
+    assert e.value.status == 409
+    with pytest.raises(ValueError):
+        ctl.move_coordinator("g", transactional_id=tid)
+    ctl.node_down(moved["to"])
+    after = bt.call(nodes.txn_coordinator, tid)
+    assert after not in (moved["to"], -1)

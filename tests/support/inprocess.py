@@ -57,9 +57,19 @@ class InProcessBroker:
         self, api_key: int, version: int, body: Any, client: ClientInfo, client_id: str = "in-process"
     ) -> Any:
         """One request through the pipeline, run on the private loop until it is answered."""
+        return self.answer(self.start(api_key, version, body, client, client_id), api_key, version)
+
+    def start(
+        self, api_key: int, version: int, body: Any, client: ClientInfo, client_id: str = "in-process"
+    ) -> asyncio.Task:
+        """Send a request without waiting for its answer (it is handled while the loop runs, e.g.
+        during later requests); :meth:`answer` waits for it and decodes it."""
+        frame = request_bytes(api_key, version, body, 7, client_id)[4:]  # without the size
+        return self.loop.create_task(self._handle(frame, client))
+
+    def answer(self, task: asyncio.Task, api_key: int, version: int) -> Any:
         correlation_id = 7
-        frame = request_bytes(api_key, version, body, correlation_id, client_id)[4:]  # without the size
-        out = self.loop.run_until_complete(self._handle(frame, client))
+        out = self.loop.run_until_complete(task)
         if type(out) is Close:
             raise ConnectionClosed(out.reason)
         assert type(out) is bytes, f"no answer: {out!r}"
