@@ -27,9 +27,10 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 
 from broker.log import cleaner
+from tests.support.transactions import read_isolated, retrying, transactional_producer
 
 from .test_kill import BrokerProcess, _seed, check_broker_logs
 from .test_kill_compaction import check_cleaner_logs
@@ -58,44 +59,16 @@ def _wait_listening(b: BrokerProcess) -> None:
 
 
 def _producer(bootstrap: str) -> Producer:
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "table-tx", "transaction.timeout.ms": 30_000,
-                  "message.timeout.ms": 25_000, "reconnect.backoff.max.ms": 200})  # fmt: skip
-    for _ in range(20):
-        try:
-            p.init_transactions(T)
-            return p
-        except KafkaException as e:
-            if not e.args[0].retriable():
-                raise
-    raise AssertionError("init_transactions kept failing")
+    return transactional_producer(bootstrap, "table-tx", T)
 
 
 def _retrying(end) -> None:
-    while True:
-        try:
-            end(T)
-            return
-        except KafkaException as e:
-            if not e.args[0].retriable():
-                raise
+    retrying(end, T)
 
 
 def _read(bootstrap: str, isolation: str) -> list[tuple[int, str, str]]:
     """(offset, key, value) of every record ``isolation`` shows, from the beginning to the end."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{isolation}", "isolation.level": isolation,
-                  "enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
-    try:
-        c.assign([TopicPartition(TOPIC, 0, 0)])
-        out = []
-        while True:
-            m = c.poll(T)
-            assert m is not None, "no message nor end of partition"
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                return out
-            out.append((m.offset(), m.key().decode(), m.value().decode()))
-    finally:
-        c.close()
+    return [(o, k.decode(), v) for _p, o, k, v in read_isolated(bootstrap, TOPIC, 1, isolation, T)]
 
 
 def test_transactions_on_a_compacted_topic_survive_sigkill_during_cleaning(broker_factory, tmp_path: Path):

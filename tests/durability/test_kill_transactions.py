@@ -22,9 +22,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 
 from tests.durability.test_kill import INTERVAL, BrokerProcess, _seed, check_broker_logs
+from tests.support.transactions import read_isolated, retrying, transactional_producer
 
 TOPIC = "txn-durable"
 PARTS = 2
@@ -42,47 +43,15 @@ def _wait_listening(b: BrokerProcess) -> None:
 
 
 def _producer(bootstrap: str) -> Producer:
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "durable-tx", "transaction.timeout.ms": 30_000,
-                  "message.timeout.ms": 25_000, "reconnect.backoff.max.ms": 200})  # fmt: skip
-    for _ in range(20):
-        try:
-            p.init_transactions(T)
-            return p
-        except KafkaException as e:
-            if not e.args[0].retriable():
-                raise
-    raise AssertionError("init_transactions kept failing")
+    return transactional_producer(bootstrap, "durable-tx", T)
 
 
 def _retrying(end) -> None:
-    """commit_transaction / abort_transaction, again while the error is retriable."""
-    while True:
-        try:
-            end(T)
-            return
-        except KafkaException as e:
-            if not e.args[0].retriable():
-                raise
+    retrying(end, T)
 
 
 def _read(bootstrap: str, isolation: str) -> list[str]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{isolation}", "isolation.level": isolation,
-                  "enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
-    try:
-        c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTS)])
-        out, at_end = [], set()
-        while len(at_end) < PARTS:
-            m = c.poll(T)
-            assert m is not None, "no message nor end of partition"
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                at_end.add(m.partition())
-                continue
-            at_end.discard(m.partition())
-            out.append(m.value().decode())
-        return out
-    finally:
-        c.close()
+    return [v for _p, _o, _k, v in read_isolated(bootstrap, TOPIC, PARTS, isolation, T)]
 
 
 def test_transactions_survive_sigkill(tmp_path: Path):

@@ -31,12 +31,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.durability.test_kill import INTERVAL, BrokerProcess, _seed, check_broker_logs
 from tests.durability.test_kill_transactions import _wait_listening
 from tests.support.java import require_java
+from tests.support.transactions import read_isolated
 
 pytestmark = pytest.mark.java
 
@@ -70,23 +71,7 @@ def _seed_input(bootstrap: str) -> dict[int, int]:
 
 def _read(bootstrap: str, isolation: str) -> list[tuple[int, str]]:
     """(partition, value) of every record of OUT, with the given isolation level."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{isolation}", "isolation.level": isolation,
-                  "enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
-    try:
-        c.assign([TopicPartition(OUT, q, 0) for q in range(PARTS)])
-        out, at_end = [], set()
-        while len(at_end) < PARTS:
-            m = c.poll(T)
-            assert m is not None, "no message nor end of partition"
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                at_end.add(m.partition())
-                continue
-            at_end.discard(m.partition())
-            out.append((m.partition(), m.value().decode()))
-        return out
-    finally:
-        c.close()
+    return [(q, v) for q, _o, _k, v in read_isolated(bootstrap, OUT, PARTS, isolation, T)]
 
 
 def _committed(bootstrap: str) -> dict[int, int]:

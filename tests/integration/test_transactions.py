@@ -12,6 +12,8 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
 
+from tests.support.transactions import read_isolated  # noqa: E402
+
 TIMEOUT = 60.0
 PARTS = 3
 
@@ -23,24 +25,8 @@ def _producer(bt, tid: str, **extra) -> Producer:
 
 
 def _read_all(bt, topic: str, isolation: str, parts: int = PARTS) -> list[tuple[int, int, str]]:
-    """Every record of ``topic`` as ``isolation`` sees it, read until each partition's end."""
-    c = Consumer({"bootstrap.servers": bt.bootstrap, "group.id": f"reader-{isolation}", "enable.auto.commit": False,
-                  "isolation.level": isolation, "enable.partition.eof": True})  # fmt: skip
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(parts)])
-        out, at_end = [], set()
-        while len(at_end) < parts:
-            m = c.poll(TIMEOUT)
-            assert m is not None, "no message nor end of partition"
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                at_end.add(m.partition())
-                continue
-            at_end.discard(m.partition())
-            out.append((m.partition(), m.offset(), m.value().decode()))
-        return out
-    finally:
-        c.close()
+    """Every record of ``topic`` as ``isolation`` sees it: (partition, offset, value)."""
+    return [(p, o, v) for p, o, _k, v in read_isolated(bt.bootstrap, topic, parts, isolation, TIMEOUT)]
 
 
 def _create(bt, topic: str, parts: int = PARTS) -> None:
