@@ -21,12 +21,21 @@ Transaction coordinators are mapped the same way with their own slots, Kafka's
 transaction.state.log.num.partitions``, kept in ``txn-coordinators.json`` (also written only by a
 multi-node cluster; a cluster directory written before it existed gets fresh slots on its next
 start). Their log is the one ``__transaction_state`` partition the transaction coordinator writes.
+
+The metadata quorum (DescribeQuorum) is every node, led by the controller. Its leader epoch, as
+KRaft's, grows at each new election: when the controller changes (it goes down, or a lower node comes
+back) and at each start of a multi-node cluster (KRaft's leader restarts resigned and a new election
+follows: QuorumState.initialize). It is kept in ``quorum.json`` (written only by a multi-node
+cluster). As KRaft's LeaderState, the leader of an epoch remembers when each voter last fetched from
+it: a node that goes down keeps its last fetch time until the next election (whose leader has
+heard from no one yet: -1 until a voter fetches).
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -43,6 +52,9 @@ log = logging.getLogger(__name__)
 NO_LEADER = -1
 SLOTS_FILE = "coordinators.json"
 TXN_SLOTS_FILE = "txn-coordinators.json"
+QUORUM_FILE = "quorum.json"
+#: the quorum's leader epoch of a single node, and of a cluster's first election
+FIRST_QUORUM_EPOCH = 1
 
 
 def java_string_hash(s: str) -> int:
@@ -125,6 +137,7 @@ class Nodes:
         rng: random.Random | None = None,
         txn_slot_count: int = 50,
         txn_slot_rf: int = 3,
+        clock: Callable[[], float] = time.time,
     ):
         self.ids: list[int] = list(range(first_id, first_id + count))
         self.live: set[int] = set(self.ids)
@@ -148,9 +161,17 @@ class Nodes:
         self._txn_slots_path = data_dir / TXN_SLOTS_FILE
         self.slots: Topic | None = None
         self.txn_slots: Topic | None = None
+        #: wall clock (seconds) of the quorum's fetch times (injectable for tests)
+        self.clock = clock
+        self._quorum_path = data_dir / QUORUM_FILE
+        #: the metadata quorum's leader epoch (a new election: +1)
+        self.quorum_epoch = FIRST_QUORUM_EPOCH
+        #: voter -> its last fetch (ms) from this epoch's leader, for the voters now down
+        self._last_fetch: dict[int, int] = {}
         if count > 1:
             self.slots = self._load_slots(slot_count, slot_rf)
             self.txn_slots = self._load_txn_slots(txn_slot_count, txn_slot_rf)
+            self._load_quorum()
 
     # ------------------------------------------------------------------ nodes
 
@@ -171,6 +192,36 @@ class Nodes:
     def controller(self) -> int:
         """The lowest live node (-1 with none)."""
         return next(iter(self.live_ids()), NO_LEADER)
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # ------------------------------------------------------------------ metadata quorum
+
+    def _load_quorum(self) -> None:
+        """A start is a new election: the persisted epoch + 1 (the first: 1)."""
+        if self._quorum_path.exists():
+            self.quorum_epoch = int(orjson.loads(self._quorum_path.read_bytes())["leader_epoch"]) + 1
+        self._save_quorum()
+
+    def _save_quorum(self) -> None:
+        doc = {"version": 1, "leader_epoch": self.quorum_epoch, "leader": self.controller()}
+        write_durably(self._quorum_path, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+
+    def _elect_if_controller_changed(self, before: int) -> None:
+        """A new controller is a new quorum election: a new epoch whose leader has had no fetch."""
+        if self.multi and self.controller() != before:
+            self.quorum_epoch += 1
+            self._last_fetch.clear()
+            self._save_quorum()
+            log.info("quorum: leader %d -> %d, epoch %d", before, self.controller(), self.quorum_epoch)
+
+    def voter_last_fetch(self, node: int) -> int:
+        """When ``node`` last fetched from the quorum leader (ms): now while it is live, else its
+        last fetch in this epoch (-1: none, it went down before this epoch's election)."""
+        if node in self.live:
+            return self.now_ms()
+        return self._last_fetch.get(node, -1)
 
     def address(self, node: int, listener: str) -> tuple[str, int] | None:
         """What clients of ``listener`` are told to use for ``node`` (None: not known yet)."""
@@ -486,7 +537,10 @@ class Nodes:
             return 0
         if len(self.live) == 1:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"node {node} is the last live node")
+        controller = self.controller()
+        self._last_fetch[node] = self.now_ms()  # its last fetch: it was live until now
         self.live.discard(node)
+        self._elect_if_controller_changed(controller)
         moved = 0
         for topic in self._all():
             for p in range(topic.partitions):
@@ -506,7 +560,10 @@ class Nodes:
         self.check_node(node)
         if node in self.live:
             return 0
+        controller = self.controller()
         self.live.add(node)
+        self._last_fetch.pop(node, None)
+        self._elect_if_controller_changed(controller)
         elected = 0
         for topic in self._all():
             for p in range(topic.partitions):

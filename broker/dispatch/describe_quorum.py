@@ -6,8 +6,8 @@ node quickstart): the one voter and the leader, without observers. As Kafka's
 KafkaRaftClient.handleDescribeQuorumRequest: the request must name exactly the metadata partition
 ``__cluster_metadata-0``, else each named partition gets UNKNOWN_TOPIC_OR_PARTITION. The leader's own
 last fetch and caught-up times are now (as Kafka reports the leader). There is no metadata log here
-(topics live in the topic registry), so the leader epoch is 1 and the high watermark and the voter's
-log end offset are 0; the voter's directory id is the zero uuid (static voters, kraft.version 0).
+(topics live in the topic registry), so a single node's leader epoch is 1 (never re-elected) and the
+high watermark and the voter's log end offset are 0; the voter's directory id is the zero uuid (static voters, kraft.version 0).
 The voter's endpoint (v2) is the listener the client connected to (no controller listener is
 opened).
 
@@ -15,10 +15,13 @@ A simulated cluster (``cluster.nodes`` N > 1) is a combined-mode quorum of N nod
 and a controller, as Kafka's KRaft runs one (``controller.quorum.voters`` naming every node): every
 node is a voter, and there are no observers (in combined mode a node's broker is its controller's
 raft replica, not a separate observer). The leader is the cluster's controller (the lowest live
-node, as Metadata says). Live voters fetch from it, so they report the log end offset and last fetch
-and caught-up times now; a node that is down has not fetched from this leader: -1 for all three,
-as Kafka's LeaderState reports a voter it has no fetch from. Every voter's endpoint (v2) is its own
-listener of the client's listener name.
+node, as Metadata says), at the quorum's leader epoch (broker/nodes.py: +1 at each new controller
+and each start, kept in the data directory). Live voters fetch from it, so they report the log end
+offset and last fetch and caught-up times now. As Kafka's LeaderState (one per epoch, remembering
+each voter's last fetch): a node that went down under this leader keeps its last fetch and
+caught-up times and log end offset; one that went down before this epoch's election has not
+fetched from this leader: -1 for all three. Every voter's endpoint (v2) is its own listener of the
+client's listener name.
 """
 
 from __future__ import annotations
@@ -67,7 +70,8 @@ def handle(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumRes
     listener = ctx.client.listener
     if nodes.multi:
         leader = nodes.controller()
-        voters = [_voter(n, now if nodes.is_live(n) else -1) for n in nodes.ids]
+        epoch = nodes.quorum_epoch
+        voters = [_voter(n, nodes.voter_last_fetch(n)) for n in nodes.ids]
         endpoints = []
         for n in nodes.ids:
             address = nodes.address(n, listener)
@@ -77,6 +81,7 @@ def handle(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumRes
                 )
     else:
         leader = ctx.services.node_id
+        epoch = LEADER_EPOCH
         voters = [_voter(leader, now)]
         host, port = ctx.services.advertised_address(listener)
         endpoints = [Node(node_id=leader, listeners=[Listener(name=listener, host=host, port=port)])]
@@ -85,7 +90,7 @@ def handle(ctx: RequestContext, req: DescribeQuorumRequest) -> DescribeQuorumRes
         error_code=0,
         error_message=None,
         leader_id=leader,
-        leader_epoch=LEADER_EPOCH,
+        leader_epoch=epoch,
         high_watermark=0,
         current_voters=voters,
         observers=[],
