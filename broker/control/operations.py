@@ -127,8 +127,10 @@ class Control:
     # ------------------------------------------------------------------ the cluster (broker/nodes.py)
 
     def cluster(self) -> dict[str, Any]:
-        """The nodes (live or down, with their addresses), the controller, and per topic each
-        partition's leader, epoch, replicas and ISR."""
+        """The nodes (live or down, with their addresses), the controller, per topic each
+        partition's leader, epoch, replicas and ISR, and the same of each group coordinator slot
+        (``__consumer_offsets`` partition) and transaction coordinator slot (``__transaction_state``
+        partition): empty lists on a single node, which coordinates everything."""
         nodes = self.services.nodes
         topics = {}
         for topic in self.services.topics.all():
@@ -156,6 +158,8 @@ class Control:
             ],
             "controller": nodes.controller(),
             "topics": topics,
+            "coordinators": _slots(nodes, nodes.slots),
+            "txn_coordinators": _slots(nodes, nodes.txn_slots),
         }
 
     def _cluster_op(self, what: str, fn: Any, *args: Any) -> Any:
@@ -318,3 +322,16 @@ class Control:
     def rebalances(self, group_id: str | None = None) -> dict[str, Any]:
         """Per group: rebalances, time rebalancing, partitions moved per rebalance."""
         return report.reporter(self).report(group_id)
+
+
+def _slots(nodes: Any, slots: Any) -> list[dict[str, Any]]:
+    """Each coordinator slot's leader, epoch, replicas and ISR ([] on a single node: no slots)."""
+    if slots is None:
+        return []
+    out = []
+    for p in range(slots.partitions):
+        st = nodes.state(slots, p)
+        out.append(
+            {"slot": p, "leader": st.leader, "epoch": st.leader_epoch, "replicas": st.replicas, "isr": st.isr}
+        )
+    return out

@@ -297,3 +297,25 @@ def test_control_api_moves_a_transaction_coordinator_and_node_down_moves_them_to
     ctl.node_down(moved["to"])
     after = bt.call(nodes.txn_coordinator, tid)
     assert after not in (moved["to"], -1)
+
+
+def test_cluster_state_lists_the_group_and_transaction_coordinator_slots(bt):
+    ctl = ControlClient(bt.control_url)
+    nodes = bt.broker.nodes
+    state = ctl.cluster()
+    for key, slots in (("coordinators", nodes.slots), ("txn_coordinators", nodes.txn_slots)):
+        assert [s["slot"] for s in state[key]] == list(range(slots.partitions))
+        assert [(s["leader"], s["epoch"], s["replicas"]) for s in state[key]] == [
+            (slots.leaders[p], slots.leader_epochs[p], slots.replicas[p]) for p in range(slots.partitions)
+        ]
+        assert all(s["isr"] == s["replicas"] for s in state[key])  # every node is live
+    moved = ctl.move_coordinator(transactional_id="tx-1")
+    slot = ctl.cluster()["txn_coordinators"][nodes.txn_slot_of("tx-1")]
+    assert (slot["leader"], slot["epoch"]) == (moved["to"], 1)
+    group_slot = ctl.cluster()["coordinators"][nodes.slot_of("g")]
+    down = group_slot["leader"]
+    ctl.node_down(down)
+    after = ctl.cluster()
+    assert all(s["leader"] != down and down not in s["isr"] for s in after["coordinators"])
+    assert all(s["leader"] != down and down not in s["isr"] for s in after["txn_coordinators"])
+    assert after["coordinators"][nodes.slot_of("g")]["epoch"] == group_slot["epoch"] + 1
