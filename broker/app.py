@@ -285,10 +285,11 @@ class Broker:
             plog.wake()
 
     def _stamp_leader_epochs(self) -> None:
-        """A simulated cluster's logs stamp their partitions' persisted leader epochs."""
-        if not self.nodes.multi:
-            return
+        """The logs stamp their partitions' persisted leader epochs (a single node too: a cluster's
+        data directory keeps its epochs, never stamping a lower one than its log has)."""
         for topic in self.topics.all():
+            if topic.leader_epochs is None and not self.nodes.multi:
+                continue  # the single-node format: epoch 0, every log's default
             for p in range(topic.partitions):
                 plog = self.logs.get(topic.name, p)
                 if plog is not None:

@@ -29,6 +29,10 @@ follows: QuorumState.initialize). It is kept in ``quorum.json`` (written only by
 cluster). As KRaft's LeaderState, the leader of an epoch remembers when each voter last fetched from
 it: a node that goes down keeps its last fetch time until the next election (whose leader has
 heard from no one yet: -1 until a voter fetches).
+
+A single node leads every partition at the leader epoch persisted with it (0 for a topic the
+single-node broker wrote; a cluster's last epoch for a topic a cluster wrote), so the epochs in a log
+never go backwards when a cluster's data directory is opened by one node.
 """
 
 from __future__ import annotations
@@ -236,11 +240,16 @@ class Nodes:
 
     # ------------------------------------------------------------------ partitions
 
+    @staticmethod
+    def persisted_epoch(topic: Topic, partition: int) -> int:
+        """The partition's leader epoch as kept with its topic (0: none kept)."""
+        epochs = topic.leader_epochs
+        return epochs[partition] if epochs is not None and partition < len(epochs) else 0
+
     def state(self, topic: Topic, partition: int) -> PartitionState:
-        if (
-            not self.multi
-        ):  # one node leads everything at epoch 0 (a cluster's replica lists kept as they are)
-            return PartitionState(self.first, 0, [self.first], [self.first], [])
+        if not self.multi:  # one node leads everything at the persisted epoch (replica lists kept)
+            epoch = self.persisted_epoch(topic, partition)
+            return PartitionState(self.first, epoch, [self.first], [self.first], [])
         if topic.replicas is None:
             replicas = [self.first]
             leader = self.first if self.first in self.live else NO_LEADER
@@ -256,7 +265,7 @@ class Nodes:
     def leader(self, topic: Topic, partition: int) -> tuple[int, int]:
         """(leader, leader epoch) of a partition; leader -1 when no replica is live."""
         if not self.multi:
-            return self.first, 0
+            return self.first, self.persisted_epoch(topic, partition)
         if topic.replicas is None:
             return (self.first if self.first in self.live else NO_LEADER), 0
         return topic.leaders[partition], topic.leader_epochs[partition]  # type: ignore[index]

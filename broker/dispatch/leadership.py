@@ -7,8 +7,9 @@ ListOffsets, OffsetForLeaderEpoch and DeleteRecords (``Partition.localLogWithEpo
   UNKNOWN_LEADER_EPOCH;
 * a follower asked to lead: NOT_LEADER_OR_FOLLOWER.
 
-On one node (``cluster.nodes`` = 1) the node leads every partition at epoch 0, so only an epoch
-above 0 is refused (UNKNOWN_LEADER_EPOCH), as before the cluster existed. ``leader_hint`` gives the
+On one node (``cluster.nodes`` = 1) the node leads every partition at its persisted epoch (0 unless
+a cluster wrote the data directory: broker/nodes.py), so only the epoch checks apply (a topic the
+single-node broker wrote: an epoch above 0 is UNKNOWN_LEADER_EPOCH, as before the cluster existed). ``leader_hint`` gives the
 KIP-951 new-leader hint (leader id and epoch, and its endpoint) for the responses that carry it.
 """
 
@@ -32,7 +33,12 @@ def check(
     nodes = ctx.services.nodes
     node = ctx.node_id
     if not nodes.multi:
-        return ErrorCode.UNKNOWN_LEADER_EPOCH if current_leader_epoch > 0 else ErrorCode.NONE
+        epoch = nodes.persisted_epoch(topic, partition)
+        if current_leader_epoch > epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if 0 <= current_leader_epoch < epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.NONE
     state = nodes.state(topic, partition)
     if node not in state.replicas:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER

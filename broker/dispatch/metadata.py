@@ -53,8 +53,9 @@ def broker_entries(ctx: RequestContext) -> list[MetadataResponseBroker]:
 
 
 #: per broker (its Nodes), topic name -> (layout, the topic's partition entries): on a single node
-#: every partition is led by the node at epoch 0, so the entries change only with the topic's
-#: layout (id, partition count, the node), and are built once per layout, not per request
+#: every partition is led by the node at its persisted epoch (0, or a cluster's last: it never
+#: changes on one node), so the entries change only with the topic's layout (id, partition count,
+#: the node), and are built once per layout, not per request
 _SINGLE_NODE_ENTRIES: WeakKeyDictionary[Nodes, dict[str, tuple[tuple, list[MetadataResponsePartition]]]] = (
     WeakKeyDictionary()
 )
@@ -78,7 +79,7 @@ def partition_entries(nodes: Nodes, topics: TopicRegistry, topic: Topic) -> list
                 )
             )
         return out
-    # one node leads everything at epoch 0 (Nodes.state), whatever the topic's replica lists say
+    # one node leads everything at the persisted epoch (Nodes.state), whatever the replica lists say
     first = nodes.first
     layout = (topic.topic_id, topic.partitions, first)
     cache = _SINGLE_NODE_ENTRIES.get(nodes)
@@ -96,7 +97,7 @@ def partition_entries(nodes: Nodes, topics: TopicRegistry, topic: Topic) -> list
             error_code=0,
             partition_index=i,
             leader_id=first,
-            leader_epoch=0,
+            leader_epoch=nodes.persisted_epoch(topic, i),
             replica_nodes=only,
             isr_nodes=only,
             offline_replicas=none,

@@ -10,6 +10,7 @@ from collections import Counter
 import orjson
 import pytest
 
+from broker.dispatch.leadership import batch_at
 from broker.log.records import simple_batch
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.alter_partition_reassignments import (
@@ -527,3 +528,25 @@ def test_a_cluster_data_directory_grown_by_a_single_node(node_factory, tmp_path)
         single.broker.topics.get("t").replicas[2] == [1]
         and len(single.broker.topics.get("t").replicas[0]) == 3
     )
+
+
+def test_a_single_node_keeps_a_clusters_leader_epochs(node_factory, tmp_path):
+    data = tmp_path / "multi"
+    b = node_factory({"cluster.nodes": 3}, data_dir=data)
+    one_partition(b)
+    b.broker.nodes.move_leader("t", 0, 2)
+    b.broker.nodes.move_leader("t", 0, 3)  # epoch 2
+    assert produce(b, 3).responses[0].partition_responses[0].error_code == 0
+    b.stop()
+    single = node_factory(data_dir=data)
+    [p] = metadata(single, "t").topics[0].partitions
+    assert (p.leader_id, p.leader_epoch) == (1, 2)
+    assert produce(single, -1).responses[0].partition_responses[0].error_code == 0
+    plog = single.broker.logs.get("t", 0)
+    # the new batch is stamped with the epoch the cluster left, not 0: epochs never go backwards
+    assert [batch_at(plog, offset)[2] for offset in (0, 1)] == [2, 2]
+    codes = [fetch(single, -1, epoch=e).responses[0].partitions[0].error_code for e in (-1, 1, 2, 3)]
+    assert codes == [0, ErrorCode.FENCED_LEADER_EPOCH, 0, ErrorCode.UNKNOWN_LEADER_EPOCH]
+    single.stop()
+    again = node_factory({"cluster.nodes": 3}, data_dir=data)  # and back to a cluster
+    assert metadata(again, "t").topics[0].partitions[0].leader_epoch == 2
