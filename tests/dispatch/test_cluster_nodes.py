@@ -550,3 +550,10 @@ def test_a_single_node_keeps_a_clusters_leader_epochs(node_factory, tmp_path):
     single.stop()
     again = node_factory({"cluster.nodes": 3}, data_dir=data)  # and back to a cluster
     assert metadata(again, "t").topics[0].partitions[0].leader_epoch == 2
+
+
+def test_cluster_state_of_one_node_has_no_coordinator_slots(node, cluster):
+    single = node.broker.control.cluster()
+    assert (single["coordinators"], single["txn_coordinators"]) == ([], [])
+    state = cluster.broker.control.cluster()
+    assert [len(state["coordinators"]), len(state["txn_coordinators"])] == [50, 50]

@@ -20,6 +20,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaConnectionError
 
 BROKER_CONFIG = {"cluster.nodes": 3, "group.initial.rebalance.delay.ms": 0}
 PARTITIONS = 6
@@ -156,3 +157,35 @@ def test_a_coordinator_move_keeps_kip848_member_epochs(cluster):
     assert sum(o["offset"] for o in cluster.control.offsets(group)["events"].values()) >= 60
     assert epochs() == (group_epoch, member_epochs)  # no new epoch: the move caused no rebalance
     consumer.close()
+
+
+def test_kafka_python_sees_a_new_quorum_epoch_and_a_down_voters_last_fetch(cluster):
+    """describe_metadata_quorum (kafka-python): a controller down is a new election (leader 2,
+    epoch 2, node 1 unheard of by the new leader: -1); node 3 going down under leader 2 keeps its
+    last fetch time."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap(cluster, 2), request_timeout_ms=30000)
+    try:
+
+        def quorum() -> tuple[int, int, dict[int, int]]:
+            for _attempt in range(5):  # kafka-python does not retry a request to a node gone down
+                try:
+                    described = admin.describe_metadata_quorum()
+                    break
+                except KafkaConnectionError:
+                    continue
+            [part] = described["topics"][0]["partitions"]
+            voters = {v["replica_id"]: v["last_fetch_timestamp"] for v in part["current_voters"]}
+            return part["leader_id"], part["leader_epoch"], voters
+
+        leader, epoch, voters = quorum()
+        assert (leader, epoch, sorted(voters)) == (1, 1, [1, 2, 3])
+        cluster.call(cluster.broker.nodes.node_down, 1)
+        leader, epoch, voters = quorum()
+        assert (leader, epoch, voters[1]) == (2, 2, -1)
+        cluster.call(cluster.broker.nodes.node_down, 3)
+        leader, epoch, voters = quorum()
+        assert (leader, epoch, voters[1]) == (2, 2, -1) and voters[3] > 0
+        down_at = voters[3]
+        assert quorum()[2][3] == down_at  # its last known fetch, not now
+    finally:
+        admin.close()
