@@ -89,6 +89,7 @@ BROKER_TYPES: dict[str, ConfigType] = {
     "sasl.oauthbearer.expected.audience": ConfigType.LIST,
     "connections.max.reauth.ms": ConfigType.LONG,
     "offsets.topic.replication.factor": ConfigType.SHORT,
+    "transaction.state.log.replication.factor": ConfigType.SHORT,
     "log.dir": ConfigType.LIST,
     "log.dirs": ConfigType.LIST,
     "listeners": ConfigType.LIST,

@@ -77,6 +77,11 @@ def _watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
     return out[0], out[1]
 
 
+def _marker_written(bootstrap: str, topic: str, hw_before: int) -> bool:
+    lso, hw = _watermarks(bootstrap, topic)
+    return lso == hw > hw_before
+
+
 def _txn_producer(bootstrap: str, tid: str) -> Producer:
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5})
     p.init_transactions(60)
@@ -126,6 +131,10 @@ def scenario(bootstrap: str, suffix: str) -> dict:
     outcome["open: read_committed"] = _read(bootstrap, topic, "read_committed")
     outcome["open: lso, hw"] = _watermarks(bootstrap, topic)
     t2.commit_transaction(60)
+    # Kafka answers EndTxn once its prepare record is written and writes the markers after it: wait
+    # for the marker (the LSO reaches a high watermark past it) so that p2 follows it on both brokers
+    hw_open = outcome["open: lso, hw"][1]
+    _wait_for("the commit marker", lambda: _marker_written(bootstrap, topic, hw_open))
     _write(plain, topic, {"p2": "plain"})
     outcome["committed: read_uncommitted"] = _wait_for(
         "the cleaner", lambda: _cleaned(bootstrap, topic, superseded | {"A-0"})

@@ -160,7 +160,9 @@ def test_d_a_lost_sync_answer_then_a_move_and_the_member_rejoins(broker_factory,
     after = [
         (api, errors) for api, errors in b_requests[synced + 1 :] if api in ("JoinGroup", "FindCoordinator")
     ]
-    assert after[0] == ("JoinGroup", ["NOT_COORDINATOR"]), b_requests
+    # it rediscovers the coordinator: after a JoinGroup the old node answers NOT_COORDINATOR, or
+    # straight away (librdkafka does either, as its coordinator query timer falls), then rejoins
+    assert after and after[0] in (("JoinGroup", ["NOT_COORDINATOR"]), ("FindCoordinator", [])), b_requests
     assert ("FindCoordinator", []) in after and after[-1] == ("JoinGroup", []), b_requests
     print(
         f"\n{client} B: {compact(requests_of(journal, b.name))}\n{client} A: {compact(requests_of(journal, a.name))}"
