@@ -69,7 +69,21 @@ def records(spark: SparkSession, src: Source, names: list[str]) -> DataFrame:
             .option("failOnDataLoss", "false")
             .load()
         )
-    return _kafka(spark, src).option("subscribe", ",".join(names)).load()
+    reader = _kafka(spark, src).option("subscribe", ",".join(names))
+    known = _wire_topics(src.bootstrap)
+    if names and all(n in known for n in names):
+        # explicit offsets from each partition's log start: "earliest" is resolved on an executor by
+        # a pooled consumer (seekToBeginning, then position), which can answer that consumer's stale
+        # position from an earlier read (a race in the Kafka client, seen against Kafka 4.3: the
+        # partition then reads as empty)
+        starts = _wire_log_starts(
+            src.bootstrap, [(n, p) for n in names for p in range(known[n]["partitions"])]
+        )
+        by_topic: dict[str, dict[str, int]] = {}
+        for (t, p), start in starts.items():
+            by_topic.setdefault(t, {})[str(p)] = start
+        reader = reader.option("startingOffsets", orjson.dumps(by_topic).decode())
+    return reader.load()
 
 
 def records_stream(spark: SparkSession, src: Source, names: str | None) -> DataFrame:
