@@ -19,10 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.differential import tally
+from tests.support.transactions import read_isolated
 
 GUARD = 180.0  # hang guard for one wait (the cleaners look every 15 s), never a timing assertion
 CONFIGS = {
@@ -49,20 +50,7 @@ def _wait_for(what: str, check: Callable[[], Any]) -> Any:
 
 
 def _read(bootstrap: str, topic: str, isolation: str) -> list[tuple[int, str, str]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
-                  "isolation.level": isolation, "enable.partition.eof": True})  # fmt: skip
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        out = []
-        while True:
-            m = c.poll(60)
-            assert m is not None, "no message nor end of partition"
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                return out
-            out.append((m.offset(), m.key().decode(), m.value().decode()))
-    finally:
-        c.close()
+    return [(o, k.decode(), v) for _p, o, k, v in read_isolated(bootstrap, topic, 1, isolation, 60)]
 
 
 def _watermarks(bootstrap: str, topic: str) -> tuple[int, int]:

@@ -27,10 +27,11 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 
 from broker.log import cleaner
-from tests.support.transactions import read_isolated, retrying, transactional_producer
+from tests.durability.test_kill_transactions import _wait_listening
+from tests.support.transactions import one_transaction, read_isolated, retrying, transactional_producer
 
 from .test_kill import BrokerProcess, _seed, check_broker_logs
 from .test_kill_compaction import check_cleaner_logs
@@ -51,19 +52,8 @@ TOPIC_CONFIGS = {
 COMPACTING = {"log.cleaner.backoff.ms": "5", "log.flush": "always"}
 
 
-def _wait_listening(b: BrokerProcess) -> None:
-    deadline = time.monotonic() + T
-    while not b.listening():
-        assert time.monotonic() < deadline, "broker did not listen"
-        time.sleep(0.05)
-
-
 def _producer(bootstrap: str) -> Producer:
     return transactional_producer(bootstrap, "table-tx", T)
-
-
-def _retrying(end) -> None:
-    retrying(end, T)
 
 
 def _read(bootstrap: str, isolation: str) -> list[tuple[int, str, str]]:
@@ -109,25 +99,16 @@ def test_transactions_on_a_compacted_topic_survive_sigkill_during_cleaning(broke
             outcome[k] = "unknown"
             records = {f"k{rng.randrange(KEYS)}": f"t{k}-{i}-{PAD}" for i in range(RECORDS)}
             writes[k] = records
-            try:
-                p.begin_transaction()
+
+            def produce(p: Producer, records: dict[str, str] = records) -> None:
                 for key, value in records.items():
                     p.produce(TOPIC, key=key.encode(), value=value.encode(), partition=0)
-                if k % 3 == 2:
-                    _retrying(p.abort_transaction)
-                    outcome[k] = "aborted"
-                else:
-                    _retrying(p.commit_transaction)
-                    outcome[k] = "committed"
-            except KafkaException as e:
-                if e.args[0].txn_requires_abort():
-                    try:
-                        _retrying(p.abort_transaction)
-                        outcome[k] = "aborted"
-                        continue
-                    except KafkaException:
-                        pass
+
+            result = one_transaction(p, produce, k % 3 == 2, T)
+            if result is None:
                 p = _producer(b.bootstrap)
+            else:
+                outcome[k] = result
     finally:
         stop.set()
         thread.join(60)
@@ -144,7 +125,7 @@ def test_transactions_on_a_compacted_topic_survive_sigkill_during_cleaning(broke
         p = _producer(b.bootstrap)
         p.begin_transaction()
         p.produce(TOPIC, key=b"after", value=b"restart", partition=0)
-        _retrying(p.commit_transaction)
+        retrying(p.commit_transaction, T)
         assert ("after", "restart") in [(k, v) for _o, k, v in _read(b.bootstrap, "read_committed")]
         del p
     finally:

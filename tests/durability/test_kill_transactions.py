@@ -22,10 +22,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 
 from tests.durability.test_kill import INTERVAL, BrokerProcess, _seed, check_broker_logs
-from tests.support.transactions import read_isolated, retrying, transactional_producer
+from tests.support.transactions import one_transaction, read_isolated, transactional_producer
 
 TOPIC = "txn-durable"
 PARTS = 2
@@ -44,10 +44,6 @@ def _wait_listening(b: BrokerProcess) -> None:
 
 def _producer(bootstrap: str) -> Producer:
     return transactional_producer(bootstrap, "durable-tx", T)
-
-
-def _retrying(end) -> None:
-    retrying(end, T)
 
 
 def _read(bootstrap: str, isolation: str) -> list[str]:
@@ -78,26 +74,16 @@ def test_transactions_survive_sigkill(tmp_path: Path):
     try:
         for k in range(TRANSACTIONS):
             outcome[k] = "unknown"
-            try:
-                p.begin_transaction()
+
+            def produce(p: Producer, k: int = k) -> None:
                 for i in range(5):
                     p.produce(TOPIC, value=f"t{k}-{i}".encode(), partition=i % PARTS)
-                if k % 3 == 2:
-                    _retrying(p.abort_transaction)
-                    outcome[k] = "aborted"
-                else:
-                    _retrying(p.commit_transaction)
-                    outcome[k] = "committed"
-            except KafkaException as e:
-                if e.args[0].txn_requires_abort():
-                    try:
-                        _retrying(p.abort_transaction)
-                        outcome[k] = "aborted"
-                        continue
-                    except KafkaException:
-                        pass
-                # fatal (fenced, or gave up): a new producer aborts what this one left open
+
+            result = one_transaction(p, produce, k % 3 == 2, T)
+            if result is None:
                 p = _producer(b.bootstrap)
+            else:
+                outcome[k] = result
     finally:
         stop.set()
         thread.join(30)

@@ -20,11 +20,12 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
 
 from broker.log import cleaner  # noqa: E402
 from broker.log.batch import CONTROL_MASK  # noqa: E402
 from broker.log.control import parse_marker  # noqa: E402
+from tests.support.transactions import read_isolated  # noqa: E402
 
 TIMEOUT = 60.0
 TOPIC = "ledger"
@@ -51,20 +52,7 @@ def _plain(b, key: str) -> None:
 
 def _read(b, isolation: str) -> list[tuple[int, str, str]]:
     """(offset, key, value) of every record ``isolation`` shows, read to the partition's end."""
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"r-{isolation}", "enable.auto.commit": False,
-                  "isolation.level": isolation, "enable.partition.eof": True})  # fmt: skip
-    try:
-        c.assign([TopicPartition(TOPIC, 0, 0)])
-        out = []
-        while True:
-            m = c.poll(TIMEOUT)
-            assert m is not None, "no message nor end of partition"
-            if m.error() is not None:
-                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
-                return out
-            out.append((m.offset(), m.key().decode(), m.value().decode()))
-    finally:
-        c.close()
+    return [(o, k.decode(), v) for _p, o, k, v in read_isolated(b.bootstrap, TOPIC, 1, isolation, TIMEOUT)]
 
 
 def _latest(records: list[tuple[int, str, str]]) -> dict[str, str]:

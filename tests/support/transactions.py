@@ -59,3 +59,28 @@ def read_isolated(
         return out
     finally:
         c.close()
+
+
+def one_transaction(
+    p: Producer, produce: Callable[[Producer], None], abort: bool, timeout: float
+) -> str | None:
+    """Begin, ``produce``, then commit (or ``abort``): "committed" or "aborted" once the broker said
+    so. An error that requires an abort is answered by aborting ("aborted"). None when the producer
+    cannot go on (fenced, or the broker gave up on it): the caller replaces it, and the new one's
+    InitProducerId aborts whatever this one left open."""
+    try:
+        p.begin_transaction()
+        produce(p)
+        if abort:
+            retrying(p.abort_transaction, timeout)
+            return "aborted"
+        retrying(p.commit_transaction, timeout)
+        return "committed"
+    except KafkaException as e:
+        if e.args[0].txn_requires_abort():
+            try:
+                retrying(p.abort_transaction, timeout)
+                return "aborted"
+            except KafkaException:
+                pass
+        return None
