@@ -59,8 +59,11 @@ def topics(src: Source) -> dict[str, dict]:
     return {n: t for n, t in _wire_topics(src.bootstrap).items() if not t["internal"]}
 
 
-def records(spark: SparkSession, src: Source, names: list[str]) -> DataFrame:
-    """Every available record of the topics ``names`` (batch)."""
+def records(
+    spark: SparkSession, src: Source, names: list[str], known: dict[str, dict] | None = None
+) -> DataFrame:
+    """Every available record of the topics ``names`` (batch). ``known``: ``topics(src)`` if the
+    caller has it already (over the wire it is a Metadata request)."""
     if src.data_dir is not None:
         return (
             spark.read.format("pykbroker")
@@ -70,7 +73,7 @@ def records(spark: SparkSession, src: Source, names: list[str]) -> DataFrame:
             .load()
         )
     reader = _kafka(spark, src).option("subscribe", ",".join(names))
-    known = _wire_topics(src.bootstrap)
+    known = topics(src) if known is None else known
     if names and all(n in known for n in names):
         # explicit offsets from each partition's log start: "earliest" is resolved on an executor by
         # a pooled consumer (seekToBeginning, then position), which can answer that consumer's stale
