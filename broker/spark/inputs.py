@@ -59,11 +59,8 @@ def topics(src: Source) -> dict[str, dict]:
     return {n: t for n, t in _wire_topics(src.bootstrap).items() if not t["internal"]}
 
 
-def records(
-    spark: SparkSession, src: Source, names: list[str], known: dict[str, dict] | None = None
-) -> DataFrame:
-    """Every available record of the topics ``names`` (batch). ``known``: ``topics(src)`` if the
-    caller has it already (over the wire it is a Metadata request)."""
+def records(spark: SparkSession, src: Source, names: list[str]) -> DataFrame:
+    """Every available record of the topics ``names`` (batch)."""
     if src.data_dir is not None:
         return (
             spark.read.format("pykbroker")
@@ -72,21 +69,7 @@ def records(
             .option("failOnDataLoss", "false")
             .load()
         )
-    reader = _kafka(spark, src).option("subscribe", ",".join(names))
-    known = topics(src) if known is None else known
-    if names and all(n in known for n in names):
-        # explicit offsets from each partition's log start: "earliest" is resolved on an executor by
-        # a pooled consumer (seekToBeginning, then position), which can answer that consumer's stale
-        # position from an earlier read (a race in the Kafka client, seen against Kafka 4.3: the
-        # partition then reads as empty)
-        starts = _wire_log_starts(
-            src.bootstrap, [(n, p) for n in names for p in range(known[n]["partitions"])]
-        )
-        by_topic: dict[str, dict[str, int]] = {}
-        for (t, p), start in starts.items():
-            by_topic.setdefault(t, {})[str(p)] = start
-        reader = reader.option("startingOffsets", orjson.dumps(by_topic).decode())
-    return reader.load()
+    return _kafka(spark, src).option("subscribe", ",".join(names)).load()
 
 
 def records_stream(spark: SparkSession, src: Source, names: str | None) -> DataFrame:

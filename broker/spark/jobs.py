@@ -52,7 +52,7 @@ def lag_table(spark: SparkSession, source: Input) -> DataFrame:
         )
         return spark.createDataFrame([], schema)
     known = inputs.topics(src)
-    recs = inputs.records(spark, src, sorted(t for t in topics if t in known), known)
+    recs = inputs.records(spark, src, sorted(t for t in topics if t in known))
     recs = recs.select("topic", "partition", "offset", "timestamp")
     c, r = commits.alias("c"), recs.alias("r")
     joined = c.join(

@@ -83,9 +83,7 @@ def connector_job(spark, bootstrap: str, prefix: str, tmp) -> dict[str, object]:
         return r.load()
 
     out["all"] = rows(read(subscribe=",".join(cd.topics(prefix)), includeHeaders="true"))
-    # explicit starting offsets: an earliest (-2) here is resolved on an executor by a pooled consumer
-    # (seekToBeginning + position), which once returned that consumer's old position (20) against
-    # Kafka 4.3, a race in the client; -2 against this broker is in test_kafka_connector
+    # explicit starting and ending offsets (earliest and latest are in test_kafka_connector)
     out["by_offsets"] = sorted(
         (r.partition, r.offset)
         for r in read(subscribe=kc, startingOffsets=json.dumps({kc: {"0": 3, "1": 0, "2": 15}}),

@@ -32,6 +32,11 @@ pykbroker the tests run beside it, with no waits:
   pykbroker do, so that scripted steps compare the assignments rather than the timing.
 - ``log.dirs`` under the test's tmp dir, ``log.segment.bytes`` 16 MiB (1 GiB preallocated index
   files are avoided), ``log.flush.*`` at Kafka's defaults (no fsync per write).
+- ``log.retention.check.interval.ms`` one day: the broker lives for the whole session, and many
+  tests write records with fixed CreateTimes from 2023 (so that fetched batches are byte-identical);
+  every 5 minutes (the default) Kafka deletes those as older than the 7-day retention, active
+  segment included, and a later read in the same test finds the partition empty, its log start at
+  its end. Tests of time retention set their own topic's ``retention.ms`` and do not wait for it.
 - Heap ``-Xmx384m``, serial GC, C1 only: small and fast to start on a loaded 2-core machine.
 - Log4j2 at WARN into ``<tmp_dir>/logs/server.log`` (scripts/kafka-broker/log4j2.properties).
 """
@@ -64,6 +69,7 @@ TEST_SETTINGS: dict[str, str] = {
     "default.replication.factor": "1",
     "auto.create.topics.enable": "true",
     "log.segment.bytes": str(16 * 1024 * 1024),
+    "log.retention.check.interval.ms": str(24 * 3600 * 1000),
     "group.consumer.assignment.interval.ms": "0",
     "group.consumer.assignor.offload.enable": "false",
 }
