@@ -10,4 +10,4 @@ cd "$root"
 .venv/bin/ruff check .
 .venv/bin/lint-imports --no-logo --no-cache
 .venv/bin/python -m codegen generate --check
-exec .venv/bin/python -m pytest -q -n "${PYKBROKER_TEST_WORKERS:-2}" --dist loadscope --no-loadscope-reorder "$@"
+exec .venv/bin/python -m pytest -q -n "${PYKBROKER_TEST_WORKERS:-2}" --dist loadscope --no-loadscope-reorder --durations=20 "$@"
