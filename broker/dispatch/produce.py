@@ -376,8 +376,10 @@ def _append(
             return refused
     try:
         duplicate = plog.producers.check(batch)
-    except KafkaError as e:
-        return _error(partition, e.code, e.message)
+    except KafkaError as e:  # Kafka's answer carries the log start here (not for a corrupt batch)
+        refused = _error(partition, e.code, e.message)
+        refused.log_start_offset = plog.log_start_offset
+        return refused
     if duplicate is not None:
         # already written: answer with the offsets it got then (once it is durable, like the original)
         if duplicate.last_offset >= plog.high_watermark:
@@ -388,7 +390,8 @@ def _append(
             index=partition,
             error_code=0,
             base_offset=duplicate.base_offset,
-            log_append_time_ms=-1,
+            # as Kafka: the cached batch's timestamp, whatever the topic's timestamp type
+            log_append_time_ms=duplicate.timestamp,
             log_start_offset=plog.log_start_offset,
         )
     if rebuild:

@@ -59,11 +59,8 @@ class ProducerState:
             return None
         entry = self.producers.get(b.producer_id)
         if entry is None:
-            if b.base_sequence != 0 and b.base_sequence >= 0:
-                raise KafkaError(
-                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"producer {b.producer_id} is unknown and its first sequence is {b.base_sequence}, not 0",
-                )
+            # any first sequence, as Kafka: the partition may have lost the producer's batches to
+            # retention or DeleteRecords (or never had them: its producer expired)
             return None
         if b.producer_epoch < entry.epoch:
             raise KafkaError(

@@ -281,6 +281,36 @@ def produce_cases(v: int, n: Names) -> Iterator[Case]:
     yield "corrupt batch (CRC)", [create(t + "c"), Step(0, v, req(t + "c", 0, bytes(corrupt)))]
     # (no "null records" case: Kafka 4.3 never answers a Produce whose records are null)
     yield "truncated frame", [create(t + "f"), Step(0, v, req(t + "f", 0, batch()), frame=truncate(3))]
+    if v >= 3:
+        yield "idempotent sequences", idempotent_steps(v, n, t + "i")
+
+
+def idempotent_steps(v: int, n: Names, t: str) -> list[Step]:
+    """An idempotent producer's batches: a first batch at sequence 5 (the partition has no state for
+    the producer, as after retention or DeleteRecords removed its batches), the next in sequence, a
+    retry of the first, a gap, the next in sequence again."""
+    key = n.group("idem")
+
+    def produce_seq(seq: int, count: int = 2) -> Step:
+        def body(p: Peer) -> ProduceRequest:
+            pid, epoch = pid_of(p, key)
+            b = batch(count, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+            data = TopicProduceData(t, partition_data=[PartitionProduceData(0, b)])
+            if v >= 13:
+                data.topic_id = p.topic_id(t)
+            return ProduceRequest(None, -1, 5000, [data])
+
+        return Step(0, v, body, label=f"sequence {seq}")
+
+    return [
+        create(t),
+        Step(22, 4, InitProducerIdRequest(None, 60000, -1, -1), compare=False, remember=_remember_pid(key)),
+        produce_seq(5),
+        produce_seq(7),
+        produce_seq(5),
+        produce_seq(12),
+        produce_seq(9),
+    ]
 
 
 def _fetch(v: int, topic: str, offset: int, partition: int = 0, *, epoch: int = -1, **kw: Any) -> Callable:

@@ -199,6 +199,29 @@ def test_retention_by_bytes_and_time_deletes_whole_old_segments(tmp_path):
     assert plog.log_end_offset == 12
 
 
+def test_a_producer_the_partition_does_not_know_may_start_at_any_sequence(tmp_path):
+    """As Kafka's ProducerAppendInfo: no state for the producer (its batches removed by retention or
+    DeleteRecords) accepts any first sequence; from then on its sequences must follow."""
+    plog = open_log(tmp_path / "p")
+
+    def info(seq: int, n: int = 2):
+        data = bytearray(records.simple_batch([b"x"] * n, producer_id=9, producer_epoch=3, base_sequence=seq))
+        return data, validate_produce(data)[0]
+
+    data, first = info(5)
+    assert plog.producers.check(first) is None
+    plog.append(data, [first], NOW)
+    _data, gap = info(9)
+    with pytest.raises(KafkaError) as e:
+        plog.producers.check(gap)
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    _data, retry = info(5)
+    dup = plog.producers.check(retry)
+    assert dup is not None and (dup.base_offset, dup.last_offset) == (0, 1)
+    _data, following = info(7)
+    assert plog.producers.check(following) is None
+
+
 def test_producer_state_detects_duplicates_and_survives_reopen(tmp_path):
     plog = open_log(tmp_path / "p")
     data = bytearray(records.simple_batch([b"a", b"b"], producer_id=7, producer_epoch=0, base_sequence=0))
