@@ -177,6 +177,7 @@ class Broker:
                 shutil.rmtree(data_dir / name, ignore_errors=True)
         self.logs = LogManager(data_dir, config, file_ops, recover=recover, time_ms=self.clock.now_ms)
         self.clock.on_advance.append(self.logs.apply_retention)
+        self.clock.on_advance.append(self.logs.expire_producers)
         for topic in self.topics.all():
             self.logs.open_topic(topic.name, topic.partitions, topic.configs)
         self.logs.started()  # --recover and deferred opening: only what was on disk at start-up

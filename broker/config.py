@@ -203,6 +203,21 @@ _SETTINGS = [
     Setting("log.retention.hours", int, 168, "Retention in hours (log.retention.ms wins when set).", -1),
     Setting("log.retention.bytes", int, -1, "Per-partition size limit (-1: none).", -1),
     Setting("log.retention.check.interval.ms", int, 300000, "How often retention runs.", 1),
+    Setting(
+        "producer.id.expiration.ms",
+        int,
+        86400000,
+        "A partition forgets an idempotent producer this long after its last batch's timestamp "
+        "(not while its transaction is open); it may then write at any sequence.",
+        1,
+    ),
+    Setting(
+        "producer.id.expiration.check.interval.ms",
+        int,
+        600000,
+        "How often partitions forget expired producers.",
+        1,
+    ),
     Setting("message.max.bytes", int, 1048588, "Largest record batch accepted.", 0),
     Setting(
         "log.message.timestamp.type",

@@ -60,7 +60,7 @@ def handle(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProduc
                     producer_id=pid,
                     producer_epoch=e.epoch,
                     last_sequence=e.last_seq,
-                    last_timestamp=e.batches[-1].timestamp if e.batches else -1,
+                    last_timestamp=e.last_timestamp,
                     coordinator_epoch=e.coordinator_epoch,
                     current_txn_start_offset=e.txn_first_offset,
                 )

@@ -526,6 +526,8 @@ class LogManager:
         self._tasks.append(asyncio.create_task(self._periodic(5.0, self.write_checkpoint)))
         interval = self.broker_config["log.retention.check.interval.ms"] / 1000
         self._tasks.append(asyncio.create_task(self._periodic(interval, self.apply_retention)))
+        interval = self.broker_config["producer.id.expiration.check.interval.ms"] / 1000
+        self._tasks.append(asyncio.create_task(self._periodic(interval, self.expire_producers)))
         if self.policy == "never":
             self._tasks.append(asyncio.create_task(self._periodic(0.1, self.check_flush_ms)))
         if any(not plog.opened for plog in self.logs.values()):
@@ -548,6 +550,16 @@ class LogManager:
         for plog in list(self.logs.values()):
             if plog.opened:  # (the others are opening in the background: see open_deferred)
                 plog.apply_retention(now)
+
+    def expire_producers(self, now: int | None = None) -> int:
+        """Forget producers idle for producer.id.expiration.ms in every open partition (default
+        ``now``: the broker clock's); returns how many were forgotten."""
+        if now is None:
+            now = self.now_ms()
+        expiration = self.broker_config["producer.id.expiration.ms"]
+        return sum(
+            plog.producers.remove_expired(now, expiration) for plog in list(self.logs.values()) if plog.opened
+        )
 
     async def close(self) -> None:
         for t in self._tasks:

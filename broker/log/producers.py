@@ -5,6 +5,8 @@ duplicate of a batch already in the log (with that batch's offsets), or refuse i
 OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH, as Kafka's ProducerStateManager does.
 ``record`` applies an appended batch. The state is rebuilt after a restart by replaying batch
 headers from the log (see PartitionLog), starting from a snapshot when one is present.
+``remove_expired`` forgets producers that have not written for ``producer.id.expiration.ms`` (by
+their last batch's timestamp, as Kafka; never one whose transaction is open).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class ProducerEntry:
     txn_first_offset: int = -1
     #: the coordinator epoch of the last marker written for it (-1: none yet)
     coordinator_epoch: int = -1
+    #: the max timestamp of its last batch or marker (Kafka's lastTimestamp: expiry counts from it)
+    last_timestamp: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -99,6 +103,7 @@ class ProducerState:
                 entry = self.producers[b.producer_id] = ProducerEntry(b.producer_epoch)
             entry.txn_first_offset = -1
             entry.coordinator_epoch = 0  # this node has always coordinated every transaction
+            entry.last_timestamp = b.max_timestamp
             return first
         if entry is None or b.producer_epoch > entry.epoch:
             entry = ProducerEntry(b.producer_epoch)
@@ -109,7 +114,21 @@ class ProducerState:
         entry.batches.append(
             CachedBatch(b.base_sequence, b.last_sequence, b.base_offset, b.last_offset, b.max_timestamp)
         )
+        entry.last_timestamp = b.max_timestamp
         return None
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget every producer whose last write is ``expiration_ms`` or more before ``now_ms`` and
+        that has no open transaction here (Kafka's removeExpiredProducers); returns how many. A
+        forgotten producer may write again at any sequence (see ``check``)."""
+        expired = [
+            pid
+            for pid, e in self.producers.items()
+            if e.txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
 
     def to_json(self) -> dict:
         return {
@@ -120,6 +139,7 @@ class ProducerState:
                 ],
                 **({"txn": e.txn_first_offset} if e.txn_first_offset >= 0 else {}),
                 **({"ce": e.coordinator_epoch} if e.coordinator_epoch >= 0 else {}),
+                "ts": e.last_timestamp,
             }
             for pid, e in self.producers.items()
         }
@@ -133,6 +153,8 @@ class ProducerState:
                 entry.batches.append(CachedBatch(fs, ls, bo, lo, ts))
             entry.txn_first_offset = e.get("txn", -1)
             entry.coordinator_epoch = e.get("ce", -1)
+            # (snapshots written before "ts": the last cached batch's timestamp)
+            entry.last_timestamp = e.get("ts", entry.batches[-1].timestamp if entry.batches else -1)
             st.producers[int(pid)] = entry
             if entry.txn_first_offset >= 0:
                 st.ongoing[int(pid)] = entry.txn_first_offset

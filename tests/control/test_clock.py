@@ -20,6 +20,7 @@ import time
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from confluent_kafka import Producer as ConfluentProducer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
@@ -166,6 +167,41 @@ def test_committed_offsets_expire_on_the_virtual_clock(broker_factory):
     fired = bt.call(bt.broker.clock.advance, 1_200_000)  # 70 min: past retention, and a check ran
     assert not committed()
     assert all(key == "offsets:expire" for key, _deadline in fired)
+
+
+@pytest.mark.integration
+def test_idle_producers_are_forgotten_on_the_virtual_clock(broker_factory):
+    """producer.id.expiration.ms counts from the producer's last batch; once forgotten, the same
+    idempotent producer (confluent-kafka) goes on writing at its next sequence, as against Kafka."""
+    bt = broker_factory({"clock": "manual", "producer.id.expiration.ms": "3600000"})
+    bt.call(bt.broker.create_topic, "idem", 1)
+    producer = ConfluentProducer(
+        {"bootstrap.servers": bt.bootstrap, "enable.idempotence": True, "linger.ms": 0}
+    )
+
+    def send(*values: bytes) -> None:
+        for v in values:
+            producer.produce("idem", v, partition=0)
+        assert producer.flush(30) == 0
+
+    def producers() -> list[int]:
+        return bt.call(lambda: list(bt.broker.logs.get("idem", 0).producers.producers))
+
+    send(b"a", b"b", b"c")
+    assert len(producers()) == 1
+    bt.call(bt.broker.clock.advance, 1_800_000)  # 30 min after its last batch
+    assert len(producers()) == 1
+    bt.call(bt.broker.clock.advance, 1_860_000)  # 61 min
+    assert producers() == []
+    send(b"d", b"e")  # sequences 3 and 4 of a producer the partition no longer knows
+    assert len(producers()) == 1
+    consumer = KafkaConsumer(
+        bootstrap_servers=bt.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=10000
+    )
+    consumer.assign([TopicPartition("idem", 0)])
+    got = [m.value for m in consumer]
+    consumer.close()
+    assert got == [b"a", b"b", b"c", b"d", b"e"]
 
 
 # ---------------------------------------------------------------------------------- HTTP routes

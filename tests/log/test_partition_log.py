@@ -11,6 +11,7 @@ from broker.log import records
 from broker.log.batch import InvalidBatch, iter_batches, validate_produce
 from broker.log.config import LogConfig
 from broker.log.partition import PartitionLog
+from broker.log.producers import ProducerState
 from broker.log.segment import LogCorruption
 from broker.protocol.errors import ErrorCode, KafkaError
 
@@ -220,6 +221,27 @@ def test_a_producer_the_partition_does_not_know_may_start_at_any_sequence(tmp_pa
     assert dup is not None and (dup.base_offset, dup.last_offset) == (0, 1)
     _data, following = info(7)
     assert plog.producers.check(following) is None
+
+
+def test_producers_expire_after_their_last_write_unless_a_transaction_is_open():
+    state = ProducerState()
+
+    def write(pid: int, ts: int, transactional: bool = False) -> None:
+        data = bytearray(
+            records.simple_batch([b"x"], base_offset=pid, producer_id=pid, producer_epoch=0,
+                                 base_sequence=0, base_timestamp=ts, transactional=transactional)
+        )  # fmt: skip
+        (info,) = validate_produce(data)
+        state.record(info)
+
+    write(1, NOW)
+    write(2, NOW + 500)
+    write(3, NOW, transactional=True)
+    assert state.remove_expired(NOW + 999, 1000) == 0
+    assert state.remove_expired(NOW + 1000, 1000) == 1 and sorted(state.producers) == [2, 3]
+    again = ProducerState.from_json(state.to_json())
+    assert again.producers[2].last_timestamp == NOW + 500
+    assert again.remove_expired(NOW + 1_000_000, 1000) == 1 and sorted(again.producers) == [3]
 
 
 def test_producer_state_detects_duplicates_and_survives_reopen(tmp_path):
