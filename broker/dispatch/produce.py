@@ -157,13 +157,11 @@ def _produce(ctx: RequestContext, req: ProduceRequest):
     services = ctx.services
     acks = req.acks
     v = ctx.api_version
-    if (
-        services.authorizer is not None
-        and _has_transactional_records(req)
-        and (req.transactional_id is None or not ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id))
+    if _has_transactional_records(req) and (
+        req.transactional_id is None or not ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id)
     ):
-        # as Kafka: transactional records need WRITE on the transactional id (a request without one
-        # is refused too), else every partition fails; with acks=0 the connection is closed
+        # as Kafka: transactional records need a transactional id in the request, and WRITE on it,
+        # else every partition fails; with acks=0 the connection is closed
         if acks == 0:
             raise CloseConnection("a transactional produce request with acks=0 was not authorized")
         return _refuse_all(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -284,10 +282,8 @@ def _verify_transaction(
     txns = ctx.services.txns
     if batch.producer_id < 0:
         return _error(partition, ErrorCode.INVALID_RECORD, "a transactional batch must carry a producer id")
-    if transactional_id is None:  # a client that left it out: the producer id names it
-        transactional_id = txns.transactional_id_of(batch.producer_id)
-        if transactional_id is None:
-            return _error(partition, ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+    if transactional_id is None:  # (a request without one was refused whole: see _produce)
+        return _error(partition, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     code = txns.verify(transactional_id, batch.producer_id, batch.producer_epoch, topic, partition)
     if code == ErrorCode.NONE:
         return None
@@ -334,11 +330,12 @@ def _append(
         batches = validate_produce(records)
     except InvalidBatch as e:
         return _error(partition, ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e))
-    if len(batches) != 1:
+    if len(batches) != 1:  # (Kafka's ProduceRequest.validateRecords: no record errors)
         return _error(
             partition,
             ErrorCode.INVALID_RECORD,
             f"expected exactly one record batch per partition, got {len(batches)}",
+            [],
         )
     (batch,) = batches
     limit = EXPANSION_LIMIT * config.max_message_bytes
@@ -360,16 +357,20 @@ def _append(
         # records already validated (and their decompressed size capped) above
         keyless = validator.keyless_record_errors(records, batch, topic, partition)
         if keyless:
-            return _error(
+            refused = _error(
                 partition, ErrorCode.INVALID_RECORD, validator.record_errors_message(keyless), keyless
             )
+            refused.log_start_offset = plog.log_start_offset  # (Kafka's RecordValidationException)
+            return refused
     if bad_timestamps:
-        return _error(
+        refused = _error(
             partition,
             ErrorCode.INVALID_TIMESTAMP,
             "One or more records have been rejected due to invalid timestamp",
             bad_timestamps,
         )
+        refused.log_start_offset = plog.log_start_offset
+        return refused
     if batch.is_transactional:
         refused = _verify_transaction(ctx, transactional_id, batch, topic, partition)
         if refused is not None:

@@ -283,6 +283,26 @@ def produce_cases(v: int, n: Names) -> Iterator[Case]:
     yield "truncated frame", [create(t + "f"), Step(0, v, req(t + "f", 0, batch()), frame=truncate(3))]
     if v >= 3:
         yield "idempotent sequences", idempotent_steps(v, n, t + "i")
+        # refusals after the partition is found: which carry the log start offset (v5+)
+        yield (
+            "timestamp too old",
+            [
+                create(t + "ts", 1, {"message.timestamp.before.max.ms": "3600000"}),
+                Step(0, v, req(t + "ts", 0, batch())),
+            ],
+        )
+        keyless = build_batch([Record(0, 0, None, b"no key", [])], base_timestamp=BASE_TS)
+        yield (
+            "keyless record, compacted topic",
+            [create(t + "k", 1, {"cleanup.policy": "compact"}), Step(0, v, req(t + "k", 0, keyless))],
+        )
+        two = batch(1) + batch(1, base_offset=1)
+        yield "two batches in one partition", [create(t + "2"), Step(0, v, req(t + "2", 0, two))]
+        yield (
+            "transactional batch outside a transaction",
+            [create(t + "x"), Step(0, v, req(t + "x", 0, batch(producer_id=4242, producer_epoch=0,
+                                                              base_sequence=0, transactional=True)))],
+        )  # fmt: skip
 
 
 def idempotent_steps(v: int, n: Names, t: str) -> list[Step]:
