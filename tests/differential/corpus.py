@@ -495,6 +495,49 @@ def offset_commit_cases(v: int, n: Names) -> Iterator[Case]:
                 Step(8, v, req(g2, t + "s", gen=99, member="x")),
             ],
         )
+    g3 = n.group("probe")
+
+    def probe(gen_delta: int | None, member: str | None, **kw: Any) -> Callable:
+        """A commit to the stable group ``g3``: its generation shifted by ``gen_delta`` (None: -1) and
+        ``member`` (None: its member id)."""
+
+        def body(p: Peer) -> OffsetCommitRequest:
+            gen = -1 if gen_delta is None else p.memory["generation"] + gen_delta
+            return req(g3, t + "p", gen=gen, member=p.memory["member"] if member is None else member, **kw)(p)
+
+        return body
+
+    if v >= 1:
+        yield (
+            "stable group: wrong member, old generation, no generation, negative offset",
+            [
+                create(t + "p"),
+                *stable_group(g3),
+                Step(8, v, probe(0, "someone-else"), label="wrong member"),
+                Step(8, v, probe(-1, None), label="previous generation"),
+                Step(8, v, probe(None, ""), label="generation -1, no member"),
+                Step(8, v, probe(None, None), label="generation -1, the member"),
+                Step(8, v, probe(0, None, offset=-1), label="offset -1"),
+            ],
+        )
+    yield (
+        "partition out of range, the same partition twice",
+        [
+            create(t + "r"),
+            Step(8, v, req(n.group("r"), t + "r", partition=7)),
+            Step(8, v, lambda p: _twice(req(n.group("r2"), t + "r")(p))),
+        ],
+    )
+
+
+def _twice(r: OffsetCommitRequest) -> OffsetCommitRequest:
+    """``r`` with its first partition listed twice (the second with another offset)."""
+    first = r.topics[0].partitions[0]
+    again = OffsetCommitRequestPartition(
+        first.partition_index, first.committed_offset + 1, -1, BASE_TS, "again"
+    )
+    r.topics[0].partitions = [first, again]
+    return r
 
 
 def offset_fetch_cases(v: int, n: Names) -> Iterator[Case]:
