@@ -39,6 +39,16 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING
     -5,
     -6,
 )
+#: the first version each special timestamp is valid at (Kafka's ReplicaManager: any other negative
+#: timestamp, or one below its version, is UNSUPPORTED_VERSION; -1 and -2 also at our v0)
+SINCE = {
+    LATEST: 0,
+    EARLIEST: 0,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
+}
 
 
 def lookup(plog: PartitionLog, ts: int, committed: bool = False) -> tuple[int, int]:
@@ -83,6 +93,9 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
                     answered.add(p.partition_index)
                     parts.append(_error(p.partition_index, ErrorCode.INVALID_REQUEST))
                 continue
+            if p.timestamp < 0 and v < SINCE.get(p.timestamp, 1 << 15):  # before the partition's lookup
+                parts.append(_error(p.partition_index, ErrorCode.UNSUPPORTED_VERSION))
+                continue
             plog = logs.get(t.name, p.partition_index)
             if plog is None:
                 parts.append(_error(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
@@ -93,9 +106,6 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
             )
             if refused:
                 parts.append(_error(p.partition_index, refused))
-                continue
-            if p.timestamp == MAX_TIMESTAMP and v < 7 or p.timestamp < EARLIEST_PENDING_UPLOAD:
-                parts.append(_error(p.partition_index, ErrorCode.UNSUPPORTED_VERSION))
                 continue
             offset, ts = lookup(plog, p.timestamp, v >= 2 and req.isolation_level == 1)
             if v == 0:

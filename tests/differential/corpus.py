@@ -414,6 +414,20 @@ def list_offsets_cases(v: int, n: Names) -> Iterator[Case]:
         "partition out of range, absurd timestamp",
         [create(t + "p"), Step(2, v, req(t + "p", [(5, -1), (0, -99)]))],
     )
+    yield (
+        "earliest local, latest tiered, earliest pending upload (at every version)",
+        [
+            create(t + "sp", 3),
+            produce(t + "sp"),
+            produce(t + "sp", 1),
+            produce(t + "sp", 2),
+            Step(2, v, req(t + "sp", [(0, -4), (1, -5), (2, -6)])),
+        ],
+    )
+    yield (
+        "special timestamps of later versions, unknown topic",
+        [Step(2, v, req(n.topic("missing"), [(0, -6), (1, -1), (2, -3)]))],
+    )
     yield from lso_cases(v, n, 2)
 
 
