@@ -27,6 +27,7 @@ import asyncio
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.fetch import (
     AbortedTransaction,
+    EpochEndOffset,
     FetchableTopicResponse,
     FetchRequest,
     FetchResponse,
@@ -172,6 +173,28 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
                 parts.append(pd)
                 continue
             offset = fp.fetch_offset
+            if v >= 12 and fp.last_fetched_epoch >= 0:
+                # as Kafka's Partition.readRecords: the fetcher's last epoch must end in this log at
+                # or after the fetch offset, else the answer says where the logs diverge
+                epoch, end = leadership.epoch_end(ctx, topic, fp.partition, plog, fp.last_fetched_epoch)
+                if epoch < 0 or end < 0 or offset < plog.log_start_offset:
+                    parts.append(_partition_error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, plog))
+                    continue
+                if epoch < fp.last_fetched_epoch or end < offset:
+                    parts.append(
+                        PartitionData(
+                            partition_index=fp.partition,
+                            error_code=0,
+                            high_watermark=plog.high_watermark,
+                            last_stable_offset=plog.last_stable_offset,
+                            log_start_offset=plog.log_start_offset,
+                            diverging_epoch=EpochEndOffset(epoch, end),
+                            aborted_transactions=None,
+                            preferred_read_replica=-1,
+                            records=b"",
+                        )
+                    )
+                    continue
             if offset < plog.log_start_offset or offset > plog.log_end_offset:
                 parts.append(_partition_error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, plog))
                 continue

@@ -91,3 +91,36 @@ def epoch_at(ctx: RequestContext, topic: Topic, partition: int, plog: Any, offse
     epoch stamped on its batch; past the last batch, the current leader's (which started there)."""
     batch = batch_at(plog, offset)
     return batch[2] if batch is not None else current_epoch(ctx, topic, partition)
+
+
+def epoch_end(
+    ctx: RequestContext, topic: Topic, partition: int, plog: Any, requested: int
+) -> tuple[int, int]:
+    """(epoch, end offset) of leader epoch ``requested`` in ``plog``'s log, as Kafka's
+    endOffsetForEpoch (OffsetForLeaderEpoch, and a Fetch's last fetched epoch): (-1, -1) for an epoch
+    after the current one, a negative one, or an empty log."""
+    current = current_epoch(ctx, topic, partition)
+    if not 0 <= requested <= current or plog.log_end_offset == 0:
+        return -1, -1
+    return end_offset_for(plog, requested, current)
+
+
+def end_offset_for(plog: Any, requested: int, current: int) -> tuple[int, int]:
+    """(epoch, end offset) of ``requested`` (0 <= requested <= current) in ``plog``'s log."""
+    end = plog.log_end_offset
+    if requested == current:
+        return current, end
+    lo, hi, first_later = plog.log_start_offset, min(end, plog.high_watermark), end
+    while lo < hi:
+        mid = (lo + hi) // 2
+        batch = batch_at(plog, mid)
+        if batch is None:
+            hi = mid
+        elif batch[2] > requested:
+            first_later, hi = min(first_later, batch[0]), mid
+        else:
+            lo = batch[1] + 1
+    before = batch_at(plog, first_later - 1) if first_later > plog.log_start_offset else None
+    if before is None or before[0] >= first_later:
+        return requested, first_later
+    return before[2], first_later

@@ -16,8 +16,6 @@ with a stale or future current epoch: dispatch/leadership.py.
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.offset_for_leader_epoch import (
     EpochEndOffset,
@@ -51,35 +49,8 @@ def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLe
             refused = leadership.check(ctx, topic, p.partition, p.current_leader_epoch if v >= 2 else -1)
             if refused:
                 parts.append(EpochEndOffset(int(refused), p.partition, -1, -1))
-            elif (
-                not 0 <= p.leader_epoch <= leadership.current_epoch(ctx, topic, p.partition)
-                or plog.log_end_offset == 0
-            ):
-                parts.append(EpochEndOffset(0, p.partition, -1, -1))
             else:
-                current = leadership.current_epoch(ctx, topic, p.partition)
-                epoch, end = end_offset_for(plog, p.leader_epoch, current)
+                epoch, end = leadership.epoch_end(ctx, topic, p.partition, plog, p.leader_epoch)
                 parts.append(EpochEndOffset(0, p.partition, epoch, end))
         topics.append(OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
-
-
-def end_offset_for(plog: Any, requested: int, current: int) -> tuple[int, int]:
-    """(epoch, end offset) of ``requested`` (0 <= requested <= current) in ``plog``'s log."""
-    end = plog.log_end_offset
-    if requested == current:
-        return current, end
-    lo, hi, first_later = plog.log_start_offset, min(end, plog.high_watermark), end
-    while lo < hi:
-        mid = (lo + hi) // 2
-        batch = leadership.batch_at(plog, mid)
-        if batch is None:
-            hi = mid
-        elif batch[2] > requested:
-            first_later, hi = min(first_later, batch[0]), mid
-        else:
-            lo = batch[1] + 1
-    before = leadership.batch_at(plog, first_later - 1) if first_later > plog.log_start_offset else None
-    if before is None or before[0] >= first_later:
-        return requested, first_later
-    return before[2], first_later

@@ -382,6 +382,71 @@ def fetch_cases(v: int, n: Names) -> Iterator[Case]:
     t5 = n.topic("trunc")
     yield "truncated frame", [create(t5), Step(1, v, _fetch(v, t5, 0), frame=truncate(1))]
     yield from lso_cases(v, n, 1)
+    yield from fetch_limit_cases(v, n)
+
+
+def fetch_limit_cases(v: int, n: Names) -> Iterator[Case]:
+    """Byte limits below the first batch, leader epochs, a diverging epoch, below the log start."""
+
+    def fetch(topic: str, offset: int, *, max_bytes: int = 1 << 20, part_max: int = 65536,
+              epoch: int = -1, last_epoch: int = -1) -> Callable:  # fmt: skip
+        def body(p: Peer) -> FetchRequest:
+            ft = FetchTopic(topic, partitions=[FetchPartition(0, epoch, offset, last_epoch, -1, part_max)])
+            if v >= 13:
+                ft.topic_id = p.topic_id(topic)
+            return FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+                                session_id=0, session_epoch=-1, topics=[ft], forgotten_topics_data=[],
+                                rack_id="")  # fmt: skip
+
+        return body
+
+    t = n.topic("lim")
+    yield (
+        "partition and request byte limits below the first batch",
+        [
+            create(t),
+            produce(t, 0, 3),
+            produce(t, 0, 3),
+            Step(1, v, fetch(t, 0, part_max=10), label="partition max 10"),
+            Step(1, v, fetch(t, 0, max_bytes=10), label="request max 10"),
+            Step(1, v, fetch(t, 1, part_max=0), label="partition max 0"),
+        ],
+    )
+    if v >= 9:
+        t2 = n.topic("ep")
+        yield (
+            "current leader epoch ahead, behind",
+            [
+                create(t2),
+                produce(t2, 0, 2),
+                Step(1, v, fetch(t2, 0, epoch=7), label="epoch 7"),
+                Step(1, v, fetch(t2, 0, epoch=0), label="epoch 0"),
+            ],
+        )
+    if v >= 12:
+        t3 = n.topic("div")
+        yield (
+            "last fetched epoch: ahead of the log, ending before the fetch offset, matching",
+            [
+                create(t3),
+                produce(t3, 0, 4),
+                Step(1, v, fetch(t3, 2, last_epoch=3), label="epoch 3"),
+                Step(1, v, fetch(t3, 6, last_epoch=0), label="epoch 0 at offset 6"),
+                Step(1, v, fetch(t3, 2, last_epoch=0), label="epoch 0 at offset 2"),
+            ],
+        )
+    t4 = n.topic("ls")
+    yield (
+        "below the log start after DeleteRecords",
+        [
+            create(t4),
+            produce(t4, 0, 5),
+            Step(21, 2, DeleteRecordsRequest([DeleteRecordsTopic(t4, [DeleteRecordsPartition(0, 3)])], 5000),
+                 compare=False),
+            Step(1, v, fetch(t4, 1), label="below"),
+            Step(1, v, fetch(t4, 3), label="at the log start"),
+        ],
+    )  # fmt: skip
 
 
 def list_offsets_cases(v: int, n: Names) -> Iterator[Case]:
