@@ -523,6 +523,21 @@ def metadata_cases(v: int, n: Names) -> Iterator[Case]:
             )
 
         yield "topic by id", [create(t2), Step(3, v, by_id)]
+        unknown = uuid.UUID("00000000-0000-0000-0000-00000000abcd")
+        yield (
+            "unknown topic id",
+            [
+                Step(
+                    3,
+                    v,
+                    MetadataRequest([MetadataRequestTopic(topic_id=unknown, name=None)], False, False, False),
+                )
+            ],
+        )
+    if v >= 4:
+        yield "invalid names, auto-create", [Step(3, v, req(["bad/name", "", "sp ace"], auto=True))]
+    t3 = n.topic("twice")
+    yield "the same topic twice", [create(t3), Step(3, v, req([t3, t3]))]
 
 
 def offset_commit_cases(v: int, n: Names) -> Iterator[Case]:
