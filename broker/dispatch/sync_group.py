@@ -17,6 +17,9 @@ API_KEY = 14
 
 
 def handle(ctx: RequestContext, req: SyncGroupRequest) -> Any:
+    if ctx.api_version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        # as Kafka's KafkaApis: mandatory since v5, refused before the group is looked at
+        return sync_error(ctx.api_version, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     if not ctx.allowed(READ, GROUP, req.group_id):  # as Kafka: READ on the group
         return sync_error(ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     coordinating.require(ctx, req.group_id)

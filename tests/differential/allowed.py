@@ -134,15 +134,6 @@ ALLOWED: list[Allowed] = [
         values=r"42 -> -1",
     ),
     # ---------------------------------------------------------------------------- groups
-    Allowed(
-        "SyncGroup",
-        r"error_code",
-        "SyncGroup v5 for an unknown group with null protocol type and name: "
-        "Kafka checks the protocol first (INCONSISTENT_GROUP_PROTOCOL), pykbroker the member "
-        "(UNKNOWN_MEMBER_ID); both refuse",
-        case="unknown group",
-        values=r"25 -> 23",
-    ),
     Allowed("ConsumerGroupHeartbeat", r"member_epoch", _KIP848_EPOCH, values=r"(\d+) -> (?!\1)\d+"),
     Allowed(
         "ConsumerGroupDescribe",
