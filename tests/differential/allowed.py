@@ -136,6 +136,14 @@ ALLOWED: list[Allowed] = [
     # ---------------------------------------------------------------------------- groups
     Allowed("ConsumerGroupHeartbeat", r"member_epoch", _KIP848_EPOCH, values=r"(\d+) -> (?!\1)\d+"),
     Allowed(
+        "ConsumerGroupHeartbeat",
+        r"assignment\.topic_partitions\[\d+\](\.partitions)?",
+        "a new regex subscription: Kafka resolves it off the heartbeat (its first answer assigns nothing; "
+        "a later heartbeat brings the partitions), pykbroker resolves it in the heartbeat that brings it and "
+        "assigns at once. The error codes (invalid regex, names and regex together) are compared",
+        case="regex subscriptions",
+    ),
+    Allowed(
         "ConsumerGroupDescribe",
         r"groups\[[^\]]+\]\.(group_epoch|assignment_epoch|members\[[^\]]+\]\.member_epoch)",
         _KIP848_EPOCH,

@@ -1262,6 +1262,51 @@ def consumer_group_heartbeat_cases(v: int, n: Names) -> Iterator[Case]:
         ],
     )
     yield "empty group id", [Step(68, v, hb("", topics=[t]))]
+
+    def raw(group: str, *, regex: str | None = None, topics: list[str] | None = None,
+            instance: str | None = None, rebalance: int = 30000, member: str | None = None,
+            epoch: int = 0) -> Callable:  # fmt: skip
+        def body(p: Peer) -> ConsumerGroupHeartbeatRequest:
+            mid = str(uuid.uuid4()) if member is None else member
+            if epoch != 0:
+                mid = p.memory.get("cg-raw", mid)
+            return ConsumerGroupHeartbeatRequest(
+                group, mid, epoch, instance, None, rebalance, topics, regex, None, [] if epoch == 0 else None
+            )
+
+        return body
+
+    def remember_raw(resp: Any, mem: dict) -> None:
+        if resp.member_id:
+            mem["cg-raw"] = resp.member_id
+
+    yield (
+        "regex subscriptions: valid, invalid, with names",
+        [
+            create(t + "r"),
+            Step(68, v, raw(g + "r", regex=(t + "r").replace("-", ".") + ".*"), label="valid"),
+            Step(68, v, raw(g + "r2", regex="[unclosed"), label="invalid"),
+            Step(68, v, raw(g + "r3", regex=".*", topics=[t + "r"]), label="names and regex"),
+        ],
+    )
+    yield (
+        "joining with no rebalance timeout, with an empty member id",
+        [
+            create(t + "j"),
+            Step(68, v, raw(g + "j", topics=[t + "j"], rebalance=-1), label="rebalance -1"),
+            Step(68, v, raw(g + "j2", topics=[t + "j"], member=""), label="member ''"),
+        ],
+    )
+    yield (
+        "static member joins and leaves for a while",
+        [
+            create(t + "st"),
+            Step(
+                68, v, raw(g + "st", topics=[t + "st"], instance="i-1"), remember=remember_raw, label="join"
+            ),
+            Step(68, v, raw(g + "st", instance="i-1", epoch=-2), label="leave (-2)"),
+        ],
+    )
     yield (
         "leave",
         [
