@@ -221,9 +221,13 @@ def join_steps(
             group, 10000, 20000, p.memory.get("member", ""), instance, "consumer", _protocols(), None
         )
 
-    steps = [Step(11, version, body, compare=compare, remember=_remember_join, label="join")]
+    # (a broker that has just started may still be loading its coordinator: retried, as clients do)
+    ready = lambda r: r.error_code not in RETRIABLE_COORDINATOR  # noqa: E731
+    steps = [Step(11, version, body, compare=compare, remember=_remember_join, label="join", until=ready)]
     if version >= 4 and instance is None:
-        steps.append(Step(11, version, body, compare=compare, remember=_remember_join, label="rejoin"))
+        steps.append(
+            Step(11, version, body, compare=compare, remember=_remember_join, label="rejoin", until=ready)
+        )
     return steps
 
 
@@ -718,6 +722,26 @@ def join_group_cases(v: int, n: Names) -> Iterator[Case]:
         "no protocols",
         [Step(11, v, JoinGroupRequest(n.group("np"), 10000, 20000, "", None, "consumer", []))],
     )
+    if v >= 5:
+        gr = n.group("restart")
+
+        def old_member_heartbeat(p: Peer) -> HeartbeatRequest:
+            return HeartbeatRequest(gr, p.memory["generation"], p.memory["first-member"], "inst-r")
+
+        def keep_first(resp: Any, mem: dict) -> None:
+            mem["first-member"] = mem.get("member", "")
+
+        yield (
+            "static member restarts: a join with its instance id and no member id replaces it",
+            [
+                *join_steps(gr, instance="inst-r"),
+                sync_step(gr),
+                Step(15, 5, DescribeGroupsRequest([gr], False), compare=False, remember=keep_first),
+                Step(11, v, JoinGroupRequest(gr, 10000, 20000, "", "inst-r", "consumer", _protocols(), None),
+                     remember=_remember_join, label="rejoin without member id"),
+                Step(12, 4, old_member_heartbeat, label="the old member id"),
+            ],
+        )  # fmt: skip
 
 
 def heartbeat_cases(v: int, n: Names) -> Iterator[Case]:
@@ -773,6 +797,26 @@ def leave_group_cases(v: int, n: Names) -> Iterator[Case]:
         "unknown group",
         [Step(13, v, LeaveGroupRequest(n.group("u"), "m", [MemberIdentity("m", None, None)]))],
     )
+    if v >= 3:
+        gs = n.group("static")
+
+        def static_leave(member: str | None) -> Callable:
+            def body(p: Peer) -> LeaveGroupRequest:
+                mid = p.memory["member"] if member is None else member
+                return LeaveGroupRequest(gs, members=[MemberIdentity(mid, "inst-9", None)])
+
+            return body
+
+        yield (
+            "static member: wrong member id for its instance, then by instance alone, then again",
+            [
+                *join_steps(gs, instance="inst-9"),
+                sync_step(gs),
+                Step(13, v, static_leave("someone-else"), label="wrong member id"),
+                Step(13, v, static_leave(""), label="instance alone"),
+                Step(13, v, static_leave(""), label="again"),
+            ],
+        )
 
 
 def sync_group_cases(v: int, n: Names) -> Iterator[Case]:
