@@ -21,24 +21,21 @@ from typing import Any
 from broker.log.batch import HEADER_SIZE, TIMESTAMP_TYPE_MASK, check_crc, read_header
 from broker.log.control import parse_marker
 from broker.log.records import _ZZ, InvalidRecords, _read_headers, _read_varint, decompress, iter_records
-from broker.protocol.primitives import to_uuid
 
 from .records import OFFSET_COMMIT, decode_record
-from .state import CommittedOffset
 
 _OFFSET_COMMIT_KEY = OFFSET_COMMIT.to_bytes(2, "big")
 _I16 = Struct(">h")
-#: OffsetCommitValue v4 after the version: offset, leader epoch, then the compact metadata string
-_V4_HEAD = Struct(">qi")
-#: ... then the commit timestamp and the topic id as Kafka writes it: one tagged field, tag 0, 16 bytes
-_V4_TAIL = Struct(">qBBB16s")
+#: OffsetCommitValue v4 after the version, offset, leader epoch and compact metadata string: the
+#: commit timestamp and the topic id as Kafka writes it (one tagged field, tag 0, 16 bytes)
+_V4_TAIL = Struct(">qBBB16x")
 _TOPIC_ID_TAG = (1, 0, 16)
-#: the whole v4 value when its metadata is empty (the common case)
-_V4_EMPTY = Struct(">hqiBqBBB16s")
+#: the whole v4 value when its metadata is empty (the common case): the parts to check
+_V4_EMPTY_CHECK = Struct(">h13xqBBB16x")
 #: the common record from its key's partition field on: partition, value length (varint 42 = 0x54),
 #: the v4 value with empty metadata (version, offset, leader epoch, 1 = "", commit timestamp, the
-#: topic id as tagged field 0) and the record's header count (0)
-_FAST = Struct(">i3sqiBq3s16sB")
+#: topic id as tagged field 0) and the record's header count (0); the fields to check unpacked
+_FAST = Struct(">i3s12xB8x3s16xB")
 #: its constant parts: the value's length (varint 42) and version (4); the topic id's tag (count 1,
 #: tag 0, size 16)
 _FAST_VALUE_HEAD = b"\x54\x00\x04"
@@ -51,7 +48,6 @@ class _OffsetDecoder:
     def __init__(self, state: Any):
         self.state = state
         self.names: dict[bytes, tuple[str, str]] = {}  # key minus the partition -> (group, topic)
-        self.ids: dict[bytes, Any] = {}
         self.last_prefix: bytes | None = None
         self.last_parts: dict[int, Any] = {}
 
@@ -72,34 +68,30 @@ class _OffsetDecoder:
             return True
         n = len(value)
         if n == 42 and value[14] == 1:
-            version, offset, epoch, _m, ts, nt, tag, size, raw_id = _V4_EMPTY.unpack(value)
+            version, _ts, nt, tag, size = _V4_EMPTY_CHECK.unpack(value)
             if version != 4 or (nt, tag, size) != _TOPIC_ID_TAG:
                 return False
-            metadata = ""
         else:
             if n < 42 or value[0] != 0 or value[1] != 4 or value[14] >= 0x80 or value[14] == 0:
                 return False
-            offset, epoch = _V4_HEAD.unpack_from(value, 2)
             end = 15 + value[14] - 1
             if end + 27 != n:
                 return False
             try:
-                metadata = value[15:end].decode()
+                value[15:end].decode()  # the metadata: its first read must not fail
             except UnicodeDecodeError:
                 return False
-            ts, nt, tag, size, raw_id = _V4_TAIL.unpack_from(value, end)
+            _ts, nt, tag, size = _V4_TAIL.unpack_from(value, end)
             if (nt, tag, size) != _TOPIC_ID_TAG:
                 return False
-        topic_id = self.ids.get(raw_id)
-        if topic_id is None:
-            topic_id = self.ids[raw_id] = to_uuid(raw_id)
         if parts is None:
             names = self.names.get(prefix) or self._names(key)
             if names is None:
                 return False
             parts = self.state.offset_partitions(names[0], names[1])
             self.last_prefix, self.last_parts = prefix, parts
-        parts[partition] = CommittedOffset(offset, epoch, metadata, ts, topic_id)
+        # checked above as a v4 value in Kafka's layout: kept as its bytes, decoded on first read
+        parts[partition] = bytes(value)
         return True
 
     def _names(self, key: bytes) -> tuple[str, str] | None:
@@ -248,7 +240,7 @@ def _run_layout(layout: tuple) -> tuple[re.Pattern, Struct] | None:
         )
     )
     skip = len(lv) + 1 + ts_width + od_width + len(ks)
-    run = (re.compile(b"(?:" + record + b")+", re.DOTALL), Struct(f">{skip}x{size - 4}si3xqixq3x16sx"))
+    run = (re.compile(b"(?:" + record + b")+", re.DOTALL), Struct(f">{skip}x{size - 4}six42sx"))
     assert run[1].size == len(lv) + 1 + ts_width + od_width + len(ks) + size + 44
     _RUNS[layout] = run
     return run
@@ -276,8 +268,6 @@ def _replay_records(
     value_head = _FAST_VALUE_HEAD
     tag_head = _FAST_TAG
     names = offsets.names
-    ids = offsets.ids
-    new_offset = CommittedOffset
     whole = base >= min_offset  # every record of the batch is to be replayed
     n = len(data)
     pos = 0
@@ -287,8 +277,6 @@ def _replay_records(
     last = offsets.last_prefix
     last_size = -1 if last is None else len(last) + 4
     last_parts = offsets.last_parts
-    last_raw = b""
-    last_id = None
     runs = _RUNS
     i = 0
     try:
@@ -337,7 +325,7 @@ def _replay_records(
                 and (whole or base + rv(data, od_pos, 5)[0] >= min_offset)
             ):
                 # an OffsetCommit key; from its partition field to the record's end in one unpack
-                partition, vhead, offset, epoch, mlen, cts, tag, raw_id, headers = fast(data, vs - 5)
+                partition, vhead, mlen, tag, headers = fast(data, vs - 5)
                 if vhead == value_head and mlen == 1 and tag == tag_head and not headers:
                     if size == last_size and data.startswith(last, pos):
                         parts = last_parts
@@ -351,12 +339,7 @@ def _replay_records(
                             offsets.last_prefix, offsets.last_parts = prefix, parts
                             last, last_size, last_parts = prefix, size, parts
                     if parts is not None:
-                        if raw_id != last_raw:
-                            last_id = ids.get(raw_id)
-                            if last_id is None:
-                                last_id = ids[raw_id] = to_uuid(raw_id)
-                            last_raw = raw_id
-                        parts[partition] = new_offset(offset, epoch, "", cts, last_id)
+                        parts[partition] = data[vs : end - 1]  # the value, decoded on first read
                         pos = end
                         done += 1
                         if not whole or i == count or data[end] != data[start]:
@@ -377,9 +360,7 @@ def _replay_records(
                             continue
                         rlen = end - start
                         stop = end + min((m.end() - end) // rlen, count - i) * rlen
-                        for prefix, partition, offset, epoch, cts, raw_id in run[1].iter_unpack(
-                            memoryview(data)[end:stop]
-                        ):
+                        for prefix, partition, value in run[1].iter_unpack(memoryview(data)[end:stop]):
                             if prefix != last:
                                 group_topic = names.get(prefix) or offsets._names(prefix + b"\0\0\0\0")
                                 if group_topic is None:
@@ -387,12 +368,7 @@ def _replay_records(
                                 parts = offsets.state.offset_partitions(group_topic[0], group_topic[1])
                                 offsets.last_prefix, offsets.last_parts = prefix, parts
                                 last, last_size, last_parts = prefix, size, parts
-                            if raw_id != last_raw:
-                                last_id = ids.get(raw_id)
-                                if last_id is None:
-                                    last_id = ids[raw_id] = to_uuid(raw_id)
-                                last_raw = raw_id
-                            last_parts[partition] = new_offset(offset, epoch, "", cts, last_id)
+                            last_parts[partition] = value
                             pos += rlen
                             i += 1
                             done += 1
