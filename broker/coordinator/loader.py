@@ -18,13 +18,27 @@ from struct import Struct
 from struct import error as StructError
 from typing import Any
 
-from broker.log.batch import HEADER_SIZE, TIMESTAMP_TYPE_MASK, check_crc, read_header
+from broker.log.batch import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    check_crc,
+    read_header,
+)
 from broker.log.control import parse_marker
+from broker.log.crc import crc32c
 from broker.log.records import _ZZ, InvalidRecords, _read_headers, _read_varint, decompress, iter_records
 
 from .records import OFFSET_COMMIT, decode_record
 
 _OFFSET_COMMIT_KEY = OFFSET_COMMIT.to_bytes(2, "big")
+#: batches the inline header path of ``_load`` leaves to the general one
+_SLOW_ATTRIBUTES = COMPRESSION_MASK | TRANSACTIONAL_MASK | CONTROL_MASK
 _I16 = Struct(">h")
 #: OffsetCommitValue v4 after the version, offset, leader epoch and compact metadata string: the
 #: commit timestamp and the topic id as Kafka writes it (one tagged field, tag 0, 16 bytes)
@@ -50,6 +64,9 @@ class _OffsetDecoder:
         self.names: dict[bytes, tuple[str, str]] = {}  # key minus the partition -> (group, topic)
         self.last_prefix: bytes | None = None
         self.last_parts: dict[int, Any] = {}
+        #: the last run of common records taken (``_run_layout``'s pattern and struct, the record's
+        #: size): the next batch is tried as a whole with it, its first record included
+        self.last_run: tuple[re.Pattern, Struct, int] | None = None
 
     def apply(self, key: bytes, value: bytes | None) -> bool:
         """Apply one OffsetCommit record; False when it must take the general path."""
@@ -128,6 +145,8 @@ def load(plog: Any, state: Any, coordinator: Any = None, kafka_layout_from: int 
 def _load(plog: Any, state: Any, coordinator: Any, kafka_layout_from: int) -> int:
     replay = (coordinator or state).replay
     offsets = _OffsetDecoder(state)
+    #: mutated in place by the transactional replay (never replaced)
+    pending_txn = getattr(state, "pending_txn", None)
     n = 0
     offset = plog.log_start_offset
     while offset < plog.high_watermark:
@@ -135,7 +154,40 @@ def _load(plog: Any, state: Any, coordinator: Any, kafka_layout_from: int) -> in
         if not data:
             break
         pos, end = 0, len(data)
+        mv = memoryview(data)
         while pos < end:
+            if end - pos >= HEADER_SIZE:
+                # the header read and checked inline (read_header and check_crc below when anything
+                # is off, to raise their errors): a compacted log is mostly small batches
+                base, length, _le, magic, crc, attributes, last_delta, base_ts, max_ts, *_rest, count = (
+                    HEADER.unpack_from(data, pos)
+                )
+                batch_end = pos + length + LOG_OVERHEAD
+                if (
+                    magic == 2
+                    and not attributes & _SLOW_ATTRIBUTES
+                    and length >= MIN_BATCH_LENGTH
+                    and batch_end <= end
+                    and base >= offset
+                    and crc32c(mv[pos + 21 : batch_end]) == crc
+                    and not pending_txn
+                ):
+                    n += _replay_records(
+                        data,
+                        count,
+                        base,
+                        base_ts,
+                        max_ts if attributes & TIMESTAMP_TYPE_MASK else None,
+                        offset,
+                        offsets,
+                        replay,
+                        kafka_layout_from,
+                        pos + HEADER_SIZE,
+                        batch_end,
+                    )
+                    offset = base + last_delta + 1
+                    pos = batch_end
+                    continue
             info = read_header(data, pos)
             check_crc(data, info)
             batch_end = pos + info.size
@@ -256,8 +308,11 @@ def _replay_records(
     offsets: _OffsetDecoder,
     replay: Any,
     kafka_layout_from: int = 0,
+    start: int = 0,
+    stop: int | None = None,
 ) -> int:
-    """Replay the ``count`` records of one uncompressed records section (at or after ``min_offset``).
+    """Replay the ``count`` records of one uncompressed records section (at or after ``min_offset``):
+    ``data[start:stop]`` (default: all of ``data``).
 
     The common record -- an OffsetCommit with a v4 value, empty metadata and no headers -- is
     recognised from its bytes and applied right here; anything else is sliced into key and value
@@ -269,8 +324,8 @@ def _replay_records(
     tag_head = _FAST_TAG
     names = offsets.names
     whole = base >= min_offset  # every record of the batch is to be replayed
-    n = len(data)
-    pos = 0
+    n = len(data) if stop is None else stop
+    pos = start
     done = 0
     # the last group and topic's key prefix, its key size and its partitions (kept here, and in
     # ``offsets`` for its own path), and the last topic id
@@ -279,6 +334,27 @@ def _replay_records(
     last_parts = offsets.last_parts
     runs = _RUNS
     i = 0
+    last_run = offsets.last_run
+    if (
+        whole
+        and last_run is not None
+        and n - pos == count * last_run[2]
+        and last_run[0].fullmatch(data, pos, n)
+    ):
+        # the whole batch is common records of the last run's layout: every one in one unpack
+        rlen = last_run[2]
+        for prefix, partition, value in last_run[1].iter_unpack(memoryview(data)[pos:n]):
+            if prefix != last:
+                group_topic = names.get(prefix) or offsets._names(prefix + b"\0\0\0\0")
+                if group_topic is None:
+                    break  # left to the record-by-record path
+                last_parts = offsets.state.offset_partitions(group_topic[0], group_topic[1])
+                offsets.last_prefix, offsets.last_parts = prefix, last_parts
+                last, last_size = prefix, len(prefix) + 4
+            last_parts[partition] = value
+            pos += rlen
+            i += 1
+            done += 1
     try:
         while i < count:
             i += 1
@@ -355,10 +431,11 @@ def _replay_records(
                         run = runs.get(layout) or _run_layout(layout)
                         if run is None:
                             continue
-                        m = run[0].match(data, end)
+                        m = run[0].match(data, end, n)
                         if m is None:
                             continue
                         rlen = end - start
+                        offsets.last_run = (run[0], run[1], rlen)
                         stop = end + min((m.end() - end) // rlen, count - i) * rlen
                         for prefix, partition, value in run[1].iter_unpack(memoryview(data)[end:stop]):
                             if prefix != last:
@@ -421,5 +498,5 @@ def _replay_records(
             replay(decode_record(key, value, base + od < kafka_layout_from), base + od, ts)
             done += 1
     except IndexError:
-        raise InvalidRecords(f"records section of {n} bytes is truncated") from None
+        raise InvalidRecords(f"records section of {n - start} bytes is truncated") from None
     return done
