@@ -83,6 +83,11 @@ def _key_heads(group: str, topic: str) -> tuple[bytes, bytes]:
     return heads
 
 
+#: a batch header (broker/log/batch.py HEADER) up to its CRC, and after it
+_HEADER_HEAD = Struct(">qiibI")
+_HEADER_TAIL = Struct(">hiqqqhii")
+assert _HEADER_HEAD.size + _HEADER_TAIL.size == HEADER.size == HEADER_SIZE
+
 #: the varint of every value below 4096 (record lengths and offset deltas)
 _ZIGZAG = tuple(_varint(n) for n in range(4096))
 
@@ -385,26 +390,12 @@ def to_batch(records: list[Any], now_ms: int, producer: tuple[int, int] | None =
         attributes, pid, epoch = 0, -1, -1
     else:
         attributes, (pid, epoch) = TRANSACTIONAL_MASK, producer
-    buf = bytearray(
-        HEADER.pack(
-            0,
-            HEADER_SIZE - LOG_OVERHEAD + len(section),
-            -1,
-            2,
-            0,
-            attributes,
-            max(count - 1, 0),
-            now_ms,
-            now_ms,
-            pid,
-            epoch,
-            -1,
-            count,
-        )  # fmt: skip
+    # the header after the CRC, the CRC over it and the records, then the header's start: one join
+    tail = _HEADER_TAIL.pack(attributes, max(count - 1, 0), now_ms, now_ms, pid, epoch, -1, count)
+    crc = crc32c(section, crc32c(tail))
+    return b"".join(
+        (_HEADER_HEAD.pack(0, HEADER_SIZE - LOG_OVERHEAD + len(section), -1, 2, crc), tail, section)
     )
-    buf += section
-    buf[17:21] = crc32c(memoryview(buf)[21:]).to_bytes(4, "big")
-    return bytes(buf)
 
 
 def from_batches(data: bytes) -> list[tuple[int, int, CoordinatorRecord]]:
