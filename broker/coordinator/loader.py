@@ -480,7 +480,8 @@ def _replay_records(
                 pos += 1
             if pos != end:
                 raise InvalidRecords(f"record ending at byte {end} has {pos - end:+d} bytes of fields")
-            od = rv(data, od_pos, 5)[0]
+            b = data[od_pos]
+            od = zz[b] if b < 0x80 else rv(data, od_pos, 5)[0]
             if base + od < min_offset:
                 continue
             if key is not None and key[:2] == _OFFSET_COMMIT_KEY and offsets.apply(key, value):
@@ -494,7 +495,8 @@ def _replay_records(
             if append_time is not None:
                 ts = append_time
             else:
-                ts = base_ts + rv(data, ts_pos, 10)[0]
+                b = data[ts_pos]
+                ts = base_ts + (zz[b] if b < 0x80 else rv(data, ts_pos, 10)[0])
             replay(decode_record(key, value, base + od < kafka_layout_from), base + od, ts)
             done += 1
     except IndexError:
