@@ -18,27 +18,38 @@ from struct import Struct
 from struct import error as StructError
 from typing import Any
 
-from broker.log.batch import HEADER_SIZE, TIMESTAMP_TYPE_MASK, check_crc, read_header
+from broker.log.batch import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    check_crc,
+    read_header,
+)
 from broker.log.control import parse_marker
+from broker.log.crc import crc32c
 from broker.log.records import _ZZ, InvalidRecords, _read_headers, _read_varint, decompress, iter_records
-from broker.protocol.primitives import to_uuid
 
 from .records import OFFSET_COMMIT, decode_record
-from .state import CommittedOffset
 
 _OFFSET_COMMIT_KEY = OFFSET_COMMIT.to_bytes(2, "big")
+#: batches the inline header path of ``_load`` leaves to the general one
+_SLOW_ATTRIBUTES = COMPRESSION_MASK | TRANSACTIONAL_MASK | CONTROL_MASK
 _I16 = Struct(">h")
-#: OffsetCommitValue v4 after the version: offset, leader epoch, then the compact metadata string
-_V4_HEAD = Struct(">qi")
-#: ... then the commit timestamp and the topic id as Kafka writes it: one tagged field, tag 0, 16 bytes
-_V4_TAIL = Struct(">qBBB16s")
+#: OffsetCommitValue v4 after the version, offset, leader epoch and compact metadata string: the
+#: commit timestamp and the topic id as Kafka writes it (one tagged field, tag 0, 16 bytes)
+_V4_TAIL = Struct(">qBBB16x")
 _TOPIC_ID_TAG = (1, 0, 16)
-#: the whole v4 value when its metadata is empty (the common case)
-_V4_EMPTY = Struct(">hqiBqBBB16s")
+#: the whole v4 value when its metadata is empty (the common case): the parts to check
+_V4_EMPTY_CHECK = Struct(">h13xqBBB16x")
 #: the common record from its key's partition field on: partition, value length (varint 42 = 0x54),
 #: the v4 value with empty metadata (version, offset, leader epoch, 1 = "", commit timestamp, the
-#: topic id as tagged field 0) and the record's header count (0)
-_FAST = Struct(">i3sqiBq3s16sB")
+#: topic id as tagged field 0) and the record's header count (0); the fields to check unpacked
+_FAST = Struct(">i3s12xB8x3s16xB")
 #: its constant parts: the value's length (varint 42) and version (4); the topic id's tag (count 1,
 #: tag 0, size 16)
 _FAST_VALUE_HEAD = b"\x54\x00\x04"
@@ -51,9 +62,11 @@ class _OffsetDecoder:
     def __init__(self, state: Any):
         self.state = state
         self.names: dict[bytes, tuple[str, str]] = {}  # key minus the partition -> (group, topic)
-        self.ids: dict[bytes, Any] = {}
         self.last_prefix: bytes | None = None
         self.last_parts: dict[int, Any] = {}
+        #: the last run of common records taken (``_run_layout``'s pattern and struct, the record's
+        #: size): the next batch is tried as a whole with it, its first record included
+        self.last_run: tuple[re.Pattern, Struct, int] | None = None
 
     def apply(self, key: bytes, value: bytes | None) -> bool:
         """Apply one OffsetCommit record; False when it must take the general path."""
@@ -72,34 +85,30 @@ class _OffsetDecoder:
             return True
         n = len(value)
         if n == 42 and value[14] == 1:
-            version, offset, epoch, _m, ts, nt, tag, size, raw_id = _V4_EMPTY.unpack(value)
+            version, _ts, nt, tag, size = _V4_EMPTY_CHECK.unpack(value)
             if version != 4 or (nt, tag, size) != _TOPIC_ID_TAG:
                 return False
-            metadata = ""
         else:
             if n < 42 or value[0] != 0 or value[1] != 4 or value[14] >= 0x80 or value[14] == 0:
                 return False
-            offset, epoch = _V4_HEAD.unpack_from(value, 2)
             end = 15 + value[14] - 1
             if end + 27 != n:
                 return False
             try:
-                metadata = value[15:end].decode()
+                value[15:end].decode()  # the metadata: its first read must not fail
             except UnicodeDecodeError:
                 return False
-            ts, nt, tag, size, raw_id = _V4_TAIL.unpack_from(value, end)
+            _ts, nt, tag, size = _V4_TAIL.unpack_from(value, end)
             if (nt, tag, size) != _TOPIC_ID_TAG:
                 return False
-        topic_id = self.ids.get(raw_id)
-        if topic_id is None:
-            topic_id = self.ids[raw_id] = to_uuid(raw_id)
         if parts is None:
             names = self.names.get(prefix) or self._names(key)
             if names is None:
                 return False
             parts = self.state.offset_partitions(names[0], names[1])
             self.last_prefix, self.last_parts = prefix, parts
-        parts[partition] = CommittedOffset(offset, epoch, metadata, ts, topic_id)
+        # checked above as a v4 value in Kafka's layout: kept as its bytes, decoded on first read
+        parts[partition] = bytes(value)
         return True
 
     def _names(self, key: bytes) -> tuple[str, str] | None:
@@ -136,6 +145,8 @@ def load(plog: Any, state: Any, coordinator: Any = None, kafka_layout_from: int 
 def _load(plog: Any, state: Any, coordinator: Any, kafka_layout_from: int) -> int:
     replay = (coordinator or state).replay
     offsets = _OffsetDecoder(state)
+    #: mutated in place by the transactional replay (never replaced)
+    pending_txn = getattr(state, "pending_txn", None)
     n = 0
     offset = plog.log_start_offset
     while offset < plog.high_watermark:
@@ -143,7 +154,40 @@ def _load(plog: Any, state: Any, coordinator: Any, kafka_layout_from: int) -> in
         if not data:
             break
         pos, end = 0, len(data)
+        mv = memoryview(data)
         while pos < end:
+            if end - pos >= HEADER_SIZE:
+                # the header read and checked inline (read_header and check_crc below when anything
+                # is off, to raise their errors): a compacted log is mostly small batches
+                base, length, _le, magic, crc, attributes, last_delta, base_ts, max_ts, *_rest, count = (
+                    HEADER.unpack_from(data, pos)
+                )
+                batch_end = pos + length + LOG_OVERHEAD
+                if (
+                    magic == 2
+                    and not attributes & _SLOW_ATTRIBUTES
+                    and length >= MIN_BATCH_LENGTH
+                    and batch_end <= end
+                    and base >= offset
+                    and crc32c(mv[pos + 21 : batch_end]) == crc
+                    and not pending_txn
+                ):
+                    n += _replay_records(
+                        data,
+                        count,
+                        base,
+                        base_ts,
+                        max_ts if attributes & TIMESTAMP_TYPE_MASK else None,
+                        offset,
+                        offsets,
+                        replay,
+                        kafka_layout_from,
+                        pos + HEADER_SIZE,
+                        batch_end,
+                    )
+                    offset = base + last_delta + 1
+                    pos = batch_end
+                    continue
             info = read_header(data, pos)
             check_crc(data, info)
             batch_end = pos + info.size
@@ -248,7 +292,7 @@ def _run_layout(layout: tuple) -> tuple[re.Pattern, Struct] | None:
         )
     )
     skip = len(lv) + 1 + ts_width + od_width + len(ks)
-    run = (re.compile(b"(?:" + record + b")+", re.DOTALL), Struct(f">{skip}x{size - 4}si3xqixq3x16sx"))
+    run = (re.compile(b"(?:" + record + b")+", re.DOTALL), Struct(f">{skip}x{size - 4}six42sx"))
     assert run[1].size == len(lv) + 1 + ts_width + od_width + len(ks) + size + 44
     _RUNS[layout] = run
     return run
@@ -264,8 +308,11 @@ def _replay_records(
     offsets: _OffsetDecoder,
     replay: Any,
     kafka_layout_from: int = 0,
+    start: int = 0,
+    stop: int | None = None,
 ) -> int:
-    """Replay the ``count`` records of one uncompressed records section (at or after ``min_offset``).
+    """Replay the ``count`` records of one uncompressed records section (at or after ``min_offset``):
+    ``data[start:stop]`` (default: all of ``data``).
 
     The common record -- an OffsetCommit with a v4 value, empty metadata and no headers -- is
     recognised from its bytes and applied right here; anything else is sliced into key and value
@@ -276,21 +323,38 @@ def _replay_records(
     value_head = _FAST_VALUE_HEAD
     tag_head = _FAST_TAG
     names = offsets.names
-    ids = offsets.ids
-    new_offset = CommittedOffset
     whole = base >= min_offset  # every record of the batch is to be replayed
-    n = len(data)
-    pos = 0
+    n = len(data) if stop is None else stop
+    pos = start
     done = 0
     # the last group and topic's key prefix, its key size and its partitions (kept here, and in
     # ``offsets`` for its own path), and the last topic id
     last = offsets.last_prefix
     last_size = -1 if last is None else len(last) + 4
     last_parts = offsets.last_parts
-    last_raw = b""
-    last_id = None
     runs = _RUNS
     i = 0
+    last_run = offsets.last_run
+    if (
+        whole
+        and last_run is not None
+        and n - pos == count * last_run[2]
+        and last_run[0].fullmatch(data, pos, n)
+    ):
+        # the whole batch is common records of the last run's layout: every one in one unpack
+        rlen = last_run[2]
+        for prefix, partition, value in last_run[1].iter_unpack(memoryview(data)[pos:n]):
+            if prefix != last:
+                group_topic = names.get(prefix) or offsets._names(prefix + b"\0\0\0\0")
+                if group_topic is None:
+                    break  # left to the record-by-record path
+                last_parts = offsets.state.offset_partitions(group_topic[0], group_topic[1])
+                offsets.last_prefix, offsets.last_parts = prefix, last_parts
+                last, last_size = prefix, len(prefix) + 4
+            last_parts[partition] = value
+            pos += rlen
+            i += 1
+            done += 1
     try:
         while i < count:
             i += 1
@@ -337,7 +401,7 @@ def _replay_records(
                 and (whole or base + rv(data, od_pos, 5)[0] >= min_offset)
             ):
                 # an OffsetCommit key; from its partition field to the record's end in one unpack
-                partition, vhead, offset, epoch, mlen, cts, tag, raw_id, headers = fast(data, vs - 5)
+                partition, vhead, mlen, tag, headers = fast(data, vs - 5)
                 if vhead == value_head and mlen == 1 and tag == tag_head and not headers:
                     if size == last_size and data.startswith(last, pos):
                         parts = last_parts
@@ -351,12 +415,7 @@ def _replay_records(
                             offsets.last_prefix, offsets.last_parts = prefix, parts
                             last, last_size, last_parts = prefix, size, parts
                     if parts is not None:
-                        if raw_id != last_raw:
-                            last_id = ids.get(raw_id)
-                            if last_id is None:
-                                last_id = ids[raw_id] = to_uuid(raw_id)
-                            last_raw = raw_id
-                        parts[partition] = new_offset(offset, epoch, "", cts, last_id)
+                        parts[partition] = data[vs : end - 1]  # the value, decoded on first read
                         pos = end
                         done += 1
                         if not whole or i == count or data[end] != data[start]:
@@ -372,14 +431,13 @@ def _replay_records(
                         run = runs.get(layout) or _run_layout(layout)
                         if run is None:
                             continue
-                        m = run[0].match(data, end)
+                        m = run[0].match(data, end, n)
                         if m is None:
                             continue
                         rlen = end - start
+                        offsets.last_run = (run[0], run[1], rlen)
                         stop = end + min((m.end() - end) // rlen, count - i) * rlen
-                        for prefix, partition, offset, epoch, cts, raw_id in run[1].iter_unpack(
-                            memoryview(data)[end:stop]
-                        ):
+                        for prefix, partition, value in run[1].iter_unpack(memoryview(data)[end:stop]):
                             if prefix != last:
                                 group_topic = names.get(prefix) or offsets._names(prefix + b"\0\0\0\0")
                                 if group_topic is None:
@@ -387,12 +445,7 @@ def _replay_records(
                                 parts = offsets.state.offset_partitions(group_topic[0], group_topic[1])
                                 offsets.last_prefix, offsets.last_parts = prefix, parts
                                 last, last_size, last_parts = prefix, size, parts
-                            if raw_id != last_raw:
-                                last_id = ids.get(raw_id)
-                                if last_id is None:
-                                    last_id = ids[raw_id] = to_uuid(raw_id)
-                                last_raw = raw_id
-                            last_parts[partition] = new_offset(offset, epoch, "", cts, last_id)
+                            last_parts[partition] = value
                             pos += rlen
                             i += 1
                             done += 1
@@ -427,7 +480,8 @@ def _replay_records(
                 pos += 1
             if pos != end:
                 raise InvalidRecords(f"record ending at byte {end} has {pos - end:+d} bytes of fields")
-            od = rv(data, od_pos, 5)[0]
+            b = data[od_pos]
+            od = zz[b] if b < 0x80 else rv(data, od_pos, 5)[0]
             if base + od < min_offset:
                 continue
             if key is not None and key[:2] == _OFFSET_COMMIT_KEY and offsets.apply(key, value):
@@ -441,9 +495,10 @@ def _replay_records(
             if append_time is not None:
                 ts = append_time
             else:
-                ts = base_ts + rv(data, ts_pos, 10)[0]
+                b = data[ts_pos]
+                ts = base_ts + (zz[b] if b < 0x80 else rv(data, ts_pos, 10)[0])
             replay(decode_record(key, value, base + od < kafka_layout_from), base + od, ts)
             done += 1
     except IndexError:
-        raise InvalidRecords(f"records section of {n} bytes is truncated") from None
+        raise InvalidRecords(f"records section of {n - start} bytes is truncated") from None
     return done

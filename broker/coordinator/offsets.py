@@ -15,7 +15,6 @@ from collections.abc import Callable
 from struct import Struct
 from typing import TYPE_CHECKING, Any
 
-from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.offset_commit import (
@@ -49,7 +48,7 @@ from broker.protocol.primitives import ZERO_UUID
 
 from .classic.group import ClassicGroup, GroupState
 from .classic.join import schedule_session
-from .records import OFFSET_COMMIT, CoordinatorRecord
+from .records import OffsetCommitRecord
 from .result import Result
 from .timers import OFFSETS_EXPIRE
 
@@ -143,12 +142,14 @@ def commit(st: CoordinatorState, req: OffsetCommitRequest, version: int, now: in
             name = topics.name_for_id(topic_id)
         parts = []
         if ok and name is not None:
-            # looked up once per topic; OffsetCommitKey and the value's topic id as Kafka writes them
-            stored_id = topics.id_for_name(name) or ZERO_UUID
+            # looked up once per topic: its partition count, and its id as Kafka writes it in the value
+            info = topics.registry.get(name)
+            count = info.partitions if info is not None else 0
+            stored_id = (info.topic_id if info is not None else None) or ZERO_UUID
             for p in t.partitions:
                 index = p.partition_index
                 metadata = p.committed_metadata
-                if not topics.exists(name, index):
+                if not 0 <= index < count:
                     pcode = _UNKNOWN_TOPIC_OR_PARTITION
                 elif (
                     metadata is not None
@@ -158,16 +159,17 @@ def commit(st: CoordinatorState, req: OffsetCommitRequest, version: int, now: in
                     pcode = _OFFSET_METADATA_TOO_LARGE
                 else:
                     pcode = 0
-                    value = OffsetCommitValue(
-                        p.committed_offset,
-                        p.committed_leader_epoch if leader_epochs else -1,
-                        metadata or "",
-                        now,
-                        -1,
-                        stored_id,
-                    )
                     records.append(
-                        CoordinatorRecord(OFFSET_COMMIT, OffsetCommitKey(group_id, name, index), value)
+                        OffsetCommitRecord(
+                            group_id,
+                            name,
+                            index,
+                            p.committed_offset,
+                            p.committed_leader_epoch if leader_epochs else -1,
+                            metadata or "",
+                            now,
+                            stored_id,
+                        )
                     )
                 parts.append(OffsetCommitResponsePartition(index, pcode))
         else:

@@ -19,6 +19,7 @@ from broker.coordinator.generated import consumer_group_member_metadata_value as
 from broker.coordinator.generated import consumer_group_partition_metadata_value as _part_v
 from broker.coordinator.generated import legacy_consumer_group_member_metadata_value as _legacy_mem_v
 from broker.coordinator.generated import legacy_consumer_group_partition_metadata_value as _legacy_part_v
+from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.log.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, TRANSACTIONAL_MASK
 from broker.log.crc import crc32c
@@ -63,6 +64,30 @@ _NO_HEADERS = b"\x00"
 #: (varint 0x54), value v4 with empty metadata (version, offset, leader epoch, length 0 + 1, commit
 #: timestamp, the topic id as tagged field 0), no headers
 _COMMON_TAIL = Struct(">iBhqiBq3s16sB")
+#: an OffsetCommitValue v4 with empty metadata and a topic id, and its length's varint (42)
+_EMPTY_V4 = Struct(">hqiBq3s16s")
+_VALUE_42 = b"\x54"
+#: (group, topic) -> an OffsetCommit key without its partition, and that with its length's varint
+_KEY_HEADS: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+
+
+def _key_heads(group: str, topic: str) -> tuple[bytes, bytes]:
+    heads = _KEY_HEADS.get((group, topic))
+    if heads is None:
+        g, t = group.encode(), topic.encode()
+        prefix = _OFFSET_COMMIT_TYPE + _I16.pack(len(g)) + g + _I16.pack(len(t)) + t
+        heads = (prefix, _varint(len(prefix) + 4) + prefix)
+        if len(_KEY_HEADS) >= 65536:  # bounded: a cache of the groups and topics committing now
+            _KEY_HEADS.clear()
+        _KEY_HEADS[(group, topic)] = heads
+    return heads
+
+
+#: a batch header (broker/log/batch.py HEADER) up to its CRC, and after it
+_HEADER_HEAD = Struct(">qiibI")
+_HEADER_TAIL = Struct(">hiqqqhii")
+assert _HEADER_HEAD.size + _HEADER_TAIL.size == HEADER.size == HEADER_SIZE
+
 #: the varint of every value below 4096 (record lengths and offset deltas)
 _ZIGZAG = tuple(_varint(n) for n in range(4096))
 
@@ -81,6 +106,65 @@ class CoordinatorRecord:
             return None
         _ke, version, encoders, _kd, _vd = _CODECS[self.type]
         return _I16.pack(version) + encoders[version](self.value)
+
+
+class OffsetCommitRecord:
+    """One OffsetCommit record as OffsetCommit writes it: the key's and the value's fields in one
+    object (a CoordinatorRecord would take three per committed partition). ``key`` and ``value``
+    build the generated structs on demand, so it reads like a CoordinatorRecord; ``to_batch``
+    encodes it directly and leaves the value's bytes in ``raw``, which replay keeps as the
+    committed offset (state.py: decoded on first read)."""
+
+    __slots__ = ("group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp")
+    __slots__ += ("topic_id", "raw")
+    type = OFFSET_COMMIT
+
+    def __init__(
+        self,
+        group: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        leader_epoch: int,
+        metadata: str,
+        commit_timestamp: int,
+        topic_id: UUID,
+    ) -> None:
+        self.group = group
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.leader_epoch = leader_epoch
+        self.metadata = metadata
+        self.commit_timestamp = commit_timestamp
+        self.topic_id = topic_id
+        #: the value's bytes (version included) once ``to_batch`` has encoded them
+        self.raw: bytes | None = None
+
+    @property
+    def key(self) -> OffsetCommitKey:
+        return OffsetCommitKey(self.group, self.topic, self.partition)
+
+    @property
+    def value(self) -> OffsetCommitValue:
+        return OffsetCommitValue(self.offset, self.leader_epoch, self.metadata, self.commit_timestamp, -1,
+                                 self.topic_id)  # fmt: skip
+
+    def key_bytes(self) -> bytes:
+        return CoordinatorRecord(OFFSET_COMMIT, self.key, None).key_bytes()
+
+    def value_bytes(self) -> bytes:
+        return CoordinatorRecord(OFFSET_COMMIT, None, self.value).value_bytes()  # type: ignore[return-value]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (OffsetCommitRecord, CoordinatorRecord)):
+            return (other.type, other.key, other.value) == (OFFSET_COMMIT, self.key, self.value)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"OffsetCommitRecord({self.key!r}, {self.value!r})"
 
 
 class RecordError(ValueError):
@@ -209,7 +293,36 @@ def to_batch(records: list[Any], now_ms: int, producer: tuple[int, int] | None =
     tid_zero = True
     for i, r in enumerate(records):
         value: bytes | None
-        if type(r) is CoordinatorRecord and r.type == OFFSET_COMMIT:
+        if type(r) is OffsetCommitRecord:
+            if last_gt is None or last_gt[0] != r.group or last_gt[1] != r.topic:
+                last_gt = (r.group, r.topic)
+                prefix, key_head = _key_heads(r.group, r.topic)
+            tid = r.topic_id
+            if tid is not last_tid:
+                last_tid, tid_bytes, tid_zero = tid, tid.bytes, tid == ZERO_UUID
+            if r.metadata == "" and not tid_zero:
+                # the common record: the value in one pack, kept for replay
+                value = r.raw = _EMPTY_V4.pack(4, r.offset, r.leader_epoch, 1, r.commit_timestamp, _TOPIC_ID_TAG,
+                                               tid_bytes)  # fmt: skip
+                body = b"".join((_ATTR_TS0, zv[i] if i < 4096 else _varint(i), key_head, _I32.pack(r.partition),
+                                 _VALUE_42, value, _NO_HEADERS))  # fmt: skip
+                n = len(body)
+                w(zv[n] if n < 4096 else _varint(n))
+                w(body)
+                continue
+            meta = r.metadata.encode()
+            n = len(meta) + 1
+            value = r.raw = b"".join(
+                (
+                    _V4_HEAD.pack(4, r.offset, r.leader_epoch),
+                    _UV[n] if n < 128 else uvarint(n),
+                    meta,
+                    _I64.pack(r.commit_timestamp),
+                    _NO_TAGS if tid_zero else _TOPIC_ID_TAG + tid_bytes,
+                )
+            )
+            key = prefix + _I32.pack(r.partition)
+        elif type(r) is CoordinatorRecord and r.type == OFFSET_COMMIT:
             k = r.key
             if last_gt is None or last_gt[0] != k.group or last_gt[1] != k.topic:
                 last_gt = (k.group, k.topic)
@@ -277,26 +390,12 @@ def to_batch(records: list[Any], now_ms: int, producer: tuple[int, int] | None =
         attributes, pid, epoch = 0, -1, -1
     else:
         attributes, (pid, epoch) = TRANSACTIONAL_MASK, producer
-    buf = bytearray(
-        HEADER.pack(
-            0,
-            HEADER_SIZE - LOG_OVERHEAD + len(section),
-            -1,
-            2,
-            0,
-            attributes,
-            max(count - 1, 0),
-            now_ms,
-            now_ms,
-            pid,
-            epoch,
-            -1,
-            count,
-        )  # fmt: skip
+    # the header after the CRC, the CRC over it and the records, then the header's start: one join
+    tail = _HEADER_TAIL.pack(attributes, max(count - 1, 0), now_ms, now_ms, pid, epoch, -1, count)
+    crc = crc32c(section, crc32c(tail))
+    return b"".join(
+        (_HEADER_HEAD.pack(0, HEADER_SIZE - LOG_OVERHEAD + len(section), -1, 2, crc), tail, section)
     )
-    buf += section
-    buf[17:21] = crc32c(memoryview(buf)[21:]).to_bytes(4, "big")
-    return bytes(buf)
 
 
 def from_batches(data: bytes) -> list[tuple[int, int, CoordinatorRecord]]:

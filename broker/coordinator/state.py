@@ -18,25 +18,30 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, KeysView
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import Any, Protocol
 
 from broker.coordinator.generated.group_metadata_key import GroupMetadataKey
 from broker.coordinator.generated.group_metadata_value import GroupMetadataValue, MemberMetadata
 from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
+from broker.coordinator.generated.offset_commit_value import DECODERS as _VALUE_DECODERS
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
+from broker.protocol.primitives import to_uuid
 
 from .classic.group import ClassicGroup, GroupState, Member
 from .consumer import records as crec
 from .consumer.assign import assign as server_assign
 from .consumer.group import ClassicMeta, ConsumerGroup, ConsumerMember, TopicMeta
 from .consumer.reconcile import MemberState, Progress
-from .records import GROUP_METADATA, OFFSET_COMMIT, CoordinatorRecord
+from .records import GROUP_METADATA, OFFSET_COMMIT, CoordinatorRecord, OffsetCommitRecord
 from .result import Result
 from .timers import Timers
 
 log = logging.getLogger(__name__)
+
+_V4_DECODE = _VALUE_DECODERS[4]
 
 
 @dataclass(frozen=True)
@@ -92,11 +97,99 @@ class CommittedOffset:
     topic_id: Any = None
 
 
+#: an OffsetCommitValue v4 with empty metadata and a topic id, as the log holds it (version first)
+_EMPTY_V4 = Struct(">hqiBq3s16s")
+_TOPIC_ID_TAG = b"\x01\x00\x10"
+
+
+def decode_committed(raw: bytes) -> CommittedOffset:
+    """A committed offset kept as its OffsetCommitValue's bytes (version included), as replay stores
+    it: a v4 value in Kafka's layout (the only one kept so, see ``PartitionOffsets``)."""
+    if len(raw) == 42 and raw[14] == 1:
+        _v, offset, epoch, _m, ts, tag, raw_id = _EMPTY_V4.unpack(raw)
+        if tag == _TOPIC_ID_TAG:
+            return CommittedOffset(offset, epoch, "", ts, to_uuid(raw_id))
+    v, _ = _V4_DECODE(raw, 2)
+    return CommittedOffset(v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.topic_id)
+
+
+class PartitionOffsets:
+    """The committed offsets of one group in one topic: partition -> CommittedOffset, a mapping.
+
+    Replay stores an offset as the bytes of the OffsetCommitValue it was written with (loader.py
+    slices them out of the log, ``to_batch`` leaves them on the record it encoded) in ``raw``, the
+    dict underneath; the first read decodes them into a CommittedOffset, kept in their place. So a
+    commit and a restart make no object per committed partition beyond those bytes. ``raw`` values
+    are CommittedOffset or bytes of a v4 value in Kafka's layout, nothing else."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, items: Any = ()) -> None:
+        self.raw: dict[int, CommittedOffset | bytes] = dict(items)
+
+    def get(self, partition: int, default: Any = None) -> Any:
+        c = self.raw.get(partition)
+        if c is None:
+            return default
+        if type(c) is bytes:
+            c = self.raw[partition] = decode_committed(c)
+        return c
+
+    def __getitem__(self, partition: int) -> CommittedOffset:
+        c = self.raw[partition]
+        if type(c) is bytes:
+            c = self.raw[partition] = decode_committed(c)
+        return c  # type: ignore[return-value]
+
+    def __setitem__(self, partition: int, committed: CommittedOffset) -> None:
+        self.raw[partition] = committed
+
+    def __contains__(self, partition: object) -> bool:
+        return partition in self.raw
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def keys(self) -> KeysView[int]:
+        return self.raw.keys()
+
+    def items(self) -> list[tuple[int, CommittedOffset]]:
+        raw = self.raw
+        for p, c in raw.items():
+            if type(c) is bytes:
+                raw[p] = decode_committed(c)  # a value replaced, no key added: safe while iterating
+        return list(raw.items())  # type: ignore[arg-type]
+
+    def values(self) -> list[CommittedOffset]:
+        return [c for _p, c in self.items()]
+
+    def pop(self, partition: int, default: Any = None) -> Any:
+        c = self.raw.pop(partition, None)
+        if c is None:
+            return default
+        return decode_committed(c) if type(c) is bytes else c
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PartitionOffsets):
+            return self.items() == other.items()
+        if isinstance(other, dict):
+            return dict(self.items()) == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PartitionOffsets({dict(self.items())!r})"
+
+
 @dataclass
 class Offsets:
     """Committed offsets of one group: topic -> partition -> CommittedOffset."""
 
-    by_topic: dict[str, dict[int, CommittedOffset]] = field(default_factory=dict)
+    by_topic: dict[str, PartitionOffsets] = field(default_factory=dict)
 
     def get(self, topic: str, partition: int) -> CommittedOffset | None:
         return self.by_topic.get(topic, {}).get(partition)
@@ -209,6 +302,28 @@ class CoordinatorState:
     # ------------------------------------------------------------------ replay
 
     def replay(self, record: CoordinatorRecord, offset: int = -1, timestamp: int = -1) -> None:
+        if type(record) is OffsetCommitRecord and not self.pending_txn:
+            # what OffsetCommit writes (offsets.py): kept as the value's bytes to_batch encoded
+            group_id = record.group
+            group = self.offsets.get(group_id)
+            parts = group.by_topic.get(record.topic) if group is not None else None
+            if parts is None or (group_id not in self.groups and group_id not in self.consumer_groups):
+                parts = self.offset_partitions(group_id, record.topic)
+            else:
+                parts = parts.raw
+            raw = record.raw
+            parts[record.partition] = (
+                raw
+                if raw is not None
+                else CommittedOffset(
+                    record.offset,
+                    record.leader_epoch,
+                    record.metadata,
+                    record.commit_timestamp,
+                    record.topic_id,
+                )  # fmt: skip
+            )
+            return
         if record.type == OFFSET_COMMIT:
             value = record.value
             if value is not None and not self.pending_txn:
@@ -218,7 +333,7 @@ class CoordinatorState:
                 group = self.offsets.get(group_id)
                 parts = group.by_topic.get(key.topic) if group is not None else None
                 if parts is not None and (group_id in self.groups or group_id in self.consumer_groups):
-                    parts[key.partition] = CommittedOffset(
+                    parts.raw[key.partition] = CommittedOffset(
                         value.offset,
                         value.leader_epoch,
                         value.metadata,
@@ -287,26 +402,27 @@ class CoordinatorState:
         """Replay of an OffsetCommit record."""
         self.offset_partitions(group_id, topic)[partition] = committed
 
-    def offset_partitions(self, group_id: str, topic: str) -> dict[int, CommittedOffset]:
+    def offset_partitions(self, group_id: str, topic: str) -> dict[int, CommittedOffset | bytes]:
         """The committed offsets of ``group_id`` in ``topic`` by partition, for an OffsetCommit to be
-        replayed into (the start-up fast path, loader.py, keeps it for the group's next records)."""
+        replayed into (the start-up fast path, loader.py, keeps it for the group's next records): the
+        ``raw`` dict of its PartitionOffsets, whose values are CommittedOffset or a v4 value's bytes."""
         group = self.offsets.get(group_id)
         if group is None:
             group = self.offsets[group_id] = Offsets()
         parts = group.by_topic.get(topic)
         if parts is None:
-            parts = group.by_topic[topic] = {}
+            parts = group.by_topic[topic] = PartitionOffsets()
         # offsets alone keep a group listable (Empty), as in Kafka
         if group_id not in self.groups and group_id not in self.consumer_groups:
             self.groups[group_id] = ClassicGroup(group_id)
-        return parts
+        return parts.raw
 
     def remove_offset(self, group_id: str, topic: str, partition: int) -> None:
         """Replay of an OffsetCommit tombstone."""
         group = self.offsets.get(group_id)
         if group is not None:
-            parts = group.by_topic.get(topic, {})
-            parts.pop(partition, None)
+            parts = group.by_topic.get(topic) or PartitionOffsets()
+            parts.raw.pop(partition, None)
             if not parts:
                 group.by_topic.pop(topic, None)
             if not group.by_topic:

@@ -19,11 +19,13 @@ from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.coordinator.records import (
     OFFSET_COMMIT,
     CoordinatorRecord,
+    OffsetCommitRecord,
     RecordError,
     decode_record,
     from_batches,
     to_batch,
 )
+from broker.coordinator.state import CommittedOffset, decode_committed
 from broker.log.records import Record as LogRecord
 from broker.log.records import build_batch
 from broker.protocol.primitives import ZERO_UUID
@@ -302,3 +304,55 @@ class _OtherRecord:
 def test_to_batch_takes_any_record_with_key_and_value_bytes():
     records = [_OtherRecord(b"\x00\x00tx", b"\x00\x01v"), SAMPLES[0], _OtherRecord(b"\x00\x01k", None)]
     assert to_batch(records, 5) == _generic_batch(records, 5)
+
+
+_commit_records = st.builds(
+    OffsetCommitRecord,
+    _names,
+    _names,
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-(2**31), 2**31 - 1),
+    st.text(max_size=300),
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from([ZERO_UUID, T1, T2]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=st.lists(_commit_records | _offset_records | st.sampled_from(SAMPLES), max_size=150))
+def test_offset_commit_records_batch_byte_for_byte_and_keep_their_value_bytes(records):
+    """What OffsetCommit writes (OffsetCommitRecord) encodes as its key and value structs would, and
+    the value bytes it keeps for replay are those of the generated codec; replayed, they decode to
+    the committed offset the structs give."""
+    assert to_batch(records, 5) == _generic_batch(records, 5)
+    for r in records:
+        if type(r) is OffsetCommitRecord:
+            assert r.raw == r.value_bytes()
+            v = r.value
+            assert decode_committed(r.raw) == CommittedOffset(
+                v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.topic_id
+            )
+            assert decode_record(r.key_bytes(), r.raw) == CoordinatorRecord(OFFSET_COMMIT, r.key, r.value)
+
+
+def test_replayed_commits_are_kept_packed_and_read_as_committed_offsets():
+    c = CoordinatorContext()
+    live = c.state
+    records = [OffsetCommitRecord("g", "t", p, 10 + p, 3, "m" if p == 2 else "", 99, T2) for p in range(4)]
+    to_batch(records, 99)
+    for r in records:
+        live.replay(r, 0, 99)
+    parts = live.offsets["g"].by_topic["t"]
+    assert [type(parts.raw[p]) for p in range(4)] == [bytes] * 4
+    assert parts.get(2) == CommittedOffset(12, 3, "m", 99, T2)
+    assert type(parts.raw[2]) is CommittedOffset and type(parts.raw[0]) is bytes  # decoded once read
+    assert parts == {p: CommittedOffset(10 + p, 3, "m" if p == 2 else "", 99, T2) for p in range(4)}
+    assert sorted(parts) == [0, 1, 2, 3] and 3 in parts and len(parts) == 4
+    assert parts.pop(0) == CommittedOffset(10, 3, "", 99, T2) and 0 not in parts
+    # the same records replayed from their decoded form (no kept bytes) give equal state
+    other = CoordinatorContext().state
+    for r in records:
+        other.replay(CoordinatorRecord(OFFSET_COMMIT, r.key, r.value), 0, 99)
+    other.offsets["g"].by_topic["t"].pop(0)
+    assert other.offsets["g"].by_topic == live.offsets["g"].by_topic
