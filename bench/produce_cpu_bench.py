@@ -18,7 +18,7 @@ partition, one record each): for each partition count N, rounds of max(N, ``--re
 the i-th to partition i mod N, ``--in-flight`` of them (default: as many as a connection defers,
 ``MAX_DEFERRED``; 16 otherwise) waiting for their group commit together;
 printed as CPU per request. ``--profile N``: cProfile of the measured rounds, its top N entries by
-own time (tottime) on stderr.
+own CPU time (tottime, the event loop thread's) on stderr.
 
 To compare two checkouts, run it from each with ``PYTHONPATH`` set to that checkout.
 
@@ -119,7 +119,7 @@ async def measure(partitions: int, args: argparse.Namespace, gc_frozen: bool | N
                 gc.collect()
                 if gc_frozen:
                     gc.freeze()
-            profiler = cProfile.Profile() if args.profile else None
+            profiler = cProfile.Profile(time.thread_time) if args.profile else None  # CPU, not wall
             for _ in range(args.rounds):
                 if profiler is not None:
                     profiler.enable()
