@@ -105,9 +105,12 @@ def _fsync_all(segments: list[Segment], pool: ThreadPoolExecutor | None = None) 
 
 
 #: a group commit of at least this many files syncs them with one syncfs(2) (``_syncfs_all``): measured
-#: on ext4, 10,000 files of one new record each: fdatasync on 32 threads ~0.7 s, one syncfs ~0.3 s
-#: (1,000 files: ~40-80 ms and ~20-50 ms), and one call instead of one GIL hand-off per file
-SYNCFS_MIN_FILES = 256
+#: on ext4 (the shared 2-core machine), files of one new record each, fdatasync on 32 threads vs one
+#: syncfs: 10,000 files ~0.7 s vs ~0.3 s, 1,000 ~40-80 ms vs ~20-50 ms, 32-128 files ~7-37 ms vs
+#: ~8-27 ms; and one call instead of a job per thread and a GIL hand-off per file (a profile of one
+#: record into each of 10,000 partitions, whose commits touch tens of files each: the thread pool's
+#: submits, wake-ups and waits were a third of the broker's samples)
+SYNCFS_MIN_FILES = 32
 
 
 def _syncfs_all(fd: int, segments: list[Segment]) -> None:

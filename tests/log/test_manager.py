@@ -96,6 +96,7 @@ async def test_fsync_failure_fails_the_waiters_and_keeps_data_invisible(tmp_path
 
 
 async def test_a_group_commit_fsyncs_its_files_on_several_threads(tmp_path, monkeypatch):
+    monkeypatch.setattr(manager_module, "SYNCFS_MIN_FILES", 1000)  # the per-file path
     m = manager(tmp_path, **{"log.flush": "interval"})
     m.open_topic("t", 100, {})
     logs = [m.get("t", p) for p in range(100)]
@@ -116,6 +117,7 @@ async def test_a_group_commit_fsyncs_its_files_on_several_threads(tmp_path, monk
 async def test_one_failed_fsync_of_a_group_commit_fails_all_its_appends(tmp_path, monkeypatch):
     """Every other share of the commit runs to its end, then the failure fails every append of the commit
     and cuts it from its log (none becomes visible, not even those whose own fsync succeeded)."""
+    monkeypatch.setattr(manager_module, "SYNCFS_MIN_FILES", 1000)  # the per-file path
     m = manager(tmp_path, **{"log.flush": "interval"})
     m.open_topic("t", 50, {})
     logs = [m.get("t", p) for p in range(50)]
