@@ -3,7 +3,7 @@ over 1 or many partitions, through ``RequestPipeline.handle`` (decode, handler, 
 encode), in process.
 
     python bench/produce_cpu_bench.py [--partitions 1,100,1000] [--records 2000] [--requests 200]
-                                      [--flush interval] [--rounds 3]
+                                      [--flush interval] [--rounds 3] [--one-each] [--profile N]
 
 Every request carries ``--records`` 100-byte records (one v2 batch per partition, as
 librdkafka sends them: with 1,000 partitions, 2 records a batch). With ``log.flush=interval`` each
@@ -12,6 +12,13 @@ so the fsync threads' CPU is counted too. Measured in process CPU time (``time.p
 thread), which other processes on a shared machine disturb far less than a socket benchmark's
 rate; the best round counts. Printed per record and as a ratio to the first partition count: the CPU
 side of the issue's bar (produce at 1,000 partitions >= 0.8x the 1-partition rate).
+
+``--one-each``: what librdkafka sends to put one record into each partition (one Produce request per
+partition, one record each): for each partition count N, rounds of max(N, ``--requests``) requests,
+the i-th to partition i mod N, ``--in-flight`` of them (default: as many as a connection defers,
+``MAX_DEFERRED``; 16 otherwise) waiting for their group commit together;
+printed as CPU per request. ``--profile N``: cProfile of the measured rounds, its top N entries by
+own CPU time (tottime, the event loop thread's) on stderr.
 
 To compare two checkouts, run it from each with ``PYTHONPATH`` set to that checkout.
 
@@ -25,7 +32,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
+import pstats
+import sys
 import tempfile
 import time
 
@@ -37,6 +47,7 @@ from broker.protocol.generated import produce, request_header
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.protocol.generated.request_header import RequestHeader
 from broker.server import new_event_loop
+from broker.server.connection import MAX_DEFERRED
 from broker.server.pipeline import Pending, RequestPipeline
 
 VERSION = 9  # what librdkafka 2.x sends
@@ -44,17 +55,17 @@ IN_FLIGHT = 16
 VALUE = b"x" * 100
 
 
-def frame_for(topic: str, partitions: int, records: int) -> bytes:
-    per = max(1, records // partitions)
+def frame_for(topic: str, partitions: int | list[int], records: int) -> bytes:
+    """A Produce request of ``records`` records spread over ``partitions`` (a count: 0..n-1)."""
+    indexes = range(partitions) if isinstance(partitions, int) else partitions
+    per = max(1, records // len(indexes))
     batch = simple_batch([VALUE] * per)
     body = ProduceRequest(
         transactional_id=None,
         acks=-1,
         timeout_ms=30_000,
         topic_data=[
-            TopicProduceData(
-                name=topic, partition_data=[PartitionProduceData(p, batch) for p in range(partitions)]
-            )
+            TopicProduceData(name=topic, partition_data=[PartitionProduceData(p, batch) for p in indexes])
         ],
     )
     header = RequestHeader(
@@ -93,24 +104,34 @@ async def measure(partitions: int, args: argparse.Namespace, gc_frozen: bool | N
         try:
             pipeline = RequestPipeline(broker.registry, broker.services)
             broker.admin.create_topic("t", partitions)
-            frame = frame_for("t", partitions, args.records)
+            if args.one_each:  # one request per partition, one record each; cost per request
+                frames = [frame_for("t", [p], 1) for p in range(partitions)]
+                per_request = 1
+                requests = max(partitions, args.requests)
+            else:
+                frames = [frame_for("t", partitions, args.records)]
+                per_request = max(1, args.records // partitions) * partitions
+                requests = args.requests
+            in_flight = args.in_flight or (MAX_DEFERRED if args.one_each else IN_FLIGHT)
             client = ClientInfo(peer="bench")
-            per_request = max(1, args.records // partitions) * partitions
             best = float("inf")
             if gc_frozen is not None:  # --gc: as serve leaves it after start-up, or not
                 gc.collect()
                 if gc_frozen:
                     gc.freeze()
+            profiler = cProfile.Profile(time.thread_time) if args.profile else None  # CPU, not wall
             for _ in range(args.rounds):
+                if profiler is not None:
+                    profiler.enable()
                 start = time.process_time()
                 waiting: list = []
-                for _ in range(args.requests):
-                    out = pipeline.handle(frame, client)
+                for i in range(requests):
+                    out = pipeline.handle(frames[i % len(frames)], client)
                     if type(out) is Pending:
                         waiting.append(out)
                     else:
                         assert type(out) is bytes, out
-                    if len(waiting) >= IN_FLIGHT:
+                    if len(waiting) >= in_flight:
                         for p, r in zip(
                             waiting, await asyncio.gather(*(p.awaitable for p in waiting)), strict=True
                         ):
@@ -118,7 +139,12 @@ async def measure(partitions: int, args: argparse.Namespace, gc_frozen: bool | N
                         waiting = []
                 for p, r in zip(waiting, await asyncio.gather(*(p.awaitable for p in waiting)), strict=True):
                     pipeline.complete(p, r, None)
-                best = min(best, (time.process_time() - start) / (args.requests * per_request))
+                best = min(best, (time.process_time() - start) / (requests * per_request))
+                if profiler is not None:
+                    profiler.disable()
+            if profiler is not None:
+                print(f"# profile: {partitions} partitions, {args.rounds} rounds", file=sys.stderr)
+                pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
             return best
         finally:
             gc.unfreeze()
@@ -132,6 +158,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=200, help="requests per round")
     ap.add_argument("--flush", default="interval", choices=["always", "interval", "never"])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--one-each", action="store_true", help="one request of one record per partition")
+    ap.add_argument("--in-flight", type=int, default=0, help="requests per group commit wait")
+    ap.add_argument("--profile", type=int, default=0, help="print the top N of a cProfile")
     ap.add_argument("--gc", action="store_true", help="GC time with and without gc.freeze() after start-up")
     args = ap.parse_args()
     counts = [int(x) for x in args.partitions.split(",")]
@@ -147,6 +176,15 @@ def main() -> None:
     finally:
         loop.close()
     base = results[0][1]
+    if args.one_each:
+        print(
+            f"log.flush={args.flush}, one request of one {len(VALUE)}-byte record per partition (v{VERSION})"
+        )
+        print("| partitions | CPU per request | requests/s per CPU second | vs first |")
+        print("| --- | --- | --- | --- |")
+        for n, cost in results:
+            print(f"| {n:,} | {cost * 1e6:.1f} us | {1 / cost:,.0f} | {base / cost:.2f}x |")
+        return
     print(
         f"log.flush={args.flush}, {args.records} records of {len(VALUE)} bytes per Produce v{VERSION} request"
     )

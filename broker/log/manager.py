@@ -23,7 +23,11 @@ the background once the broker listens (``open_deferred``). Without the marker (
 power loss) every log is recovered at start-up, as before the listener accepts anything.
 
 The fsyncs run in worker threads (the files of one group commit spread over ``FLUSH_WORKERS`` of
-them), so the event loop keeps serving reads and other appends. Only
+them), so the event loop keeps serving reads and other appends. A group commit that touches at least
+``SYNCFS_MIN_FILES`` files (one record into each of thousands of partitions) makes them durable with
+one syncfs(2) of the data directory's file system instead: one call that writes back and waits for
+every file, whose write-back errors since the broker started it reports (a descriptor of the data
+directory held open for the broker's life, the file system's error sequence checked through it). Only
 flushed data is visible to consumers (the high watermark), so a consumer never sees a record that a
 crash could take back.
 """
@@ -98,6 +102,28 @@ def _fsync_all(segments: list[Segment], pool: ThreadPoolExecutor | None = None) 
     errors = [e for e in (job.exception() for job in jobs) if e is not None]
     if errors:
         raise errors[0]
+
+
+#: a group commit of at least this many files syncs them with one syncfs(2) (``_syncfs_all``): measured
+#: on ext4 (the shared 2-core machine), files of one new record each, fdatasync on 32 threads vs one
+#: syncfs: 10,000 files ~0.7 s vs ~0.3 s, 1,000 ~40-80 ms vs ~20-50 ms, 32-128 files ~7-37 ms vs
+#: ~8-27 ms; and one call instead of a job per thread and a GIL hand-off per file (a profile of one
+#: record into each of 10,000 partitions, whose commits touch tens of files each: the thread pool's
+#: submits, wake-ups and waits were a third of the broker's samples)
+SYNCFS_MIN_FILES = 32
+
+
+def _syncfs_all(fd: int, segments: list[Segment]) -> None:
+    """Make every segment durable with one syncfs(2) through ``fd`` (the data directory's descriptor,
+    open since the broker started: the error it reports is any write-back error of the file system
+    since then, which fails the group commit as a failed fsync does)."""
+    sizes = [(seg, seg.size) for seg in segments]  # what the sync covers: written before it starts
+    if _libc.syncfs(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"syncfs: {os.strerror(err)}")
+    for seg, size in sizes:
+        if size > seg.synced_size:
+            seg.synced_size = size
 
 
 def open_files_limit(setting: int) -> int:
@@ -235,6 +261,14 @@ class LogManager:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="fsync")
         #: the threads a group commit's fsyncs are spread over (``_fsync_all``)
         self._flushers = ThreadPoolExecutor(FLUSH_WORKERS, thread_name_prefix="fsync-file")
+        #: the data directory, open for syncfs(2) of large group commits (``_syncfs_all``); None with
+        #: injected file ops (their faults and syncs are per file) or where it cannot be opened
+        self._syncfs_fd: int | None = None
+        if file_ops is SYSTEM_OPS:
+            try:
+                self._syncfs_fd = os.open(data_dir, os.O_RDONLY)
+            except OSError:
+                pass
         self._tasks: list[asyncio.Task] = []
         self.recovery_points = self._read_checkpoint()
         self.start_offsets = read_checkpoint(data_dir / START_CHECKPOINT)
@@ -426,7 +460,10 @@ class LogManager:
         dirty, self._dirty = self._dirty, set()
         targets = [(plog, plog.flush_target()) for plog in dirty if not plog.deleted]
         segments = list({id(t[1]): t[1] for _p, t in targets}.values())
-        job = loop.run_in_executor(self._executor, _fsync_all, segments, self._flushers)
+        if self._syncfs_fd is not None and len(segments) >= SYNCFS_MIN_FILES:
+            job = loop.run_in_executor(self._executor, _syncfs_all, self._syncfs_fd, segments)
+        else:
+            job = loop.run_in_executor(self._executor, _fsync_all, segments, self._flushers)
         job.add_done_callback(lambda j: self._flush_done(j, fut, targets))
 
     def _flush_done(self, job: asyncio.Future, fut: asyncio.Future, targets: list) -> None:
@@ -579,6 +616,9 @@ class LogManager:
         self.write_checkpoint()
         self._executor.shutdown(wait=True)
         self._flushers.shutdown(wait=True)
+        if self._syncfs_fd is not None:
+            os.close(self._syncfs_fd)
+            self._syncfs_fd = None
         self.write_clean_shutdown()
 
     def write_clean_shutdown(self) -> None:

@@ -52,8 +52,13 @@ MAX_QUEUED = 64
 MAX_QUEUED_BYTES = 4 << 20
 #: Responses gathered from one read before the rest of its requests wait for the next loop turn.
 MAX_OUT_BATCH = 256 << 10
-#: Most deferred responses (e.g. produces waiting for fsync) a connection may have outstanding.
-MAX_DEFERRED = 64
+#: Most responses a connection may hold for ordering once one is deferred (e.g. produces waiting for
+#: their group commit), and most bytes of the deferred requests' frames (a deferred request keeps its
+#: frame until answered). Every request held this way shares the next group commit: a client with
+#: many requests in flight (librdkafka sends one Produce per partition) gets them all appended and
+#: made durable by a few fsyncs, instead of one group commit per 64 of them.
+MAX_DEFERRED = 4096
+MAX_DEFERRED_BYTES = 32 << 20
 
 #: Largest frame accepted before SASL authentication (Kafka's sasl.server.max.receive.size default).
 SASL_MAX_RECEIVE = 524288
@@ -112,6 +117,10 @@ class KafkaConnection(asyncio.Protocol):
         #: responses in request order once something was deferred: [frame or None while pending]
         self._ordered: deque[list] = deque()
         self._deferred_tasks: set[asyncio.Future] = set()
+        #: bytes of the frames of the deferred requests not answered yet
+        self._deferred_bytes = 0
+        #: a deferred request finished in this loop turn: ``_release`` writes what is ready after it
+        self._release_scheduled = False
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -151,7 +160,7 @@ class KafkaConnection(asyncio.Protocol):
         if not frames:
             return
         self.last_active = time.monotonic()
-        if self.busy or self.queue or self.writing_paused or len(self._ordered) >= MAX_DEFERRED:
+        if self.busy or self.queue or self.writing_paused or self._backlogged():
             self.queue.extend(frames)
             self._maybe_pause_reading()
             return
@@ -166,12 +175,7 @@ class KafkaConnection(asyncio.Protocol):
                     log.exception("unexpected error handling a request from %s", self.client.describe())
                     self.close("internal error")
                     return
-                if (
-                    self.busy
-                    or self.writing_paused
-                    or len(self._ordered) >= MAX_DEFERRED
-                    or self._out_bytes >= MAX_OUT_BATCH
-                ):
+                if self.busy or self.writing_paused or self._backlogged() or self._out_bytes >= MAX_OUT_BATCH:
                     self.queue.extend(frames[i + 1 :])
                     self._maybe_pause_reading()
                     return
@@ -190,12 +194,12 @@ class KafkaConnection(asyncio.Protocol):
             asyncio.get_running_loop().call_soon(self._continue)
 
     def _can_progress(self) -> bool:
-        return (
-            not self.busy
-            and not self.writing_paused
-            and not self.closed
-            and len(self._ordered) < MAX_DEFERRED
-        )
+        return not self.busy and not self.writing_paused and not self.closed and not self._backlogged()
+
+    def _backlogged(self) -> bool:
+        """Too many responses held for ordering, or too many bytes of deferred requests: no further
+        request is handled until some are answered."""
+        return len(self._ordered) >= MAX_DEFERRED or self._deferred_bytes >= MAX_DEFERRED_BYTES
 
     def _continue(self) -> None:
         self._continue_scheduled = False
@@ -236,7 +240,7 @@ class KafkaConnection(asyncio.Protocol):
         if type(out) is bytes:
             self._write(out)
         else:
-            self._take(out)
+            self._take(out, len(frame))
 
     def _handle_gated(self, frame: bytes) -> None:
         """``_handle`` before SASL authentication: the pipeline's gate decides, a failed
@@ -261,12 +265,14 @@ class KafkaConnection(asyncio.Protocol):
                 "re-authenticated" if reauthenticating else "authenticated",
                 session.principal,
                 session.mechanism,
-                f", session lifetime {session.session_lifetime_ms} ms" if session.expires_at_ms is not None else "",
+                f", session lifetime {session.session_lifetime_ms} ms"
+                if session.expires_at_ms is not None
+                else "",
             )
         if type(out) is bytes:
             self._write(out)
         else:
-            self._take(out)
+            self._take(out, len(frame))
 
     def _handle_expiring(self, frame: bytes) -> None:
         """``_handle`` of an authenticated connection whose session expires (KIP-368), as Kafka's
@@ -309,15 +315,16 @@ class KafkaConnection(asyncio.Protocol):
         self.closed = True
         self.transport.close()  # gracefully: the answer goes out first
 
-    def _take(self, out: object) -> None:
-        """The non-bytes outcomes of ``_handle``."""
+    def _take(self, out: object, size: int = 0) -> None:
+        """The non-bytes outcomes of ``_handle`` (``size``: the request frame's bytes)."""
         if type(out) is Pending:
             task = asyncio.ensure_future(out.awaitable)
             if out.deferred:  # answered later, in order; the next request goes on meanwhile
                 slot: list = [None]
                 self._ordered.append(slot)
                 self._deferred_tasks.add(task)
-                task.add_done_callback(lambda t: self._deferred_done(t, slot, out))
+                self._deferred_bytes += size
+                task.add_done_callback(lambda t: self._deferred_done(t, slot, out, size))
             else:
                 self.busy = True
                 self._task = task
@@ -365,8 +372,9 @@ class KafkaConnection(asyncio.Protocol):
         finally:
             self._flush_out()
 
-    def _deferred_done(self, task: asyncio.Future, slot: list, pending: Pending) -> None:
+    def _deferred_done(self, task: asyncio.Future, slot: list, pending: Pending, size: int = 0) -> None:
         self._deferred_tasks.discard(task)
+        self._deferred_bytes -= size
         if self.closed or task.cancelled():
             return
         out = self.pipeline.complete(pending, *self._result(task))
@@ -374,18 +382,33 @@ class KafkaConnection(asyncio.Protocol):
             self.close(out.reason if type(out) is Close else f"{pending.api.name} v{pending.version} failed")
             return
         slot[0] = out
-        # release every leading response that is ready, in request order
-        ready = []
-        while self._ordered and self._ordered[0][0] is not None:
-            ready.append(self._ordered.popleft()[0])
-        if ready:
-            self.transport.write(b"".join(ready))
-        if not self.busy and self.queue and len(self._ordered) < MAX_DEFERRED:
+        # the leading responses that are ready go out in request order; the requests of one group
+        # commit finish in the same loop turn, so their responses are written together after it
+        if not self._release_scheduled and self._ordered[0][0] is not None:
+            self._release_scheduled = True
+            asyncio.get_running_loop().call_soon(self._release)
+
+    def _release(self) -> None:
+        """Write every leading response that is ready (in order), then go on with the requests that
+        waited for room."""
+        self._release_scheduled = False
+        if self.closed:
+            return
+        self._write_ready()
+        if not self.busy and self.queue and not self._backlogged():
             self._out = []
             try:
                 self._drain()
             finally:
                 self._flush_out()
+
+    def _write_ready(self) -> None:
+        ordered = self._ordered
+        ready = []
+        while ordered and ordered[0][0] is not None:
+            ready.append(ordered.popleft()[0])
+        if ready:
+            self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))
 
     def _drain(self) -> None:
         """Handle queued frames until one parks or writing backs up."""
@@ -394,7 +417,7 @@ class KafkaConnection(asyncio.Protocol):
             and not self.busy
             and not self.writing_paused
             and not self.closed
-            and len(self._ordered) < MAX_DEFERRED
+            and not self._backlogged()
             and self._out_bytes < MAX_OUT_BATCH
         ):
             self._handle(self.queue.popleft())
@@ -433,6 +456,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         log.warning("closing connection from %s: %s", self.client.describe(), reason)
         self.queue.clear()  # first: the flush below must not schedule more work for it
+        if self._ordered and self.transport is not None:
+            self._write_ready()  # answered deferred requests not written yet
         self._flush_out()  # answers to the requests before the bad one still go out
         self.closed = True
         if self.transport is not None:

@@ -7,14 +7,17 @@ import asyncio
 
 import pytest
 
-from broker.dispatch.produce import _after_flush
+from broker.dispatch.produce import _after_flush, _when_durable
+from broker.log.manager import StorageError
 from broker.log.records import simple_batch
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.produce import (
     PartitionProduceData,
+    PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
     TopicProduceData,
+    TopicProduceResponse,
 )
 
 PRODUCE = 0
@@ -87,3 +90,52 @@ async def test_a_request_cancelled_while_it_waits_leaves_the_shared_flush_to_the
     assert not flush.cancelled()
     flush.set_result(None)
     assert await second is staying
+
+
+async def test_a_request_cancelled_while_it_waits_for_the_group_commit_leaves_it_to_the_others():
+    """The same with the callback path every request takes when its appends share one group commit."""
+    flush = asyncio.get_running_loop().create_future()
+    gone, staying = ProduceResponse(responses=[]), ProduceResponse(responses=[])
+    first, second = _when_durable(gone, flush), _when_durable(staying, flush)
+    first.cancel()
+    assert not flush.cancelled()
+    flush.set_result(None)
+    assert await second is staying
+    assert first.cancelled()
+
+
+def _answer(*codes: int) -> ProduceResponse:
+    return ProduceResponse(
+        responses=[
+            TopicProduceResponse(
+                name="t",
+                partition_responses=[
+                    PartitionProduceResponse(index=i, error_code=c, base_offset=7 if c == 0 else -1)
+                    for i, c in enumerate(codes)
+                ],
+            )
+        ]
+    )
+
+
+@pytest.mark.parametrize("wait", [_when_durable, lambda r, f: _after_flush(r, [f, f])])
+async def test_a_failed_group_commit_fails_the_appends_it_covered_with_a_storage_error(wait):
+    flush = asyncio.get_running_loop().create_future()
+    pending = asyncio.ensure_future(wait(_answer(0, int(ErrorCode.INVALID_RECORD), 0), flush))
+    flush.set_exception(StorageError("fsync failed: EIO"))
+    got = await pending
+    parts = got.responses[0].partition_responses
+    assert [(p.error_code, p.base_offset) for p in parts] == [
+        (ErrorCode.KAFKA_STORAGE_ERROR, -1),
+        (ErrorCode.INVALID_RECORD, -1),  # refused before the append: its own error stays
+        (ErrorCode.KAFKA_STORAGE_ERROR, -1),
+    ]
+    assert parts[0].error_message == "fsync failed: EIO"
+
+
+async def test_a_group_commit_failing_otherwise_fails_the_request():
+    flush = asyncio.get_running_loop().create_future()
+    pending = _when_durable(_answer(0), flush)
+    flush.set_exception(RuntimeError("boom"))
+    with pytest.raises(RuntimeError):
+        await pending

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import math
 import os
 import threading
@@ -10,11 +11,13 @@ import threading
 import pytest
 
 from broker.config import Config
+from broker.log import manager as manager_module
 from broker.log import records
 from broker.log.batch import validate_produce
 from broker.log.manager import FLUSH_WORKERS, LogManager, StorageError
 
 NOW = 1_700_000_000_000
+_real_libc = manager_module._libc
 
 
 def manager(tmp_path, **conf) -> LogManager:
@@ -93,6 +96,7 @@ async def test_fsync_failure_fails_the_waiters_and_keeps_data_invisible(tmp_path
 
 
 async def test_a_group_commit_fsyncs_its_files_on_several_threads(tmp_path, monkeypatch):
+    monkeypatch.setattr(manager_module, "SYNCFS_MIN_FILES", 1000)  # the per-file path
     m = manager(tmp_path, **{"log.flush": "interval"})
     m.open_topic("t", 100, {})
     logs = [m.get("t", p) for p in range(100)]
@@ -113,6 +117,7 @@ async def test_a_group_commit_fsyncs_its_files_on_several_threads(tmp_path, monk
 async def test_one_failed_fsync_of_a_group_commit_fails_all_its_appends(tmp_path, monkeypatch):
     """Every other share of the commit runs to its end, then the failure fails every append of the commit
     and cuts it from its log (none becomes visible, not even those whose own fsync succeeded)."""
+    monkeypatch.setattr(manager_module, "SYNCFS_MIN_FILES", 1000)  # the per-file path
     m = manager(tmp_path, **{"log.flush": "interval"})
     m.open_topic("t", 50, {})
     logs = [m.get("t", p) for p in range(50)]
@@ -233,4 +238,61 @@ async def test_never_with_flush_ms_fsyncs_old_unflushed_messages(tmp_path):
     append(m, plog)
     assert plog.durable_offset == 0 and plog.high_watermark == 1
     await _until(lambda: plog.durable_offset == 1)
+    await m.close()
+
+
+class _CountingLibc:
+    """``manager._libc`` with its syncfs counted (and failing with EIO while ``fail`` is set)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.fail = False
+
+    def syncfs(self, fd: int) -> int:
+        self.calls += 1
+        if self.fail:
+            ctypes.set_errno(5)
+            return -1
+        return _real_libc.syncfs(fd)
+
+
+async def test_a_group_commit_of_many_files_syncs_them_with_one_syncfs(tmp_path, monkeypatch):
+    monkeypatch.setattr(manager_module, "SYNCFS_MIN_FILES", 8)
+    libc = _CountingLibc()
+    monkeypatch.setattr(manager_module, "_libc", libc)
+    m = manager(tmp_path, **{"log.flush": "interval"})
+    m.open_topic("t", 8, {})
+    logs = [m.get("t", p) for p in range(8)]
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
+    futs = {append(m, plog)[1] for plog in logs}
+    await asyncio.wait_for(futs.pop(), 5)
+    assert [plog.high_watermark for plog in logs] == [1] * 8
+    assert (libc.calls, synced) == (1, []), "one syncfs, no fsync per file"
+    assert all(plog.active.synced_size == plog.active.size for plog in logs)
+    # fewer files than that: an fsync each, as before
+    futs = {append(m, plog)[1] for plog in logs[:7]}
+    await asyncio.wait_for(futs.pop(), 5)
+    assert (libc.calls, len(synced)) == (1, 7)
+    await m.close()
+
+
+async def test_a_failed_syncfs_fails_every_append_of_its_group_commit(tmp_path, monkeypatch):
+    monkeypatch.setattr(manager_module, "SYNCFS_MIN_FILES", 8)
+    libc = _CountingLibc()
+    monkeypatch.setattr(manager_module, "_libc", libc)
+    m = manager(tmp_path, **{"log.flush": "interval"})
+    m.open_topic("t", 10, {})
+    logs = [m.get("t", p) for p in range(10)]
+    libc.fail = True
+    futs = {append(m, plog)[1] for plog in logs}
+    with pytest.raises(StorageError, match="syncfs"):
+        await asyncio.wait_for(futs.pop(), 5)
+    assert [plog.high_watermark for plog in logs] == [0] * 10
+    assert [plog.log_end_offset for plog in logs] == [0] * 10, "cut from their logs"
+    libc.fail = False
+    futs = {append(m, plog)[1] for plog in logs}
+    await asyncio.wait_for(futs.pop(), 5)
+    assert [plog.high_watermark for plog in logs] == [1] * 10
     await m.close()

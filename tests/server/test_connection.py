@@ -8,13 +8,15 @@ import time
 
 import pytest
 
+from broker.log.records import simple_batch
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from broker.protocol.generated.api_versions import decode_response_v0 as decode_api_versions_v0
 from broker.protocol.generated.metadata import MetadataRequest
+from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from tests.support.wire import WireClient, request_bytes
 
-API_VERSIONS, METADATA = 18, 3
+API_VERSIONS, METADATA, PRODUCE = 18, 3, 0
 
 
 def _api_versions_ok(port: int) -> None:
@@ -161,3 +163,32 @@ def test_handler_crash_becomes_unknown_server_error(broker, monkeypatch):
         assert resp.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
         # the connection keeps working
         assert c.call(API_VERSIONS, 3, ApiVersionsRequest("a", "1")).error_code == 0
+
+
+def test_many_pipelined_produces_wait_for_their_group_commits_and_answer_in_order(broker):
+    """More produces than the old limit of 64 deferred answers, in one write, interleaved with
+    requests answered at once: every one is answered, in request order, each produce with the next
+    offset of its partition (they share group commits: the connection defers up to MAX_DEFERRED)."""
+    broker.call(lambda: broker.broker.admin.create_topic("many-deferred", 3))
+    n = 300
+
+    def produce(i: int) -> ProduceRequest:
+        data = [PartitionProduceData(i % 3, simple_batch([b"v%d" % i]))]
+        return ProduceRequest(None, -1, 30_000, [TopicProduceData(name="many-deferred", partition_data=data)])
+
+    with WireClient(broker.port, timeout=120) as c:
+        blob = b"".join(
+            request_bytes(API_VERSIONS, 3, ApiVersionsRequest("p", "1"), 1000 + i)
+            if i % 10 == 9
+            else request_bytes(PRODUCE, 9, produce(i), 1000 + i)
+            for i in range(n)
+        )
+        c.send_raw(blob)
+        next_offset = [0, 0, 0]
+        for i in range(n):
+            corr, resp = c.recv(API_VERSIONS if i % 10 == 9 else PRODUCE, 3 if i % 10 == 9 else 9)
+            assert corr == 1000 + i
+            if i % 10 != 9:
+                (part,) = resp.responses[0].partition_responses
+                assert (part.index, part.error_code, part.base_offset) == (i % 3, 0, next_offset[i % 3])
+                next_offset[i % 3] += 1
