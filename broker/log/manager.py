@@ -47,7 +47,7 @@ from broker.protocol.errors import ErrorCode, KafkaError
 from .cleaner import LogCleaner, fsync_dir
 from .config import LONG_MAX, LogConfig
 from .partition import UNOPENED, PartitionLog, now_ms
-from .segment import SYSTEM_OPS, FileOps, OpenFiles, Segment, segment_name
+from .segment import SYSTEM_OPS, FileOps, OpenFiles, Segment, segment_name, starting_open_files_limit
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +101,13 @@ def _fsync_all(segments: list[Segment], pool: ThreadPoolExecutor | None = None) 
 
 
 def open_files_limit(setting: int) -> int:
-    """log.max.open.files: the setting, or with 0 half the process's soft limit on open files (the
-    rest is for connections and everything else), at least 64; unbounded if that limit is."""
+    """log.max.open.files: the setting, or with 0 half the soft limit on open files the process was
+    started with (``ulimit -n``; ``serve`` raises it to the hard limit afterwards, for connections
+    only), at least 64; unbounded if that limit is. The rest of the limit is for connections, the
+    fsync threads' short-lived descriptors and everything else."""
     if setting > 0:
         return setting
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft = starting_open_files_limit()
     if soft == resource.RLIM_INFINITY:
         return 0
     return max(64, soft // 2)
