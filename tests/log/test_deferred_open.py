@@ -139,7 +139,8 @@ async def test_a_deferred_log_that_cannot_be_opened_fails_its_uses_with_a_storag
     raw[70] ^= 0xFF  # a record byte of the first batch: its CRC no longer matches
     seg.write_bytes(bytes(raw))
     os.utime(seg, ns=(st.st_atime_ns, st.st_mtime_ns))  # bit rot: no write the marker can see
-    (tmp_path / "t-0" / f"{0:020d}.index").unlink()  # so the open reads (and checks) the records
+    # (a log this small has no index: its open reads, and checks, the records)
+    assert not (tmp_path / "t-0" / f"{0:020d}.index").exists()
     m = manager(tmp_path)
     m.open_topic("t", 2, {})
     m.started()
@@ -235,11 +236,12 @@ async def test_a_torn_tail_behind_a_clean_marker_is_still_cut(tmp_path):
 
 async def test_an_empty_partition_is_its_directory_and_an_empty_log_file(tmp_path):
     """No index nor producer snapshot for an empty log (Kafka trims its empty indexes to nothing at
-    close too): on disk only the directory's own block."""
+    close too): on disk only the directory's own block. Nor for a small one without producer
+    state (one segment, one index entry): its open scans it as cheaply as it reads the files."""
     await filled(tmp_path, (0, 1))
     assert sorted(os.listdir(tmp_path / "t-0")) == [f"{0:020d}.log"]
     assert sum(os.stat(tmp_path / "t-0" / n).st_blocks for n in os.listdir(tmp_path / "t-0")) == 0
-    assert f"{0:020d}.index" in os.listdir(tmp_path / "t-1")
+    assert sorted(os.listdir(tmp_path / "t-1")) == [f"{0:020d}.log"]
     m = manager(tmp_path)
     m.open_topic("t", 2, {})
     assert not m.get("t", 0).opened and m.get("t", 0).log_end_offset == 0
@@ -249,4 +251,39 @@ async def test_an_empty_partition_is_its_directory_and_an_empty_log_file(tmp_pat
     m = manager(tmp_path)
     m.open_topic("t", 2, {})
     assert m.get("t", 0).opened and values(m.get("t", 0)) == [b"first"]
+    await m.close()
+
+
+async def test_a_clean_stop_writes_the_index_and_snapshot_only_where_the_next_open_needs_them(tmp_path):
+    """A small log without producers: neither file, and its deferred open (a scan of the one
+    segment) answers as before the stop. A log whose index has more than one entry, or one with
+    producer state (an idempotent producer's sequence), keeps both: its open reads them."""
+    m = manager(tmp_path)
+    m.open_topic("t", 3, {})
+    small, big, idem = (m.get("t", p) for p in range(3))
+    for i in range(3):
+        await append(m, small, b"s%d" % i)
+    for i in range(20):  # 20 x ~1 KiB: past index.interval.bytes, more than one index entry
+        await append(m, big, b"b%d-" % i + b"x" * 1000)
+    data = bytearray(
+        records.simple_batch([b"i0"], producer_id=7, producer_epoch=0, base_sequence=0, base_timestamp=NOW)
+    )
+    idem.append(data, validate_produce(data), NOW)
+    await m.appended(idem)
+    before = [(p.log_end_offset, p.max_timestamp_offset(), p.producers.to_json()) for p in (small, big, idem)]
+    await m.close()
+    names = {p: sorted(os.listdir(tmp_path / f"t-{p}")) for p in range(3)}
+    assert names[0] == [f"{0:020d}.log"]
+    assert f"{0:020d}.index" in names[1] and "producer-state.json" in names[1]
+    assert "producer-state.json" in names[2]
+    m = manager(tmp_path)
+    m.open_topic("t", 3, {})
+    m.started()
+    again = [m.get("t", p) for p in range(3)]
+    assert not any(p.opened for p in again)
+    after = [(p.log_end_offset, p.max_timestamp_offset(), p.producers.to_json()) for p in again]
+    assert after == before
+    assert values(again[0]) == [b"s0", b"s1", b"s2"]
+    assert values(again[1], 19) == [b"b19-" + b"x" * 1000]
+    assert await append(m, again[0], b"s3") == 3
     await m.close()
