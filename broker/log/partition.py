@@ -167,6 +167,7 @@ class PartitionLog:
         #: segment's base when that is higher (retention, or nothing deleted)
         self._start = 0
         self._snapshot_offset = -1  # the log end offset of the producer snapshot on disk
+        self._snapshot_file = False  # whether a producer snapshot file exists (read at load)
         self._load(self._recovery_point, new, clean)
         # a checkpointed start past what survived recovery: the log starts at its end
         self._start = min(self._checkpointed_start, self.log_end_offset)
@@ -284,6 +285,7 @@ class PartitionLog:
         except FileNotFoundError:
             raw = None
         if raw is not None:
+            self._snapshot_file = True
             try:
                 doc = orjson.loads(raw)
                 if self.log_start_offset <= doc["offset"] <= self.log_end_offset:
@@ -356,6 +358,7 @@ class PartitionLog:
         tmp.write_bytes(orjson.dumps(doc))
         os.replace(tmp, self.dir / PRODUCER_SNAPSHOT)
         self._snapshot_offset = self.log_end_offset
+        self._snapshot_file = True
 
     # ------------------------------------------------------------------ offsets
 
@@ -745,10 +748,10 @@ class PartitionLog:
             # read the two files, and a stop of 10,000 such partitions writes no 20,000 files. (An
             # empty one is its directory alone.) Files an earlier close wrote are kept current.
             small = len(self.segments) == 1 and len(active._idx_offsets) <= 1
-            if not small or active.index_path.exists():
+            if not small or active.has_index_file():
                 active.write_index()
             self._write_txnindex(active)
-            if not (small and not self.producers.producers) or (self.dir / PRODUCER_SNAPSHOT).exists():
+            if not (small and not self.producers.producers) or self._snapshot_file:
                 self.write_producer_snapshot()
         finally:
             for seg in self.segments:

@@ -243,6 +243,9 @@ class Segment:
         #: its recovery point covers): a flush with nothing new to sync is skipped
         self.synced_size = 0
         self._index_size = -1  # the size the .index file on disk describes (-1: none, or stale)
+        #: whether a ``.index`` file exists (None: not known; ``load_index`` and ``write_index``
+        #: learn it), so that a clean stop of 10,000 logs does not ask the file system each time
+        self._index_file: bool | None = None
         self._torn = False  # bytes of a failed write may lie past ``size``
 
     # ------------------------------------------------------------------ loading
@@ -322,7 +325,9 @@ class Segment:
         try:
             raw = self.index_path.read_bytes()
         except FileNotFoundError:
+            self._index_file = False
             return False
+        self._index_file = True
         if len(raw) < 24 or (len(raw) - 24) % INDEX_ENTRY:
             return False
         size, next_offset, max_ts = struct.unpack_from(">qqq", raw, 0)
@@ -359,6 +364,13 @@ class Segment:
         )
         os.replace(tmp, self.index_path)
         self._index_size = self.size
+        self._index_file = True
+
+    def has_index_file(self) -> bool:
+        """Whether a ``.index`` file exists (asked of the file system only when not known)."""
+        if self._index_file is None:
+            self._index_file = self.index_path.exists()
+        return self._index_file
 
     # ------------------------------------------------------------------ writing
 
@@ -490,6 +502,7 @@ class Segment:
 
     def delete(self) -> None:
         self.close()
+        self._index_file = False
         for p in (self.path, self.index_path, self.txnindex_path):
             try:
                 p.unlink()
