@@ -4,16 +4,18 @@ start-up. Whatever is deferred answers as it would have opened eagerly."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
 
 from broker.config import Config
+from broker.log import manager as manager_module
 from broker.log import records
 from broker.log.batch import validate_produce
-from broker.log.manager import CHECKPOINT, CLEAN_SHUTDOWN, LogManager
+from broker.log.manager import CHECKPOINT, CLEAN_SHUTDOWN, LogManager, read_checkpoint
 from broker.log.partition import FAILED, UNOPENED
-from broker.log.segment import LogCorruption
+from broker.log.segment import FileOps, LogCorruption
 from broker.protocol.errors import ErrorCode, KafkaError
 
 NOW = 1_700_000_000_000
@@ -286,4 +288,57 @@ async def test_a_clean_stop_writes_the_index_and_snapshot_only_where_the_next_op
     assert values(again[0]) == [b"s0", b"s1", b"s2"]
     assert values(again[1], 19) == [b"b19-" + b"x" * 1000]
     assert await append(m, again[0], b"s3") == 3
+    await m.close()
+
+
+class CountingOps(FileOps):
+    def __init__(self) -> None:
+        self.fsyncs = 0
+
+    def fsync(self, fd: int) -> None:
+        self.fsyncs += 1
+        super().fsync(fd)
+
+
+async def test_a_clean_stop_syncs_once_for_every_log_not_once_per_file(tmp_path):
+    """log.flush=never leaves every append unsynced: the stop makes them durable with one syncfs,
+    not an fsync per segment, and only then checkpoints them; the next start trusts them all."""
+    ops = CountingOps()
+    m = LogManager(tmp_path, Config({"log.dirs": str(tmp_path), "log.flush": "never"}), file_ops=ops)
+    m.open_topic("t", 50, {})
+    for p in range(50):
+        await append(m, m.get("t", p), b"%d" % p)
+    assert read_checkpoint(tmp_path / CHECKPOINT).get(("t", 0), 0) == 0
+    await m.close()
+    assert ops.fsyncs == 0
+    assert all(o == 1 for o in read_checkpoint(tmp_path / CHECKPOINT).values())
+    m = manager(tmp_path)
+    m.open_topic("t", 50, {})
+    m.started()
+    assert len(m.clean_logs) == 50 and not any(plog.opened for plog in m.logs.values())
+    assert [values(m.get("t", p)) for p in range(50)] == [[b"%d" % p] for p in range(50)]
+    await m.close()
+
+
+async def test_a_stop_whose_sync_fails_claims_nothing_unsynced(tmp_path, monkeypatch):
+    """The checkpoint and the clean-shutdown marker come after the syncfs: when it fails, neither
+    claims the appends it was to make durable, and the next start recovers the logs."""
+    m = LogManager(tmp_path, Config({"log.dirs": str(tmp_path), "log.flush": "never"}))
+    m.open_topic("t", 3, {})
+    for p in range(3):
+        await append(m, m.get("t", p), b"x")
+
+    def failing_syncfs(directory) -> None:
+        raise OSError(errno.EIO, "injected write-back error", str(directory))
+
+    monkeypatch.setattr(manager_module, "syncfs", failing_syncfs)
+    with pytest.raises(OSError):
+        await m.close()
+    assert not (tmp_path / CLEAN_SHUTDOWN).exists()
+    assert all(o == 0 for o in read_checkpoint(tmp_path / CHECKPOINT).values())
+    monkeypatch.undo()
+    m = manager(tmp_path)
+    assert not m.defer_open
+    m.open_topic("t", 3, {})
+    assert all(m.get("t", p).opened and m.get("t", p).log_end_offset == 1 for p in range(3))
     await m.close()
