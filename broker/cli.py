@@ -183,6 +183,13 @@ def serve(
         sys.exit(1)
     finally:
         loop.close()
+    # Stopped cleanly (every log closed and synced, the clean-shutdown marker written): exit
+    # without the interpreter's teardown, which frees every object start-up built one by one --
+    # with 10,000 partitions ~1.5 s, longer than the rest of the stop.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _self_signed(config: Config, values: dict[str, str]) -> Config:
