@@ -2,7 +2,7 @@
 1, 100, 1,000 and 10,000 partitions, one broker process per count, in one run.
 
     python bench/partitions_bench.py [--counts 1,100,1000,10000] [--messages 100000] [--topics-of 1000]
-                                     [--restarts N] [--broker-root DIR ...]
+                                     [--restarts N] [--broker-root DIR ...] [--open-files-bound]
 
 For each count N: a fresh data directory and ``python -m broker serve --port 0 --ready-file F``
 (default settings: log.flush=interval); the partitions are topics of at most ``--topics-of``
@@ -23,7 +23,10 @@ AdminClient, timed to the last future). Then, with confluent-kafka:
 
 With ``--broker-root`` (repeatable) each count is measured for the ``broker`` package of those
 checkouts too (e.g. a ``git worktree`` of an earlier commit), one after the other for each count,
-and a table is printed per checkout: before/after in one run.
+and a table is printed per checkout: before/after in one run. With ``--open-files-bound`` each count
+is measured twice, one after the other: the broker started under ``ulimit -Sn 1024`` (so its default
+``log.max.open.files`` is 512 segment files, closed and re-opened least recently used first), and
+with the bound off (``log.max.open.files=1000000``); a table for each, and the ratios bound/off.
 
 Printed as a table, with produce and consume as ratios to this run's 1-partition rates (issue's bar:
 produce at 1,000 partitions >= 0.8x the 1-partition rate), under a line with the machine's CPU count
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -50,10 +54,27 @@ ROOT = Path(__file__).resolve().parent.parent
 VALUE = b"x" * 100
 
 
+#: ``--open-files-bound``: the soft RLIMIT_NOFILE of the bounded broker (the common shell default)
+BOUND_SOFT_LIMIT = 1024
+
+
+class Variant:
+    """A broker to measure: a checkout, extra ``--config`` pairs, a soft RLIMIT_NOFILE to start with."""
+
+    def __init__(self, label: str, root: Path, config: tuple[str, ...] = (), soft_limit: int | None = None):
+        self.label, self.root, self.config, self.soft_limit = label, root, config, soft_limit
+
+    def preexec(self) -> None:
+        if self.soft_limit is not None:
+            _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.soft_limit, hard))
+
+
 class BrokerProcess:
-    def __init__(self, data: Path, root: Path = ROOT):
+    def __init__(self, data: Path, variant: Variant):
         self.data = data
-        self.root = root
+        self.root = variant.root
+        self.variant = variant
         self.proc: subprocess.Popen | None = None
         self.bootstrap = ""
 
@@ -63,9 +84,11 @@ class BrokerProcess:
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "broker", "serve", "--port", "0", "--data-dir", str(self.data)]
-            + ["--ready-file", str(ready), "--log-level", "warning"],
+            + ["--ready-file", str(ready), "--log-level", "warning"]
+            + [x for kv in self.variant.config for x in ("--config", kv)],
             cwd=self.root,
             env={**os.environ, "PYTHONPATH": str(self.root)},
+            preexec_fn=self.variant.preexec,
         )
         while not ready.exists():
             if self.proc.poll() is not None:
@@ -104,16 +127,16 @@ def topics_for(n: int, per_topic: int) -> list[tuple[str, int]]:
 
 
 def measure(
-    n: int, messages: int, per_topic: int, work: Path, restarts_wanted: int = 1, root: Path = ROOT
+    n: int, messages: int, per_topic: int, work: Path, restarts_wanted: int, variant: Variant
 ) -> dict[str, float]:
     data = work / f"data-{n}"
     shutil.rmtree(data, ignore_errors=True)
-    broker = BrokerProcess(data, root)
+    broker = BrokerProcess(data, variant)
     row: dict[str, float] = {"partitions": n}
     row["start"] = broker.start()
     try:
         topics = topics_for(n, per_topic)
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "socket.timeout.ms": 300_000})
         t0 = time.perf_counter()
         futures = admin.create_topics([NewTopic(t, p, 1) for t, p in topics], operation_timeout=300)
         for f in futures.values():
@@ -181,16 +204,27 @@ def main() -> None:
     ap.add_argument(
         "--broker-root", action="append", default=[], type=Path, help="also measure this checkout"
     )
+    ap.add_argument(
+        "--open-files-bound",
+        action="store_true",
+        help=f"measure each checkout under ulimit -Sn {BOUND_SOFT_LIMIT} and with log.max.open.files off",
+    )
     args = ap.parse_args()
-    roots = [ROOT, *(r.resolve() for r in args.broker_root)]
+    variants = []
+    for root in [ROOT, *(r.resolve() for r in args.broker_root)]:
+        if args.open_files_bound:
+            variants.append(Variant(f"{root}, ulimit -Sn {BOUND_SOFT_LIMIT}", root, (), BOUND_SOFT_LIMIT))
+            variants.append(Variant(f"{root}, bound off", root, ("log.max.open.files=1000000",)))
+        else:
+            variants.append(Variant(str(root), root))
     work = Path(tempfile.mkdtemp(prefix="partitions-bench-"))
-    rows: dict[Path, list[dict[str, float]]] = {r: [] for r in roots}
+    rows: dict[str, list[dict[str, float]]] = {v.label: [] for v in variants}
     load_before = os.getloadavg()
     try:
         for n in (int(c) for c in args.counts.split(",")):
-            for root in roots:
-                rows[root].append(measure(n, args.messages, args.topics_of, work, args.restarts, root))
-                print(f"measured {n} partitions ({root})", file=sys.stderr)
+            for v in variants:
+                rows[v.label].append(measure(n, args.messages, args.topics_of, work, args.restarts, v))
+                print(f"measured {n} partitions ({v.label})", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()
@@ -199,10 +233,21 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, load average (1/5/15 min) {' / '.join(f'{x:.1f}' for x in load_before)} "
         f"before, {' / '.join(f'{x:.1f}' for x in load_after)} after"
     )
-    for root in roots:
-        if len(roots) > 1:
-            print(f"\n## {root}")
-        print_table(rows[root])
+    for v in variants:
+        if len(variants) > 1:
+            print(f"\n## {v.label}")
+        print_table(rows[v.label])
+    if args.open_files_bound:
+        for bound, off in zip(variants[0::2], variants[1::2], strict=True):
+            print(f"\n## {bound.label} / bound off (same run)")
+            print("| partitions | one record each | produce msgs/s | consume msgs/s | stop | restart |")
+            print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+            for a, b in zip(rows[bound.label], rows[off.label], strict=True):
+                print(
+                    f"| {a['partitions']:,.0f} | {a['one_each'] / b['one_each']:.2f}x "
+                    f"| {a['produce'] / b['produce']:.2f}x | {a['consume'] / b['consume']:.2f}x "
+                    f"| {a['stop'] / b['stop']:.2f}x | {a['restart'] / b['restart']:.2f}x |"
+                )
 
 
 def print_table(rows: list[dict[str, float]]) -> None:

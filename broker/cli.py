@@ -16,7 +16,7 @@ from broker.cli_admin import LazyCommand
 from broker.cli_admin import register as register_admin_commands
 from broker.config import Config, ConfigError, parse_pairs, parse_properties
 from broker.datadir import DataDirLocked
-from broker.log.segment import LogCorruption
+from broker.log.segment import LogCorruption, note_starting_open_files_limit
 from broker.personas import PERSONAS
 from broker.runtime import configure_logging, remove_ready_file, write_ready_file
 from broker.security.acl_store import AclStoreError
@@ -183,6 +183,13 @@ def serve(
         sys.exit(1)
     finally:
         loop.close()
+    # Stopped cleanly (every log closed and synced, the clean-shutdown marker written): exit
+    # without the interpreter's teardown, which frees every object start-up built one by one --
+    # with 10,000 partitions ~1.5 s, longer than the rest of the stop.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _self_signed(config: Config, values: dict[str, str]) -> Config:
@@ -236,12 +243,16 @@ def _print_tls_settings(broker: object, ca: object) -> None:
 
 def _raise_fd_limit() -> None:
     """Every connection is a file descriptor: lift the soft RLIMIT_NOFILE (often 1024) to the hard
-    limit, so that thousands of clients (max.connections) are possible."""
+    limit, so that thousands of clients (max.connections) are possible. The limit it started with
+    is noted first: log.max.open.files (0) is half of that one, so segment files stay bounded."""
     try:
         import resource
     except ImportError:  # pragma: no cover - not on Windows
         return
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # the segment files' budget (log.max.open.files) is half of the limit the user started us with,
+    # whatever is raised here: raising is for connections, not for holding every partition's file
+    note_starting_open_files_limit(soft)
     target = 1 << 20 if hard == resource.RLIM_INFINITY else min(hard, 1 << 20)
     if soft != resource.RLIM_INFINITY and soft < target:
         try:

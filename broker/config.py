@@ -194,7 +194,8 @@ _SETTINGS = [
         int,
         0,
         "Most segment files open at once, least recently used closed first (0: half the soft "
-        "RLIMIT_NOFILE, at least 64).",
+        "RLIMIT_NOFILE the broker was started with, before serve raises it for connections; at "
+        "least 64).",
         0,
     ),
     Setting("log.segment.bytes", int, 1073741824, "Segment size before a roll.", 14),

@@ -51,7 +51,7 @@ from broker.protocol.errors import ErrorCode, KafkaError
 from .cleaner import LogCleaner, fsync_dir
 from .config import LONG_MAX, LogConfig
 from .partition import UNOPENED, PartitionLog, now_ms
-from .segment import SYSTEM_OPS, FileOps, OpenFiles, Segment, segment_name
+from .segment import SYSTEM_OPS, FileOps, OpenFiles, Segment, segment_name, starting_open_files_limit
 
 log = logging.getLogger(__name__)
 
@@ -127,11 +127,13 @@ def _syncfs_all(fd: int, segments: list[Segment]) -> None:
 
 
 def open_files_limit(setting: int) -> int:
-    """log.max.open.files: the setting, or with 0 half the process's soft limit on open files (the
-    rest is for connections and everything else), at least 64; unbounded if that limit is."""
+    """log.max.open.files: the setting, or with 0 half the soft limit on open files the process was
+    started with (``ulimit -n``; ``serve`` raises it to the hard limit afterwards, for connections
+    only), at least 64; unbounded if that limit is. The rest of the limit is for connections, the
+    fsync threads' short-lived descriptors and everything else."""
     if setting > 0:
         return setting
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft = starting_open_files_limit()
     if soft == resource.RLIM_INFINITY:
         return 0
     return max(64, soft // 2)
@@ -607,10 +609,16 @@ class LogManager:
             self._scheduled = None
         while self._flushing:
             await asyncio.sleep(0.001)
-        for plog in self.logs.values():
-            if plog.opened:
-                plog.close()
-                plog.mark_flushed(*plog.flush_target())
+        closed = [plog for plog in self.logs.values() if plog.opened]
+        for plog in closed:
+            plog.close(sync=False)  # (synced below, all at once)
+        # One syncfs makes everything the closes wrote durable -- the appends not synced yet (those
+        # of log.flush=never, or in flight), indexes, producer snapshots, transaction indexes,
+        # renames -- where an fsync per file made a stop of 10,000 partitions take seconds; only
+        # then do the recovery points (the checkpoint) and the marker claim it.
+        syncfs(self.data_dir)
+        for plog in closed:
+            plog.mark_flushed(*plog.flush_target())
         if self._next is not None and not self._next.done():
             self._next.set_result(None)
         self.write_checkpoint()
@@ -622,12 +630,10 @@ class LogManager:
         self.write_clean_shutdown()
 
     def write_clean_shutdown(self) -> None:
-        """After every log is closed (``close``): make what the closes wrote durable -- indexes,
-        producer snapshots, transaction indexes, renames -- with one syncfs, then write the marker
-        listing every log's segment files (size, mtime), which lets the next start trust the logs
-        still so without reading them. A log with a file written in the marker's own clock tick is
-        left out (recovered at the next start): a write after the marker must change the mtime."""
-        syncfs(self.data_dir)
+        """After every log is closed and synced (``close``): write the marker listing every log's
+        segment files (size, mtime), which lets the next start trust the logs still so without
+        reading them. A log with a file written in the marker's own clock tick is left out
+        (recovered at the next start): a write after the marker must change the mtime."""
         path = self.data_dir / CLEAN_SHUTDOWN
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as f:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import resource
 import struct
 import sys
 import threading
@@ -73,11 +74,15 @@ class OpenFiles:
     does not.
 
     Threads: only the event loop's thread (and start-up, before it runs) opens through ``acquire``,
-    which may close other segments' files. A worker thread (the fsync of a group commit) uses a
-    segment under ``pin``: pinned files are never closed, and a pinned open never closes others (it
-    may exceed the limit until the loop's next open). Closing a file with unsynced pages loses
-    nothing: the pages belong to the file, and the next fsync through any descriptor writes them
-    (and reports a write-back error no descriptor has seen yet).
+    which may close other segments' files. The log cleaner keeps the segments it replaces open under
+    ``pin``: pinned files are never closed for room. The fsync of a group commit (worker threads)
+    borrows a segment's descriptor (``borrow``): the open one, pinned meanwhile, or, when the file
+    was closed for room, a descriptor of its own that it closes after the fsync, so a commit that
+    touches 10,000 partitions holds at most one extra file per fsync thread, never 10,000.
+    Closing a file with unsynced pages loses nothing: the pages belong to the file (its inode stays
+    in memory while they are dirty), and the group commit's fsync through a new descriptor writes
+    them before the appends are acknowledged, and reports a write-back error that no descriptor
+    has seen yet (Linux 4.13+: errseq).
     """
 
     def __init__(self, limit: int = 0):
@@ -133,6 +138,26 @@ class OpenFiles:
                 os.close(fd)
             self.closed_for_room += 1
 
+    def borrow(self, seg: Segment) -> tuple[int, bool]:
+        """A descriptor of ``seg``'s file for a worker thread's fsync, and whether it is the
+        borrower's own (opened now, without taking a place in the budget: close it after use with
+        ``give_back``). An open file is pinned until ``give_back``."""
+        with self._lock:
+            fd = seg._fd
+            if fd is not None:
+                seg._pins += 1
+                return fd, False
+            if seg.closed:
+                raise OSError(errno.EBADF, f"{seg.path} is closed")
+        return os.open(seg.path, _FLAGS), True
+
+    def give_back(self, seg: Segment, fd: int, own: bool) -> None:
+        if own:
+            os.close(fd)
+        else:
+            with self._lock:
+                seg._pins -= 1
+
     def pin(self, seg: Segment) -> int:
         """Keep ``seg``'s file open until ``unpin``; any thread. Returns its descriptor."""
         with self._lock:
@@ -160,6 +185,25 @@ class OpenFiles:
 
 #: the segments of logs opened without a LogManager (tools, tests): no limit
 UNBOUNDED = OpenFiles()
+
+#: the soft RLIMIT_NOFILE the process started with, noted by ``serve`` before it raises the limit
+#: for its connections (broker/cli.py); None: not raised, the current soft limit is that one
+_starting_soft_limit: int | None = None
+
+
+def note_starting_open_files_limit(soft: int) -> None:
+    """Remember the soft RLIMIT_NOFILE the process was started with (before it is raised): the
+    default ``log.max.open.files`` is derived from it (``starting_open_files_limit``)."""
+    global _starting_soft_limit
+    if _starting_soft_limit is None:
+        _starting_soft_limit = soft
+
+
+def starting_open_files_limit() -> int:
+    """The soft RLIMIT_NOFILE the process started with (``resource.RLIM_INFINITY`` if unlimited)."""
+    if _starting_soft_limit is not None:
+        return _starting_soft_limit
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 class Segment:
@@ -199,6 +243,9 @@ class Segment:
         #: its recovery point covers): a flush with nothing new to sync is skipped
         self.synced_size = 0
         self._index_size = -1  # the size the .index file on disk describes (-1: none, or stale)
+        #: whether a ``.index`` file exists (None: not known; ``load_index`` and ``write_index``
+        #: learn it), so that a clean stop of 10,000 logs does not ask the file system each time
+        self._index_file: bool | None = None
         self._torn = False  # bytes of a failed write may lie past ``size``
 
     # ------------------------------------------------------------------ loading
@@ -278,7 +325,9 @@ class Segment:
         try:
             raw = self.index_path.read_bytes()
         except FileNotFoundError:
+            self._index_file = False
             return False
+        self._index_file = True
         if len(raw) < 24 or (len(raw) - 24) % INDEX_ENTRY:
             return False
         size, next_offset, max_ts = struct.unpack_from(">qqq", raw, 0)
@@ -315,6 +364,13 @@ class Segment:
         )
         os.replace(tmp, self.index_path)
         self._index_size = self.size
+        self._index_file = True
+
+    def has_index_file(self) -> bool:
+        """Whether a ``.index`` file exists (asked of the file system only when not known)."""
+        if self._index_file is None:
+            self._index_file = self.index_path.exists()
+        return self._index_file
 
     # ------------------------------------------------------------------ writing
 
@@ -416,15 +472,16 @@ class Segment:
 
     def flush(self) -> None:
         """fsync the file unless nothing was written since the last fsync; any thread (the group
-        commit's worker): the file stays open meanwhile."""
+        commit's worker): through its open descriptor (kept open meanwhile), or when that was
+        closed for room, through one opened for this fsync only."""
         target = self.size
         if target <= self.synced_size:
             return
-        fd = self.files.pin(self)
+        fd, own = self.files.borrow(self)
         try:
             self.ops.fsync(fd)
         finally:
-            self.files.unpin(self)
+            self.files.give_back(self, fd, own)
         if target > self.synced_size:
             self.synced_size = target
 
@@ -445,6 +502,7 @@ class Segment:
 
     def delete(self) -> None:
         self.close()
+        self._index_file = False
         for p in (self.path, self.index_path, self.txnindex_path):
             try:
                 p.unlink()

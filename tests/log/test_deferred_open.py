@@ -4,16 +4,18 @@ start-up. Whatever is deferred answers as it would have opened eagerly."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
 
 from broker.config import Config
+from broker.log import manager as manager_module
 from broker.log import records
 from broker.log.batch import validate_produce
-from broker.log.manager import CHECKPOINT, CLEAN_SHUTDOWN, LogManager
+from broker.log.manager import CHECKPOINT, CLEAN_SHUTDOWN, LogManager, read_checkpoint
 from broker.log.partition import FAILED, UNOPENED
-from broker.log.segment import LogCorruption
+from broker.log.segment import FileOps, LogCorruption
 from broker.protocol.errors import ErrorCode, KafkaError
 
 NOW = 1_700_000_000_000
@@ -139,7 +141,8 @@ async def test_a_deferred_log_that_cannot_be_opened_fails_its_uses_with_a_storag
     raw[70] ^= 0xFF  # a record byte of the first batch: its CRC no longer matches
     seg.write_bytes(bytes(raw))
     os.utime(seg, ns=(st.st_atime_ns, st.st_mtime_ns))  # bit rot: no write the marker can see
-    (tmp_path / "t-0" / f"{0:020d}.index").unlink()  # so the open reads (and checks) the records
+    # (a log this small has no index: its open reads, and checks, the records)
+    assert not (tmp_path / "t-0" / f"{0:020d}.index").exists()
     m = manager(tmp_path)
     m.open_topic("t", 2, {})
     m.started()
@@ -235,11 +238,12 @@ async def test_a_torn_tail_behind_a_clean_marker_is_still_cut(tmp_path):
 
 async def test_an_empty_partition_is_its_directory_and_an_empty_log_file(tmp_path):
     """No index nor producer snapshot for an empty log (Kafka trims its empty indexes to nothing at
-    close too): on disk only the directory's own block."""
+    close too): on disk only the directory's own block. Nor for a small one without producer
+    state (one segment, one index entry): its open scans it as cheaply as it reads the files."""
     await filled(tmp_path, (0, 1))
     assert sorted(os.listdir(tmp_path / "t-0")) == [f"{0:020d}.log"]
     assert sum(os.stat(tmp_path / "t-0" / n).st_blocks for n in os.listdir(tmp_path / "t-0")) == 0
-    assert f"{0:020d}.index" in os.listdir(tmp_path / "t-1")
+    assert sorted(os.listdir(tmp_path / "t-1")) == [f"{0:020d}.log"]
     m = manager(tmp_path)
     m.open_topic("t", 2, {})
     assert not m.get("t", 0).opened and m.get("t", 0).log_end_offset == 0
@@ -249,4 +253,92 @@ async def test_an_empty_partition_is_its_directory_and_an_empty_log_file(tmp_pat
     m = manager(tmp_path)
     m.open_topic("t", 2, {})
     assert m.get("t", 0).opened and values(m.get("t", 0)) == [b"first"]
+    await m.close()
+
+
+async def test_a_clean_stop_writes_the_index_and_snapshot_only_where_the_next_open_needs_them(tmp_path):
+    """A small log without producers: neither file, and its deferred open (a scan of the one
+    segment) answers as before the stop. A log whose index has more than one entry, or one with
+    producer state (an idempotent producer's sequence), keeps both: its open reads them."""
+    m = manager(tmp_path)
+    m.open_topic("t", 3, {})
+    small, big, idem = (m.get("t", p) for p in range(3))
+    for i in range(3):
+        await append(m, small, b"s%d" % i)
+    for i in range(20):  # 20 x ~1 KiB: past index.interval.bytes, more than one index entry
+        await append(m, big, b"b%d-" % i + b"x" * 1000)
+    data = bytearray(
+        records.simple_batch([b"i0"], producer_id=7, producer_epoch=0, base_sequence=0, base_timestamp=NOW)
+    )
+    idem.append(data, validate_produce(data), NOW)
+    await m.appended(idem)
+    before = [(p.log_end_offset, p.max_timestamp_offset(), p.producers.to_json()) for p in (small, big, idem)]
+    await m.close()
+    names = {p: sorted(os.listdir(tmp_path / f"t-{p}")) for p in range(3)}
+    assert names[0] == [f"{0:020d}.log"]
+    assert f"{0:020d}.index" in names[1] and "producer-state.json" in names[1]
+    assert "producer-state.json" in names[2]
+    m = manager(tmp_path)
+    m.open_topic("t", 3, {})
+    m.started()
+    again = [m.get("t", p) for p in range(3)]
+    assert not any(p.opened for p in again)
+    after = [(p.log_end_offset, p.max_timestamp_offset(), p.producers.to_json()) for p in again]
+    assert after == before
+    assert values(again[0]) == [b"s0", b"s1", b"s2"]
+    assert values(again[1], 19) == [b"b19-" + b"x" * 1000]
+    assert await append(m, again[0], b"s3") == 3
+    await m.close()
+
+
+class CountingOps(FileOps):
+    def __init__(self) -> None:
+        self.fsyncs = 0
+
+    def fsync(self, fd: int) -> None:
+        self.fsyncs += 1
+        super().fsync(fd)
+
+
+async def test_a_clean_stop_syncs_once_for_every_log_not_once_per_file(tmp_path):
+    """log.flush=never leaves every append unsynced: the stop makes them durable with one syncfs,
+    not an fsync per segment, and only then checkpoints them; the next start trusts them all."""
+    ops = CountingOps()
+    m = LogManager(tmp_path, Config({"log.dirs": str(tmp_path), "log.flush": "never"}), file_ops=ops)
+    m.open_topic("t", 50, {})
+    for p in range(50):
+        await append(m, m.get("t", p), b"%d" % p)
+    assert read_checkpoint(tmp_path / CHECKPOINT).get(("t", 0), 0) == 0
+    await m.close()
+    assert ops.fsyncs == 0
+    assert all(o == 1 for o in read_checkpoint(tmp_path / CHECKPOINT).values())
+    m = manager(tmp_path)
+    m.open_topic("t", 50, {})
+    m.started()
+    assert len(m.clean_logs) == 50 and not any(plog.opened for plog in m.logs.values())
+    assert [values(m.get("t", p)) for p in range(50)] == [[b"%d" % p] for p in range(50)]
+    await m.close()
+
+
+async def test_a_stop_whose_sync_fails_claims_nothing_unsynced(tmp_path, monkeypatch):
+    """The checkpoint and the clean-shutdown marker come after the syncfs: when it fails, neither
+    claims the appends it was to make durable, and the next start recovers the logs."""
+    m = LogManager(tmp_path, Config({"log.dirs": str(tmp_path), "log.flush": "never"}))
+    m.open_topic("t", 3, {})
+    for p in range(3):
+        await append(m, m.get("t", p), b"x")
+
+    def failing_syncfs(directory) -> None:
+        raise OSError(errno.EIO, "injected write-back error", str(directory))
+
+    monkeypatch.setattr(manager_module, "syncfs", failing_syncfs)
+    with pytest.raises(OSError):
+        await m.close()
+    assert not (tmp_path / CLEAN_SHUTDOWN).exists()
+    assert all(o == 0 for o in read_checkpoint(tmp_path / CHECKPOINT).values())
+    monkeypatch.undo()
+    m = manager(tmp_path)
+    assert not m.defer_open
+    m.open_topic("t", 3, {})
+    assert all(m.get("t", p).opened and m.get("t", p).log_end_offset == 1 for p in range(3))
     await m.close()

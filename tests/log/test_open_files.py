@@ -4,14 +4,21 @@ under a small limit with every read and write landing in the right file."""
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import os
+import resource
 import threading
 
-from broker.log import records
+import pytest
+
+from broker.config import Config
+from broker.log import records, segment
 from broker.log.batch import validate_produce
 from broker.log.cleaner import clean_partition
+from broker.log.manager import LogManager, StorageError, open_files_limit
 from broker.log.partition import PartitionLog
-from broker.log.segment import OpenFiles
+from broker.log.segment import FileOps, OpenFiles
 
 from .test_partition_log import NOW, cfg, values_from
 
@@ -81,14 +88,14 @@ def test_a_pinned_segment_keeps_its_file_and_a_worker_fsync_reopens_a_closed_one
     files.acquire(b.segments[0])
     files.acquire(c.segments[0])
     assert a.segments[0]._fd is None
-    # the group commit's fsync runs in a worker thread: it opens the file without closing others
+    # the group commit's fsync runs in a worker thread: it syncs through a descriptor of its own,
+    # closed again after the fsync, and neither closes others nor takes a place in the budget
     worker = threading.Thread(target=a.segments[0].flush)
     worker.start()
     worker.join()
-    assert a.segments[0]._pins == 0 and len(files) == 3  # over the limit until the loop's next open
+    assert a.segments[0]._pins == 0 and a.segments[0]._fd is None and len(files) == 2
     assert a.segments[0].synced_size == a.segments[0].size
-    files.acquire(b.segments[0])
-    assert len(files) == 2
+    assert open_fds(tmp_path) == 2
     assert values_from(a) == [(0, b"a"), (1, b"a2")]
     for plog in (a, b, c):
         plog.close()
@@ -110,3 +117,80 @@ def test_cleaning_a_log_under_a_tight_limit(tmp_path):
     assert len(files) <= 3
     for log_ in [plog, *others]:
         log_.close()
+
+
+class RecordingOps(FileOps):
+    """The system calls of the segments, recording each fsync's file (and failing those of
+    ``failing``) -- to see which file a group commit made durable, and through which descriptor."""
+
+    def __init__(self) -> None:
+        self.synced: list[str] = []
+        self.failing: set[str] = set()
+
+    def fsync(self, fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        self.synced.append(path)
+        if path in self.failing:
+            raise OSError(errno.EIO, "injected write-back error")
+        super().fsync(fd)
+
+
+def produce(m: LogManager, plog: PartitionLog, value: bytes):
+    data = bytearray(records.simple_batch([value], base_timestamp=NOW))
+    plog.append(data, validate_produce(data), NOW)
+    return m.appended(plog)
+
+
+@pytest.mark.parametrize("policy", ["interval", "always"])
+async def test_a_file_closed_for_room_with_unsynced_appends_is_fsynced_before_they_are_acknowledged(
+    tmp_path, policy
+):
+    ops = RecordingOps()
+    conf = {"log.dirs": str(tmp_path), "log.flush": policy, "log.max.open.files": "2"}
+    m = LogManager(tmp_path, Config(conf), file_ops=ops)
+    m.open_topic("t", 6, {})
+    plogs = [m.get("t", p) for p in range(6)]
+    futures = [produce(m, plog, b"v%d" % p) for p, plog in enumerate(plogs)]  # one commit window
+    # six appends written, at most two of their files still open: four closed with unsynced pages
+    assert all(plog.high_watermark == 0 for plog in plogs)
+    assert sum(plog.active._fd is None for plog in plogs) >= 4 and len(m.files) <= 2
+    await asyncio.gather(*futures)
+    for plog in plogs:  # acknowledged: each file was fsynced, every byte of it, and is visible
+        assert str(plog.active.path) in ops.synced
+        assert plog.active.synced_size == plog.active.size and plog.high_watermark == 1
+    assert len(m.files) <= 2 and open_fds(tmp_path) <= 2  # the fsyncs' own descriptors are closed
+    await m.close()
+
+
+async def test_a_failed_fsync_of_a_file_closed_for_room_fails_the_appends_it_held(tmp_path):
+    ops = RecordingOps()
+    conf = {"log.dirs": str(tmp_path), "log.flush": "interval", "log.max.open.files": "1"}
+    m = LogManager(tmp_path, Config(conf), file_ops=ops)
+    m.open_topic("t", 3, {})
+    a, b, c = (m.get("t", p) for p in range(3))
+    ops.failing.add(str(a.active.path))
+    futures = [produce(m, plog, b"x") for plog in (a, b, c)]
+    assert a.active._fd is None  # closed for room before the commit
+    with pytest.raises(StorageError):
+        await asyncio.gather(*futures)
+    assert a.log_end_offset == 0 and a.high_watermark == 0  # cut, never served
+    ops.failing.clear()
+    await produce(m, a, b"again")
+    assert values_from(a) == [(0, b"again")]
+    await m.close()
+
+
+def test_the_default_budget_is_half_the_soft_limit_the_process_started_with(monkeypatch):
+    """``serve`` notes the soft limit it was started with before raising it to the hard limit for
+    connections: the default log.max.open.files (0) is half of that one, not of the raised one."""
+    monkeypatch.setattr(segment, "_starting_soft_limit", None)
+    segment.note_starting_open_files_limit(1024)
+    segment.note_starting_open_files_limit(1 << 20)  # (raised since: the first one noted counts)
+    assert open_files_limit(0) == 512
+    assert open_files_limit(100) == 100  # set explicitly
+    monkeypatch.setattr(segment, "_starting_soft_limit", 90)
+    assert open_files_limit(0) == 64
+    monkeypatch.setattr(segment, "_starting_soft_limit", resource.RLIM_INFINITY)
+    assert open_files_limit(0) == 0  # unbounded
+    monkeypatch.setattr(segment, "_starting_soft_limit", None)  # not noted: the current soft limit
+    assert open_files_limit(0) == max(64, resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2)
