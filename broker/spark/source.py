@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -31,31 +30,8 @@ RECORDS_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
     "timestampType int, headers array<struct<key:string,value:binary>>"
 )
-ARROW_RECORDS = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("timestampType", pa.int32()),
-        ("headers", pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))),
-    ]
-)
+ARROW_RECORDS = logdir.ARROW_RECORDS
 VIEWS = ("records", "offsets", "groups")
-
-
-def columns_to_arrow(cols: dict[str, list]) -> pa.RecordBatch:
-    """Columns of ``logdir.read_columns`` (timestamps in ms) as the Arrow batch Spark expects."""
-    arrays = []
-    for f in ARROW_RECORDS:
-        if f.name == "timestamp":
-            ms = pa.array(cols["timestamp"], pa.int64())
-            arrays.append(pc.multiply(ms, 1000).cast(f.type))
-        else:
-            arrays.append(pa.array(cols[f.name], f.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_RECORDS)
 
 
 class _Split(InputPartition):
@@ -70,9 +46,7 @@ class _Split(InputPartition):
 
 def _read_splits(split: _Split, verify_crc: bool) -> Iterator[pa.RecordBatch]:
     for r in split.ranges:
-        cols = logdir.read_columns(r, verify_crc, getattr(split, "aborted", None))
-        if cols["offset"]:
-            yield columns_to_arrow(cols)
+        yield from logdir.read_arrow(r, verify_crc, getattr(split, "aborted", None))
 
 
 def _options(options: dict) -> tuple[str, str]:
