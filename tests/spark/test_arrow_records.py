@@ -19,6 +19,7 @@ from broker.log.batch import HEADER_SIZE
 from broker.log.control import marker_batch
 from broker.log.records import InvalidRecords, Record, build_batch
 from broker.spark import logdir
+from broker.spark.source import pack
 
 pytestmark = pytest.mark.unit
 
@@ -182,3 +183,26 @@ def test_empty_and_compressed_ranges(tmp_path):
     path, end = segment(tmp_path / "00000000000000000000.log", [build_batch([(None, b"v")] * 5, 0, 1, 4)])
     assert list(logdir.read_arrow(logdir.SegmentRange("t", 0, path, 5, 9))) == []
     assert same(logdir.SegmentRange("t", 0, path, 1, 3)) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=8), st.integers(1, 20))
+def test_pack_keeps_every_offset_in_order_in_count_equal_partitions(sizes, count):
+    ranges, at = [], 0
+    for i, size in enumerate(sizes):
+        ranges.append((logdir.SegmentRange("t", i % 2, f"s{i}", at, at + size), i))
+        at += size
+    parts = pack(ranges, count)
+    total = sum(sizes)
+    assert len(parts) == min(count, total)
+    assert all(parts)
+    flat = [
+        (r.topic, r.partition, r.path, o, extra)
+        for part in parts
+        for r, extra in part
+        for o in range(r.start, r.end)
+    ]
+    want = [(r.topic, r.partition, r.path, o, extra) for r, extra in ranges for o in range(r.start, r.end)]
+    assert flat == want
+    shares = [sum(r.end - r.start for r, _ in part) for part in parts]
+    assert max(shares, default=0) - min(shares, default=0) <= 1
