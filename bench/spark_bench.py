@@ -3,6 +3,7 @@ single-process Python read of the same segments with the same decoder, measured 
 
     python bench/spark_bench.py [--records 1000000] [--size 100] [--partitions 4] [--rounds 3]
                                 [--compression none|lz4|zstd|gzip|snappy] [--profile]
+                                [--jvm-options "-XX:+UseParallelGC"]
 
 The data directory is written by the real broker (in-process, ``segment.bytes`` 16 MiB) from a
 confluent-kafka producer. Then, best of ``--rounds`` each:
@@ -95,6 +96,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--compression", default="none")
     ap.add_argument("--profile", action="store_true", help="print the top of a profile of the columns read")
+    ap.add_argument(
+        "--jvm-options",
+        help="the driver's JVM options instead of local_session's quick-start ones (C1 only, serial GC), "
+        "e.g. to measure the JVM's share with its optimising compiler",
+    )
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="spark-bench-"))
     try:
@@ -116,7 +122,8 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
     from broker.spark import jobs
     from broker.spark.session import local_session
 
-    spark = local_session(app="spark-bench")
+    conf = {} if args.jvm_options is None else {"spark.driver.extraJavaOptions": args.jvm_options}
+    spark = local_session(app="spark-bench", **conf)
     plain, columns, sparked = [], [], []
     for _ in range(args.rounds):
         t = time.perf_counter()
