@@ -3,7 +3,7 @@ single-process Python read of the same segments with the same decoder, measured 
 
     python bench/spark_bench.py [--records 1000000] [--size 100] [--partitions 4] [--rounds 3]
                                 [--compression none|lz4|zstd|gzip|snappy] [--profile]
-                                [--jvm-options "-XX:+UseParallelGC"]
+                                [--jvm-options=-XX:+UseParallelGC]
 
 The data directory is written by the real broker (in-process, ``segment.bytes`` 16 MiB) from a
 confluent-kafka producer. Then, best of ``--rounds`` each:
