@@ -5,16 +5,20 @@
     spark.readStream.format("pykbroker").option("path", data_dir).option("subscribe", "t").load()
 
 The ``records`` view has exactly the columns and types of Spark's Kafka source, so a job written
-against it runs unchanged on ``format("kafka")`` against a real cluster. Each input partition is one
-segment file's offset range. Streaming is bounded by what the broker has durably written.
-"""
+against it runs unchanged on ``format("kafka")`` against a real cluster. The offset ranges to read
+(per segment file) are packed, in order, into ``minPartitions`` input partitions (default: the CPUs)
+of about equal offsets, more when one would exceed ``maxRecordsPerPartition``; each worker yields
+Arrow batches built column-wise (:func:`logdir.read_arrow`). Streaming is bounded by what the broker
+has durably written."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Iterator, Sequence
+from typing import TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -31,48 +35,28 @@ RECORDS_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
     "timestampType int, headers array<struct<key:string,value:binary>>"
 )
-ARROW_RECORDS = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")),
-        ("timestampType", pa.int32()),
-        ("headers", pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))),
-    ]
-)
+ARROW_RECORDS = logdir.ARROW_RECORDS
 VIEWS = ("records", "offsets", "groups")
+T = TypeVar("T")
+#: offsets per input partition at most, unless the option maxRecordsPerPartition says otherwise
+MAX_RECORDS_PER_PARTITION = 2_000_000
 
 
-def columns_to_arrow(cols: dict[str, list]) -> pa.RecordBatch:
-    """Columns of ``logdir.read_columns`` (timestamps in ms) as the Arrow batch Spark expects."""
-    arrays = []
-    for f in ARROW_RECORDS:
-        if f.name == "timestamp":
-            ms = pa.array(cols["timestamp"], pa.int64())
-            arrays.append(pc.multiply(ms, 1000).cast(f.type))
-        else:
-            arrays.append(pa.array(cols[f.name], f.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_RECORDS)
+Aborted = tuple[tuple[int, int, int], ...] | None
 
 
 class _Split(InputPartition):
-    def __init__(
-        self, ranges: list[logdir.SegmentRange], aborted: tuple[tuple[int, int, int], ...] | None = None
-    ):
-        super().__init__(ranges)
+    """One input partition: consecutive offset ranges (of one or more topic-partitions), each with
+    its partition's aborted transactions under read_committed (else None)."""
+
+    def __init__(self, ranges: list[tuple[logdir.SegmentRange, Aborted]]):
+        super().__init__(len(ranges))
         self.ranges = ranges
-        #: read_committed: the aborted transactions of the split's partition (else None)
-        self.aborted = aborted
 
 
 def _read_splits(split: _Split, verify_crc: bool) -> Iterator[pa.RecordBatch]:
-    for r in split.ranges:
-        cols = logdir.read_columns(r, verify_crc, getattr(split, "aborted", None))
-        if cols["offset"]:
-            yield columns_to_arrow(cols)
+    for r, aborted in split.ranges:
+        yield from logdir.read_arrow(r, verify_crc, aborted)
 
 
 def _options(options: dict) -> tuple[str, str]:
@@ -88,7 +72,8 @@ def _options(options: dict) -> tuple[str, str]:
 class BrokerLogDataSource(DataSource):
     """Options: ``path`` (data directory), ``view`` (records | offsets | groups), and for records
     ``subscribe`` (comma-separated topics; default all), ``startingOffsets``, ``endingOffsets``,
-    ``maxOffsetsPerTrigger`` / ``maxRecordsPerTrigger``, ``failOnDataLoss`` (default true),
+    ``maxOffsetsPerTrigger`` / ``maxRecordsPerTrigger``, ``minPartitions`` (default: the CPUs),
+    ``maxRecordsPerPartition`` (default 2,000,000), ``failOnDataLoss`` (default true),
     ``verifyCrc`` (default true), ``kafka.isolation.level`` (read_uncommitted, the default of Spark's
     Kafka source, or read_committed: up to the last stable offset, without aborted transactions)."""
 
@@ -133,6 +118,16 @@ class _RecordsBase:
             raise ValueError(f"kafka.isolation.level {level!r} is not one of {logdir.ISOLATION_LEVELS}")
         self.committed = level == logdir.READ_COMMITTED
         self._txns: dict[tuple[ofs.TP, int], logdir.Transactions] = {}
+        #: input partitions: at least minPartitions, and enough for maxRecordsPerPartition offsets each
+        self.min_partitions = int(options.get("minPartitions") or os.cpu_count() or 1)
+        self.max_records_per_partition = int(
+            options.get("maxRecordsPerPartition") or MAX_RECORDS_PER_PARTITION
+        )
+        if self.min_partitions < 1 or self.max_records_per_partition < 1:
+            raise ValueError(
+                f"minPartitions ({self.min_partitions}) and maxRecordsPerPartition "
+                f"({self.max_records_per_partition}) must be at least 1"
+            )
 
     def _transactions(self, tp: ofs.TP, end: int) -> logdir.Transactions:
         if (tp, end) not in self._txns:
@@ -154,7 +149,7 @@ class _RecordsBase:
         return logdir.log_start_offset(self.path, *tp)
 
     def _splits(self, start: dict[ofs.TP, int], end: dict[ofs.TP, int]) -> list[_Split]:
-        out = []
+        ranges: list[tuple[logdir.SegmentRange, tuple[tuple[int, int, int], ...] | None]] = []
         durable = logdir.durable_offsets(self.path) if self.committed else {}
         for tp, hi in sorted(end.items()):
             lo = start[tp] if tp in start else self._earliest(tp)
@@ -164,8 +159,38 @@ class _RecordsBase:
             aborted = None
             if self.committed:
                 aborted = self._transactions(tp, logdir.end_offset(self.path, tp, durable)).aborted
-            out += [_Split([r], aborted) for r in logdir.plan(self.path, tp, lo, hi, self.fail_on_data_loss)]
-        return out
+            ranges += [(r, aborted) for r in logdir.plan(self.path, tp, lo, hi, self.fail_on_data_loss)]
+        total = sum(r.end - r.start for r, _ in ranges)
+        count = max(self.min_partitions, -(-total // self.max_records_per_partition))
+        return [_Split(part) for part in pack(ranges, count)]
+
+
+def pack(
+    ranges: list[tuple[logdir.SegmentRange, T]], count: int
+) -> list[list[tuple[logdir.SegmentRange, T]]]:
+    """``ranges`` (in order) packed into ``count`` input partitions of about equal offsets, in order:
+    a range is cut where a partition's share ends, and a partition may hold several consecutive
+    ranges (a Python worker's start and the task around it cost far more than reading one more
+    segment, so Spark gets as many tasks as there are cores to keep busy, not one per segment; as
+    Spark packs files into partitions). Never more partitions than offsets, never an empty one."""
+    total = sum(r.end - r.start for r, _ in ranges)
+    count = min(count, total)
+    if count <= 0:
+        return []
+    bounds = [total * i // count for i in range(1, count + 1)]  # where each partition's share ends
+    out: list[list[tuple[logdir.SegmentRange, T]]] = [[]]
+    done = 0  # offsets packed so far
+    for r, extra in ranges:
+        start = r.start
+        while start < r.end:
+            room = bounds[len(out) - 1] - done
+            end = min(r.end, start + room)
+            out[-1].append((dataclasses.replace(r, start=start, end=end), extra))
+            done += end - start
+            start = end
+            if done == bounds[len(out) - 1] and len(out) < count:
+                out.append([])
+    return out
 
 
 class RecordsBatchReader(_RecordsBase, DataSourceReader):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 from kafka import KafkaConsumer, TopicPartition
 
@@ -48,9 +49,9 @@ def test_records_equal_a_kafka_python_consumer(spark, history, tmp_path):
     d = str(history.data_dir)
     for topic, parts in ((EVENTS, 3), (COMPRESSED, 1), (fixture_log.APPENDED, 1)):
         df = spark.read.format("pykbroker").option("path", d).option("subscribe", topic).load()
-        # one input partition per segment: the fixture's small segment.bytes gives many
+        # the fixture's small segment.bytes gives many segments, packed into one input partition a CPU
         if topic == EVENTS:
-            assert df.rdd.getNumPartitions() > 6
+            assert df.rdd.getNumPartitions() == (os.cpu_count() or 1)
         got = _spark_rows(df)
         with running_broker(history.data_dir, fixture_log.CONFIG) as b:
             want = _consume_all(b.bootstrap, topic, parts)
@@ -69,6 +70,33 @@ def test_compressed_batches_decode(spark, history):
     )
     keys = {bytes(r.key).decode().split("-")[0] for r in df.select("key").collect()}
     assert keys == set(fixture_log.CODECS)
+
+
+def test_input_partitions_by_min_partitions_and_max_records(spark, history):
+    def read(**options: str):
+        opts = {"path": str(history.data_dir), "subscribe": EVENTS, **options}
+        return spark.read.format("pykbroker").options(**opts).load()
+
+    produced = sum(history.produced[EVENTS, p] for p in range(3))
+    whole = read(minPartitions="1")
+    assert whole.rdd.getNumPartitions() == 1
+    divided = read(minPartitions="7")
+    assert divided.rdd.getNumPartitions() == 7
+    assert _spark_rows(divided) == _spark_rows(whole)
+    # partitions in order, each partition's offsets in order
+    assert [(r.partition, r.offset) for r in divided.select("partition", "offset").collect()] == [
+        (p, o) for p in range(3) for o in range(history.produced[EVENTS, p])
+    ]
+    cap = produced // 5
+    capped = read(minPartitions="1", maxRecordsPerPartition=str(cap))
+    assert capped.rdd.getNumPartitions() == -(-produced // cap)
+    assert _spark_rows(capped) == _spark_rows(whole)
+    try:
+        read(minPartitions="0").collect()
+    except Exception as e:
+        assert "must be at least 1" in str(e)
+    else:
+        raise AssertionError("minPartitions 0 must fail")
 
 
 def test_offset_ranges_and_unknown_topic(spark, history):
