@@ -244,7 +244,7 @@ def test_kafka_python_wrong_password(secure, certs, caplog):
     caplog.set_level(logging.INFO)
     conf = _kp_config(secure, "SASL_PLAINTEXT", certs, "SCRAM-SHA-512", password="wrong")
     with pytest.raises(KPError) as e:
-        KafkaProducer(**conf, max_block_ms=5000)
+        KafkaProducer(**conf, max_block_ms=5000, bootstrap_timeout_ms=5000)
     # kafka-python 3: KafkaTimeoutError "Unable to bootstrap"; the broker refused every attempt
     assert type(e.value).__name__ == "KafkaTimeoutError", repr(e.value)
     assert "authentication failed for alice" in caplog.text  # the broker refused the SCRAM exchange
