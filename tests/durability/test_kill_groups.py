@@ -65,7 +65,7 @@ from .test_kill import PARTITIONS, BrokerProcess, Load, _seed, check_broker_logs
 
 KILLS = int(os.environ.get("DURABILITY_GROUP_KILLS", "50"))
 KILL_DELAY = (0.050, 0.400)  # seconds from the first acknowledgement after a (re)start to SIGKILL
-RATE = 3_000  # records/s offered by each producer
+RATE = 1_500  # records/s offered by each producer (busy enough that every kill lands mid-write)
 RESUME_TIMEOUT = 30.0
 BOUNCE = 0.15  # chance per life that a group's member is replaced
 BROKER_CONFIG = {
