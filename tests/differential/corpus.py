@@ -150,6 +150,7 @@ BASE_TS = 1_700_000_000_000  # record timestamps: fixed, so fetched batches are 
 NOW_TS = int(time.time()) * 1000
 #: a consumer-protocol subscription (version 0, topics ["t"]) and assignment, as opaque bytes
 SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"
+SUBSCRIBED = "t"  # the one topic SUBSCRIPTION names
 ASSIGNMENT = b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff"
 
 _serial = itertools.count(1)
@@ -1255,6 +1256,28 @@ def offset_delete_cases(v: int, n: Names) -> Iterator[Case]:
     yield (
         "unknown topic",
         [create(t + "x"), commit(g + "x", t + "x"), Step(47, v, req(g + "x", n.topic("m"), [0]))],
+    )
+    gs = n.group("sub")
+
+    def member_commit(topic: str) -> Callable:
+        def body(p: Peer) -> OffsetCommitRequest:
+            part = OffsetCommitRequestPartition(0, 1, -1, -1, None)
+            return OffsetCommitRequest(gs, p.memory["generation"], p.memory["member"], None, -1,
+                                       [OffsetCommitRequestTopic(topic, partitions=[part])])  # fmt: skip
+
+        return body
+
+    yield (
+        "a stable group: its subscribed topic, then another",
+        [
+            create(SUBSCRIBED),
+            create(t + "o"),
+            *stable_group(gs),
+            Step(8, 8, member_commit(SUBSCRIBED), compare=False),
+            Step(8, 8, member_commit(t + "o"), compare=False),
+            Step(47, v, req(gs, SUBSCRIBED, [0]), label="subscribed"),
+            Step(47, v, req(gs, t + "o", [0]), label="not subscribed"),
+        ],
     )
 
 
