@@ -55,7 +55,10 @@ def _error(
     code: ErrorCode,
     message: str | None = None,
     record_errors: list[tuple[int, str]] | None = None,
+    log_start_offset: int = -1,
 ) -> PartitionProduceResponse:
+    """A refused partition. ``log_start_offset``: the partition's, where Kafka's answer carries it
+    (refusals once the log is found: producer state, record validation; not a corrupt batch)."""
     if record_errors is None:
         record_errors = [(0, message)] if code == ErrorCode.INVALID_RECORD else []
     return PartitionProduceResponse(
@@ -63,7 +66,7 @@ def _error(
         error_code=int(code),
         base_offset=-1,
         log_append_time_ms=-1,
-        log_start_offset=-1,
+        log_start_offset=log_start_offset,
         error_message=message,
         record_errors=[BatchIndexAndErrorMessage(i, m) for i, m in record_errors],
     )
@@ -392,30 +395,24 @@ def _append(
         # records already validated (and their decompressed size capped) above
         keyless = validator.keyless_record_errors(records, batch, topic, partition)
         if keyless:
-            refused = _error(
-                partition, ErrorCode.INVALID_RECORD, validator.record_errors_message(keyless), keyless
-            )
-            refused.log_start_offset = plog.log_start_offset  # (Kafka's RecordValidationException)
-            return refused
+            message = validator.record_errors_message(keyless)
+            return _error(partition, ErrorCode.INVALID_RECORD, message, keyless, plog.log_start_offset)
     if bad_timestamps:
-        refused = _error(
+        return _error(
             partition,
             ErrorCode.INVALID_TIMESTAMP,
             "One or more records have been rejected due to invalid timestamp",
             bad_timestamps,
+            plog.log_start_offset,
         )
-        refused.log_start_offset = plog.log_start_offset
-        return refused
     if batch.is_transactional:
         refused = _verify_transaction(ctx, transactional_id, batch, topic, partition)
         if refused is not None:
             return refused
     try:
         duplicate = plog.producers.check(batch)
-    except KafkaError as e:  # Kafka's answer carries the log start here (not for a corrupt batch)
-        refused = _error(partition, e.code, e.message)
-        refused.log_start_offset = plog.log_start_offset
-        return refused
+    except KafkaError as e:
+        return _error(partition, e.code, e.message, log_start_offset=plog.log_start_offset)
     if duplicate is not None:
         # already written: answer with the offsets it got then (once it is durable, like the original)
         if duplicate.last_offset >= plog.high_watermark:

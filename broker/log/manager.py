@@ -118,9 +118,7 @@ def _syncfs_all(fd: int, segments: list[Segment]) -> None:
     open since the broker started: the error it reports is any write-back error of the file system
     since then, which fails the group commit as a failed fsync does)."""
     sizes = [(seg, seg.size) for seg in segments]  # what the sync covers: written before it starts
-    if _libc.syncfs(fd) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"syncfs: {os.strerror(err)}")
+    _syncfs(fd, "the data directory")
     for seg, size in sizes:
         if size > seg.synced_size:
             seg.synced_size = size
@@ -142,14 +140,19 @@ def open_files_limit(setting: int) -> int:
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+def _syncfs(fd: int, what: str) -> None:
+    """syncfs(2) of the file system holding the open ``fd``; OSError if it reports a failure."""
+    if _libc.syncfs(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"syncfs: {os.strerror(err)}", what)
+
+
 def syncfs(directory: Path) -> None:
     """Write back everything of the file system holding ``directory`` (syncfs(2): one call for the
     indexes and snapshots of every log, where fsyncing each would be one call per file)."""
     fd = os.open(directory, os.O_RDONLY)
     try:
-        if _libc.syncfs(fd) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err), str(directory))
+        _syncfs(fd, str(directory))
     finally:
         os.close(fd)
 
