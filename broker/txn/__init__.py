@@ -243,9 +243,6 @@ class TransactionCoordinator:
         meta = self.state.txns.get(tid)
         return meta is not None and not (meta.state == TxnState.ONGOING and partition in meta.partitions)
 
-    def transactional_id_of(self, producer_id: int) -> str | None:
-        return self.state.by_producer.get(producer_id)
-
     def verify(
         self, tid: str | None, pid: int, epoch: int, topic: str, partition: int, node: int | None = None
     ) -> ErrorCode:

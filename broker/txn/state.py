@@ -161,29 +161,20 @@ class TxnCoordinatorState:
         #: (PrepareCommit/PrepareAbort): the facade writes the markers, then completes it
         self.on_prepared: Callable[[str], None] = lambda _tid: None
         self.txns: dict[str, TxnMetadata] = {}
-        #: producer id -> transactional id, for DescribeProducers/ListTransactions filters and checks
-        self.by_producer: dict[int, str] = {}
 
     def replay(self, record: TxnRecord, offset: int = -1, timestamp: int = -1) -> None:
         tid = record.transactional_id
-        old = self.txns.get(tid)
-        if old is not None and self.by_producer.get(old.producer_id) == tid:
-            del self.by_producer[old.producer_id]
         if record.value is None:
             self.txns.pop(tid, None)
             return
         meta = from_value(tid, record.value)
         meta.last_producer_epoch = record.last_producer_epoch
         self.txns[tid] = meta
-        self.by_producer[meta.producer_id] = tid
 
     def forget(self, tid: str) -> None:
         """Drop ``tid`` from memory (its coordinator moved; it is loaded again from the log)."""
-        meta = self.txns.pop(tid, None)
-        if meta is not None and self.by_producer.get(meta.producer_id) == tid:
-            del self.by_producer[meta.producer_id]
+        self.txns.pop(tid, None)
 
     def adopt(self, meta: TxnMetadata) -> None:
         """Take ``meta`` as loaded from the log by another state (a coordinator move)."""
         self.txns[meta.transactional_id] = meta
-        self.by_producer[meta.producer_id] = meta.transactional_id

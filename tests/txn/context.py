@@ -87,8 +87,5 @@ class TxnContext:
         ctx.clock.ms = self.clock.ms
         return ctx
 
-    def transactional_id_of(self, pid: int) -> str | None:
-        return self.state.by_producer.get(pid)
-
     def meta(self, tid: str) -> TxnMetadata:
         return self.state.txns[tid]
