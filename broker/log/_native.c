@@ -22,6 +22,12 @@ static inline int
 read_varint(const unsigned char *d, int64_t n, int64_t *pos, int max_bytes, int64_t *out)
 {
     int64_t p = *pos;
+    if (p < n && d[p] < 0x80) { /* one byte: most fields of most records */
+        unsigned int b = d[p];
+        *out = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
+        *pos = p + 1;
+        return 0;
+    }
     uint64_t result = 0;
     int shift = 0;
     int used = 0;
