@@ -78,8 +78,13 @@ def section(records: list[Record]) -> bytes:
 
 
 def test_the_extension_is_built_where_a_compiler_is():
+    """CI (``.ci/run``: a fresh clone, scripts/setup.sh's ``pip install -e .``) sets
+    PYKBROKER_REQUIRE_NATIVE=1: there a missing build fails. A checkout that was never installed
+    (e.g. another git worktree on a shared venv) skips."""
     if not shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]):
         pytest.skip("no C compiler: the install leaves the extension out")
+    if _native is None and os.environ.get("PYKBROKER_REQUIRE_NATIVE") != "1":
+        pytest.skip("broker/log/_native.c is not built in this checkout (`pip install -e .` builds it)")
     assert _native is not None, "broker/log/_native.c is not built: run `pip install -e .` (scripts/setup.sh)"
     if os.environ.get("PYKBROKER_NATIVE", "1") != "0":
         assert S.native_check is _native.check_records
@@ -251,8 +256,9 @@ def test_arbitrary_bytes(data, count):
 
 @needs_native
 @pytest.mark.parametrize("keep", [False, True])
-def test_validate_records_gives_the_same_stats_either_way(keep, monkeypatch):
-    buf = R.build_batch([Record(i, 5 - i, b"k", b"v" * i) for i in range(50)])
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_validate_records_gives_the_same_stats_either_way(keep, codec, monkeypatch):
+    buf = R.build_batch([Record(i, 5 - i, b"k", b"v" * i) for i in range(50)], compression=codec)
     info = B.read_header(buf, 0)
     native = S.validate_records(buf, info, 1 << 20, keep=keep)
     monkeypatch.setattr(S, "native_check", None)
