@@ -31,6 +31,7 @@ _OFFSET = Struct(">q")
 _LEN = Struct(">qi")
 _MAXTS_ATTR = Struct(">h")
 _EPOCH = Struct(">i")
+_CRC = Struct(">I")
 #: The partition leader epoch of a single node's batches (it is the only leader there has ever
 #: been); on a simulated cluster the leader stamps its epoch (PartitionLog.leader_epoch).
 LEADER_EPOCH = 0
@@ -142,7 +143,7 @@ def read_header(buf: bytes | memoryview, pos: int) -> BatchInfo:
 
 
 def check_crc(buf: bytes | memoryview, info: BatchInfo) -> None:
-    stored = HEADER.unpack_from(buf, info.position)[4]
+    stored = _CRC.unpack_from(buf, info.position + 17)[0]
     actual = crc32c(memoryview(buf)[info.position + 21 : info.position + info.size])
     if stored != actual:
         raise InvalidBatch(

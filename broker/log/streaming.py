@@ -23,11 +23,19 @@ What :func:`validate_records` checks, as Kafka's broker does before it appends a
 
 Malformed records are INVALID_RECORD (Kafka's InvalidRecordException); a compressed stream that does
 not decompress is CORRUPT_MESSAGE.
+
+The in-memory walk is the produce path's per-record cost, so it runs compiled when the package's
+install built ``broker/log/_native.c`` (setup.py, an optional extension): the C walk decides only
+that a section is well formed, and returns the same facts; for any section it refuses, the Python
+walk (:func:`_check_plain`, always here) runs and raises the error with its text. Without the
+extension (no compiler at install), or with ``PYKBROKER_NATIVE=0`` in the environment, the Python
+walk does it all. tests/log/test_native.py holds the two to the same answers.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,6 +54,18 @@ from .batch import (
     read_header,
 )
 from .records import _XERIAL_MAGIC, _ZZ, InvalidRecords, _read_varint
+
+try:
+    from . import _native
+except ImportError:  # not built (no C compiler at install): the Python walk does it all
+    _native = None
+
+#: ``check_records(section, count)``: the compiled walk of :func:`_check_plain`, returning its
+#: facts (min, max and first timestamp delta, attributes all 0) or None for a section it refuses;
+#: None when the extension is not built or ``PYKBROKER_NATIVE=0``
+native_check = (
+    _native.check_records if _native is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
+)
 
 CHUNK = 64 * 1024
 #: a compressed section may expand to at most this many times the topic's max.message.bytes
@@ -292,12 +312,19 @@ def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int, keep:
     (INVALID_RECORD when ``corrupt`` is false, else CORRUPT_MESSAGE). ``limit`` caps the
     decompressed size of a compressed batch. With ``keep``, the decompressed section of a
     compressed batch that fits the window comes back in ``section`` (for recompression)."""
-    section = bytes(memoryview(buf)[info.position + HEADER_SIZE : info.position + info.size])
+    view = memoryview(buf)[info.position + HEADER_SIZE : info.position + info.size]
     codec = info.attributes & COMPRESSION_MASK
     if not codec:
+        facts = native_check(view, info.records_count) if native_check is not None else None
+        if facts is not None:  # well formed: no copy of the section unless asked for
+            stats = RecordStats(*facts)
+            stats.section = bytes(view) if keep else None
+            return stats
+        section = bytes(view)  # the Python walk indexes bytes faster than a memoryview
         stats = _check_plain(section, info.records_count)
         stats.section = section if keep else None
         return stats
+    section = bytes(view)
     chunks = decompressed_chunks(codec, section, limit)
     head = bytearray()
     for chunk in chunks:
@@ -305,7 +332,7 @@ def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int, keep:
         if len(head) > WINDOW:
             break
     else:  # the usual case: the whole section fits the window
-        stats = _check_plain(head, info.records_count)
+        stats = check_section(head, info.records_count)
         stats.section = bytes(head) if keep else None
         return stats
     _check_streamable(info)
@@ -341,6 +368,16 @@ def _check_streamable(info: BatchInfo) -> None:
             f"{info.records_count} records decompressing to more than {WINDOW} bytes (at most "
             f"{MAX_STREAMED_RECORDS} records are accepted in a batch that large)"
         )
+
+
+def check_section(data: bytes | bytearray, count: int) -> RecordStats:
+    """The records section ``data`` of ``count`` records checked in memory (:func:`_check_plain`),
+    by the compiled walk when there is one."""
+    if native_check is not None:
+        facts = native_check(data, count)
+        if facts is not None:
+            return RecordStats(*facts)
+    return _check_plain(data, count)
 
 
 def _check_plain(data: bytes | bytearray, count: int) -> RecordStats:

@@ -39,17 +39,20 @@ class FrameError(ValueError):
 
 
 class FrameReader:
-    """Splits a stream into frames. A frame still arriving is kept as a list of chunks, joined once
-    complete: memory grows with the bytes received (never preallocated from the size prefix) and a
-    large frame arriving in many reads is copied once, not once per read."""
+    """Splits a stream into frames. A frame still arriving is kept as a list of chunks (views of the
+    reads, without its size prefix), joined once complete into exactly the frame's bytes: memory
+    grows with the bytes received (never preallocated from the size prefix) and a large frame
+    arriving in many reads is copied once (a produce request of 2,000 records is ~230 KB in 4 reads),
+    not once per read nor once more to cut it out of the joined reads."""
 
     __slots__ = ("max_size", "_buf", "_parts", "_have", "_need")
 
     def __init__(self, max_size: int):
         self.max_size = max_size
         self._buf = b""
-        #: chunks of an incomplete frame whose size prefix is known (``_need`` bytes in all)
-        self._parts: list[bytes] = []
+        #: views of the chunks of an incomplete frame whose size prefix is known (``_need`` bytes in
+        #: all with the prefix, ``_have`` of them received)
+        self._parts: list[bytes | memoryview] = []
         self._have = 0
         self._need = 0
 
@@ -59,16 +62,22 @@ class FrameReader:
         return len(self._buf) + self._have
 
     def feed(self, data: bytes) -> list[bytes]:
+        frames = []
         if self._parts:
-            self._parts.append(data)
-            self._have += len(data)
-            if self._have < self._need:
-                return []
-            data = b"".join(self._parts)
+            have = self._have + len(data)
+            if have < self._need:
+                self._parts.append(data)
+                self._have = have
+                return frames
+            cut = len(data) - (have - self._need)  # the bytes of ``data`` that finish the frame
+            self._parts.append(data if cut == len(data) else memoryview(data)[:cut])
+            frames.append(b"".join(self._parts))
             self._parts = []
             self._have = self._need = 0
+            if cut == len(data):
+                return frames
+            data = data[cut:]
         buf = self._buf + data if self._buf else data
-        frames = []
         pos = 0
         end = len(buf)
         while end - pos >= 4:
@@ -79,7 +88,7 @@ class FrameReader:
             stop = pos + 4 + size
             if stop > end:
                 if size > _CHUNKED:
-                    self._parts = [buf[pos:]]
+                    self._parts = [memoryview(buf)[pos + 4 :]]
                     self._have = end - pos
                     self._need = 4 + size
                     self._buf = b""

@@ -1,0 +1,267 @@
+"""broker.log._native (broker/log/_native.c), the compiled record walk of produce validation, against
+the pure-Python walk it replaces (streaming._check_plain): for every section, the C walk accepts
+exactly what the Python walk accepts, with the same facts, and refuses (None; the Python walk then
+raises INVALID_RECORD with its text) everything else. Checked on hand-made edge cases, on records
+built field by field from arbitrary (also overlong and out-of-range) varints, and on mutations of
+valid sections. Also: the extension is built wherever a C compiler is, and PYKBROKER_NATIVE=0 turns
+it off (the suite runs tests/log with it off too: scripts/test.sh)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker.log import batch as B
+from broker.log import records as R
+from broker.log import streaming as S
+from broker.log.records import Record
+
+try:
+    from broker.log import _native
+except ImportError:
+    _native = None
+
+needs_native = pytest.mark.skipif(_native is None, reason="broker.log._native is not built")
+
+
+def python_walk(data: bytes, count: int) -> tuple | None:
+    try:
+        s = S._check_plain(bytes(data), count)
+    except B.InvalidBatch as e:
+        assert not e.corrupt  # malformed records are INVALID_RECORD
+        return None
+    return (s.min_ts_delta, s.max_ts_delta, s.first_ts_delta, s.plain_attributes)
+
+
+def same(data: bytes, count: int) -> tuple | None:
+    """Both walks' answer on ``data``, asserted equal (also for a bytearray and a memoryview slice)."""
+    expected = python_walk(data, count)
+    assert _native.check_records(data, count) == expected, (data.hex(), count)
+    assert _native.check_records(bytearray(data), count) == expected
+    padded = b"\xff" + bytes(data) + b"\xff"
+    assert _native.check_records(memoryview(padded)[1:-1], count) == expected
+    return expected
+
+
+def raw_varint(u: int, pad: int = 0) -> bytes:
+    """``u`` (unsigned, any size) as 7-bit groups, with ``pad`` needless continuation bytes."""
+    out = bytearray()
+    while True:
+        out.append(u & 0x7F)
+        u >>= 7
+        if not u:
+            break
+    out.extend(b"\x00" * pad)
+    for i in range(len(out) - 1):
+        out[i] |= 0x80
+    return bytes(out)
+
+
+def varint(v: int, pad: int = 0) -> bytes:
+    """``v`` zigzag-encoded (any size, so also beyond a long)."""
+    return raw_varint(v << 1 if v >= 0 else ((-v) << 1) - 1, pad)
+
+
+def section(records: list[Record]) -> bytes:
+    return R.encode_records(records)
+
+
+# ---------------------------------------------------------------------------------------------
+# the build
+
+
+def test_the_extension_is_built_where_a_compiler_is():
+    """CI (``.ci/run``: a fresh clone, scripts/setup.sh's ``pip install -e .``) sets
+    PYKBROKER_REQUIRE_NATIVE=1: there a missing build fails. A checkout that was never installed
+    (e.g. another git worktree on a shared venv) skips."""
+    if not shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]):
+        pytest.skip("no C compiler: the install leaves the extension out")
+    if _native is None and os.environ.get("PYKBROKER_REQUIRE_NATIVE") != "1":
+        pytest.skip("broker/log/_native.c is not built in this checkout (`pip install -e .` builds it)")
+    assert _native is not None, "broker/log/_native.c is not built: run `pip install -e .` (scripts/setup.sh)"
+    if os.environ.get("PYKBROKER_NATIVE", "1") != "0":
+        assert S.native_check is _native.check_records
+
+
+def test_pykbroker_native_0_turns_it_off():
+    code = "from broker.log import streaming as S; print(S.native_check is None)"
+    env = {**os.environ, "PYKBROKER_NATIVE": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+# ---------------------------------------------------------------------------------------------
+# hand-made cases
+
+
+@needs_native
+def test_valid_sections_give_the_same_facts():
+    recs = [
+        Record(0, 0, None, b"v"),
+        Record(1, 300, b"k" * 200, None),
+        Record(2, -5, b"", b"x" * 70_000, [("h", b"1"), ("empty", None), ("", b"")]),
+        Record(3, (1 << 63) - 1, b"k", b"v"),
+        Record(4, -(1 << 63), None, None),
+    ]
+    for n in range(len(recs) + 1):
+        assert same(section(recs[:n]), n) is not None
+    many = section([Record(i, i % 7 - 3, b"key%d" % i, b"value" * (i % 50)) for i in range(3000)])
+    assert same(many, 3000) == (-3, 3, -3, True)
+    assert same(b"", 0) == (0, 0, 0, True)
+
+
+@needs_native
+def test_attributes_are_noted():
+    body = b"\x05" + varint(0) + varint(0) + varint(-1) + varint(1) + b"v" + varint(0)
+    assert same(varint(len(body)) + body, 1) == (0, 0, 0, False)
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\x00\x00\x00\x01\x01\x00\x00",
+        b"\x00\x00\x00\x01",
+        b"\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\x00\x01\x01\x00",
+        b"\x00\x00\xff\xff\xff\xff\xff\x01\x01\x01\x00",
+        b"\x00\x00\x00\x03\x01\x00",
+        b"\x00\x00\x00\x01\x05\x00",
+        b"\x00\x00\x00\x01\x01\x01",
+        b"\x00\x00\x00\x01\x01\x02\x01\x00\x00",
+        b"\x00\x00\x00\x01\x40\x00",
+    ],
+)
+def test_malformed_records_are_refused_by_both(body):
+    assert same(varint(len(body)) + body, 1) is None
+    assert same(varint(len(body)) + body, 0) is None
+    assert same(varint(len(body)) + body, 2) is None
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "ts",
+    [(1 << 63) - 1, -(1 << 63), 1 << 63, -(1 << 63) - 1, 1 << 64, (1 << 69) - 1, 0],
+)
+@pytest.mark.parametrize("pad", [0, 1, 3])
+def test_timestamp_deltas_at_the_edges_of_a_long(ts, pad):
+    body = b"\x00" + varint(ts, pad) + varint(0) + varint(-1) + varint(1) + b"v" + varint(0)
+    ok = -(1 << 63) <= ts < (1 << 63) and len(varint(ts, pad)) <= 10
+    assert (same(varint(len(body)) + body, 1) is not None) == ok
+
+
+@needs_native
+@pytest.mark.parametrize("size", [(1 << 31) - 1, -(1 << 31), 1 << 31, -(1 << 31) - 1, 1 << 34])
+def test_lengths_at_the_edges_of_an_int(size):
+    body = b"\x00\x00\x00" + varint(size) + varint(1) + b"v" + varint(0)
+    assert same(varint(len(body)) + body, 1) is None
+    body = b"\x00\x00\x00" + varint(-1) + varint(1) + b"v" + varint(1) + varint(size) + b"\x00"
+    assert same(varint(len(body)) + body, 1) is None
+
+
+@needs_native
+def test_counts_out_of_range_are_refused():
+    good = section([Record(0, 0, None, b"a"), Record(1, 0, None, b"b")])
+    for count in (-(1 << 62), -1, 1, 3, 1 << 31, 1 << 62):
+        assert same(good, count) is None
+    with pytest.raises(OverflowError):  # counts come from an int32 header field; never this
+        _native.check_records(good, 1 << 64)
+
+
+# ---------------------------------------------------------------------------------------------
+# generated sections
+
+
+def _field_varint(draw, value: int) -> bytes:
+    return varint(value, draw(st.sampled_from([0, 0, 0, 0, 1, 4])))
+
+
+@st.composite
+def raw_record(draw, index: int) -> bytes:
+    """One record built field by field: mostly well formed, sometimes not in one or more fields."""
+    small = st.integers(-3, 40)
+    wild = st.one_of(small, st.integers(-(1 << 70), 1 << 70))
+    out = bytearray([draw(st.sampled_from([0, 0, 0, 1, 0x80, 0xFF]))])
+    out += _field_varint(draw, draw(st.one_of(st.integers(-(1 << 40), 1 << 40), wild)))  # ts delta
+    out += _field_varint(draw, draw(st.sampled_from([index] * 6 + [index + 1, -1, 1 << 31])))
+    for _ in range(2):  # key, value
+        n = draw(small)
+        out += _field_varint(draw, n)
+        out += bytes(max(0, min(n, 40) + draw(st.sampled_from([0] * 8 + [-1, 1]))))
+    headers = draw(st.sampled_from([0, 0, 0, 1, 2, -1, 1 << 20]))
+    out += _field_varint(draw, headers)
+    for _ in range(max(0, min(headers, 3))):
+        for _ in range(2):  # header key, header value
+            n = draw(small)
+            out += _field_varint(draw, n)
+            out += bytes(max(0, min(n, 40)))
+    length = len(out) + draw(st.sampled_from([0] * 10 + [-1, 1, -3, 5, 1 << 31]))
+    return varint(length, draw(st.sampled_from([0, 0, 0, 2]))) + bytes(out)
+
+
+@st.composite
+def raw_section(draw) -> tuple[bytes, int]:
+    n = draw(st.integers(0, 6))
+    data = b"".join(draw(raw_record(i)) for i in range(n))
+    count = n + draw(st.sampled_from([0] * 8 + [-1, 1]))
+    return data, count
+
+
+@needs_native
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw_section())
+def test_records_built_field_by_field(case):
+    same(*case)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-(1 << 40), 1 << 40), st.binary(max_size=20) | st.none(), st.binary(max_size=20)
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), max_size=4),
+    st.integers(0, 1 << 16),
+    st.sampled_from(["flip", "truncate", "insert", "none"]),
+)
+def test_mutated_valid_sections(recs, flips, cut, how):
+    data = bytearray(section([Record(i, ts, k, v) for i, (ts, k, v) in enumerate(recs)]))
+    if how == "flip":
+        for at, value in flips:
+            data[at % len(data)] = value
+    elif how == "truncate":
+        del data[cut % len(data) :]
+    elif how == "insert":
+        for at, value in flips:
+            data.insert(at % (len(data) + 1), value)
+    same(bytes(data), len(recs))
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64), st.integers(-1, 6))
+def test_arbitrary_bytes(data, count):
+    same(data, count)
+
+
+@needs_native
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])
+def test_validate_records_gives_the_same_stats_either_way(keep, codec, monkeypatch):
+    buf = R.build_batch([Record(i, 5 - i, b"k", b"v" * i) for i in range(50)], compression=codec)
+    info = B.read_header(buf, 0)
+    native = S.validate_records(buf, info, 1 << 20, keep=keep)
+    monkeypatch.setattr(S, "native_check", None)
+    python = S.validate_records(buf, info, 1 << 20, keep=keep)
+    assert native == python
+    assert (native.section is not None) == keep
