@@ -434,6 +434,16 @@ class CoordinatorState:
             if group is not None:
                 group.state = GroupState.DEAD
             return
+        if not value.members:
+            self.replay_empty_group(
+                key.group,
+                value.protocol_type,
+                value.generation,
+                value.protocol,
+                value.leader,
+                value.current_state_timestamp,
+            )
+            return
         group = self.groups.get(key.group)
         if group is None:
             group = self.groups[key.group] = ClassicGroup(key.group)
@@ -484,6 +494,32 @@ class CoordinatorState:
             member.assignment = m.assignment
         group.leader_id = value.leader
         group.state = GroupState.STABLE if value.members else GroupState.EMPTY
+
+    def replay_empty_group(
+        self,
+        group_id: str,
+        protocol_type: str,
+        generation: int,
+        protocol: str | None,
+        leader: str | None,
+        state_timestamp: int,
+    ) -> None:
+        """Replay of a GroupMetadata record without members (an Empty group): its fields, as
+        ``_replay_group`` sets them (which calls this for such a record; the start-up loader calls it
+        with the fields it read from the record's bytes)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ClassicGroup(group_id)
+        group.generation = generation
+        group.protocol_type = protocol_type or None
+        group.protocol_name = protocol
+        group.leader_id = leader
+        group.state_timestamp = state_timestamp
+        if group.members:
+            for member_id in list(group.members):
+                group.remove(member_id)
+            group.leader_id = leader
+        group.state = GroupState.EMPTY
 
     def _replay_consumer(self, record: CoordinatorRecord) -> None:
         gid = record.key.group_id
