@@ -72,6 +72,7 @@ class _OffsetDecoder:
     def __init__(self, state: Any):
         self.state = state
         self.names: dict[bytes, tuple[str, str]] = {}  # key minus the partition -> (group, topic)
+        self.topics: dict[bytes, str] = {}  # a topic's name as the keys hold it -> the name
         self.last_prefix: bytes | None = None
         self.last_parts: dict[int, Any] = {}
         #: the last run of common records taken (``_run_layout``'s pattern and struct, the record's
@@ -122,18 +123,25 @@ class _OffsetDecoder:
         return True
 
     def _names(self, key: bytes) -> tuple[str, str] | None:
+        """The group and topic of an OffsetCommit key (type, int16-sized group and topic, partition),
+        cached by the key minus its partition; None when they do not decode or add up."""
+        size = len(key)
+        if size < 10 or key[2] >= 0x80:
+            return None
+        p = 4 + (key[2] << 8 | key[3])
+        if p + 6 > size or key[p] >= 0x80 or p + 6 + (key[p] << 8 | key[p + 1]) != size:
+            return None
+        topic = key[p + 2 : -4]
         try:
-            n = _I16.unpack_from(key, 2)[0]
-            group = key[4 : 4 + n].decode()
-            p = 4 + n
-            m = _I16.unpack_from(key, p)[0]
-            topic = key[p + 2 : p + 2 + m].decode()
-        except (UnicodeDecodeError, StructError):
+            names = (key[4:p].decode(), self.topics.get(topic) or self._topic(topic))
+        except UnicodeDecodeError:
             return None
-        if n < 0 or m < 0 or p + 2 + m + 4 != len(key):
-            return None
-        names = self.names[key[:-4]] = (group, topic)
+        self.names[key[:-4]] = names
         return names
+
+    def _topic(self, raw: bytes) -> str:
+        topic = self.topics[raw] = raw.decode()
+        return topic
 
 
 def _apply_empty_group(key: bytes, value: bytes | None, state: Any) -> bool:
@@ -379,7 +387,8 @@ def _run_layout(layout: tuple) -> tuple[re.Pattern, Struct, Struct] | None:
     )
     skip = len(lv) + 1 + ts_width + od_width + len(ks)
     run = (
-        re.compile(b"(?:" + record + b")+", re.DOTALL),
+        # possessive: a run is taken whole or not at all, no backtracking state is kept per record
+        re.compile(b"(?:" + record + b")++", re.DOTALL),
         Struct(f">{skip}x{size - 4}s48x"),
         Struct(f">{skip + size - 4}xix42sx"),
     )

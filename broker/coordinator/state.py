@@ -125,7 +125,7 @@ class PartitionOffsets:
     __slots__ = ("raw",)
 
     def __init__(self, items: Any = ()) -> None:
-        self.raw: dict[int, CommittedOffset | bytes] = dict(items)
+        self.raw: dict[int, CommittedOffset | bytes] = dict(items) if items else {}
 
     def get(self, partition: int, default: Any = None) -> Any:
         c = self.raw.get(partition)
@@ -408,10 +408,12 @@ class CoordinatorState:
         ``raw`` dict of its PartitionOffsets, whose values are CommittedOffset or a v4 value's bytes."""
         group = self.offsets.get(group_id)
         if group is None:
-            group = self.offsets[group_id] = Offsets()
-        parts = group.by_topic.get(topic)
-        if parts is None:
-            parts = group.by_topic[topic] = PartitionOffsets()
+            parts = PartitionOffsets()
+            self.offsets[group_id] = Offsets({topic: parts})
+        else:
+            parts = group.by_topic.get(topic)
+            if parts is None:
+                parts = group.by_topic[topic] = PartitionOffsets()
         # offsets alone keep a group listable (Empty), as in Kafka
         if group_id not in self.groups and group_id not in self.consumer_groups:
             self.groups[group_id] = ClassicGroup(group_id)
