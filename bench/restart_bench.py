@@ -169,16 +169,17 @@ with tempfile.TemporaryDirectory() as empty:
 logger = logging.getLogger("broker.coordinator")
 logger.addHandler(Capture())
 logger.setLevel(logging.INFO)
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 broker = Broker(config(sys.argv[1]))
-took = time.perf_counter() - start
+took, cpu = time.perf_counter() - start, time.process_time() - cpu
 close(broker)
-print(json.dumps({"seconds": took, "records": loaded[0] if loaded else 0}))
+print(json.dumps({"seconds": took, "cpu": cpu, "records": loaded[0] if loaded else 0}))
 """
 
 
-def restart_in(root: Path, data: Path) -> tuple[float, int]:
-    """(seconds, records replayed) of one restart by the broker of checkout ``root``, in a new process."""
+def restart_in(root: Path, data: Path) -> tuple[float, float, int]:
+    """(seconds, CPU seconds, records replayed) of one restart by the broker of checkout ``root``, in
+    a new process."""
     out = subprocess.run(
         [sys.executable, "-c", _RESTART_CHILD, str(data)],
         cwd=root,
@@ -188,7 +189,7 @@ def restart_in(root: Path, data: Path) -> tuple[float, int]:
         check=True,
     )
     doc = json.loads(out.stdout.strip().splitlines()[-1])
-    return doc["seconds"], doc["records"]
+    return doc["seconds"], doc["cpu"], doc["records"]
 
 
 def decode_only(data: Path) -> tuple[float, int]:
@@ -265,19 +266,22 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.baseline_root is not None:
             best = {"this": float("inf"), "baseline": float("inf")}
+            best_cpu = dict(best)
             counts = {}
             for _ in range(args.runs):
                 for name, root in (("baseline", args.baseline_root), ("this", ROOT)):
-                    took, count = restart_in(root, data)
+                    took, cpu, count = restart_in(root, data)
                     best[name] = min(best[name], took)
+                    best_cpu[name] = min(best_cpu[name], cpu)
                     counts[name] = count
-            print(
-                f"compacted restart in fresh processes, best of {args.runs}: this checkout "
-                f"{counts['this']:,} records in {best['this']:.3f} s = {counts['this'] / best['this']:,.0f} "
-                f"records/s; baseline {args.baseline_root} {counts['baseline']:,} in {best['baseline']:.3f} s = "
-                f"{counts['baseline'] / best['baseline']:,.0f} records/s; ratio "
-                f"{best['baseline'] / best['this']:.2f}x"
-            )
+            # CPU seconds too: on a shared machine the wall clock also counts other processes' turns
+            for what, b in (("wall", best), ("CPU", best_cpu)):
+                print(
+                    f"compacted restart in fresh processes, best of {args.runs}, {what} time: this checkout "
+                    f"{counts['this']:,} records in {b['this']:.3f} s = {counts['this'] / b['this']:,.0f} "
+                    f"records/s; baseline {args.baseline_root} {counts['baseline']:,} in {b['baseline']:.3f} s = "
+                    f"{counts['baseline'] / b['baseline']:,.0f} records/s; ratio {b['baseline'] / b['this']:.2f}x"
+                )
         if not same:
             return 1
         if args.scale >= 1 and compact[0] >= BAR_S:

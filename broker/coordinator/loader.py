@@ -6,14 +6,19 @@ so this walks the record batches itself instead of going through ``iter_records`
 makes no per-record objects, and OffsetCommit records -- nearly all of a large coordinator log --
 are decoded here directly (the key's group and topic, and topic ids, are looked up in small caches;
 a v4 value is one ``Struct.unpack_from``) and applied with ``CoordinatorState.put_offset`` /
-``remove_offset``. Every other record, and any OffsetCommit value this does not recognise, takes
-the general path: ``decode_record`` and ``replay``, the same code the live runtime uses.
+``remove_offset``; a run of them of one layout is matched by one regular expression and unpacked
+with ``Struct.iter_unpack``, a group's partitions in a row going into its dict with one ``update``.
+GroupMetadata records without members (Empty groups) are read here too and applied with
+``CoordinatorState.replay_empty_group``, which replay itself uses for them. Every other record, and
+any value this does not recognise, takes the general path: ``decode_record`` and ``replay``, the
+same code the live runtime uses.
 """
 
 from __future__ import annotations
 
 import gc
 import re
+from itertools import groupby, islice
 from struct import Struct
 from struct import error as StructError
 from typing import Any
@@ -34,12 +39,17 @@ from broker.log.control import parse_marker
 from broker.log.crc import crc32c
 from broker.log.records import _ZZ, InvalidRecords, _read_headers, _read_varint, decompress, iter_records
 
-from .records import OFFSET_COMMIT, decode_record
+from .records import GROUP_METADATA, OFFSET_COMMIT, decode_record
 
 _OFFSET_COMMIT_KEY = OFFSET_COMMIT.to_bytes(2, "big")
+_GROUP_METADATA_KEY = GROUP_METADATA.to_bytes(2, "big")
 #: batches the inline header path of ``_load`` leaves to the general one
 _SLOW_ATTRIBUTES = COMPRESSION_MASK | TRANSACTIONAL_MASK | CONTROL_MASK
 _I16 = Struct(">h")
+_I32 = Struct(">i")
+_I64 = Struct(">q")
+#: the end of a GroupMetadataValue v4 without members: an empty members array, no tagged fields
+_NO_MEMBERS = b"\x01\x00"
 #: OffsetCommitValue v4 after the version, offset, leader epoch and compact metadata string: the
 #: commit timestamp and the topic id as Kafka writes it (one tagged field, tag 0, 16 bytes)
 _V4_TAIL = Struct(">qBBB16x")
@@ -62,11 +72,12 @@ class _OffsetDecoder:
     def __init__(self, state: Any):
         self.state = state
         self.names: dict[bytes, tuple[str, str]] = {}  # key minus the partition -> (group, topic)
+        self.topics: dict[bytes, str] = {}  # a topic's name as the keys hold it -> the name
         self.last_prefix: bytes | None = None
         self.last_parts: dict[int, Any] = {}
         #: the last run of common records taken (``_run_layout``'s pattern and struct, the record's
         #: size): the next batch is tried as a whole with it, its first record included
-        self.last_run: tuple[re.Pattern, Struct, int] | None = None
+        self.last_run: tuple[re.Pattern, Struct, Struct, int] | None = None
 
     def apply(self, key: bytes, value: bytes | None) -> bool:
         """Apply one OffsetCommit record; False when it must take the general path."""
@@ -112,18 +123,101 @@ class _OffsetDecoder:
         return True
 
     def _names(self, key: bytes) -> tuple[str, str] | None:
+        """The group and topic of an OffsetCommit key (type, int16-sized group and topic, partition),
+        cached by the key minus its partition; None when they do not decode or add up."""
+        size = len(key)
+        if size < 10 or key[2] >= 0x80:
+            return None
+        p = 4 + (key[2] << 8 | key[3])
+        if p + 6 > size or key[p] >= 0x80 or p + 6 + (key[p] << 8 | key[p + 1]) != size:
+            return None
+        topic = key[p + 2 : -4]
         try:
-            n = _I16.unpack_from(key, 2)[0]
-            group = key[4 : 4 + n].decode()
-            p = 4 + n
-            m = _I16.unpack_from(key, p)[0]
-            topic = key[p + 2 : p + 2 + m].decode()
-        except (UnicodeDecodeError, StructError):
+            names = (key[4:p].decode(), self.topics.get(topic) or self._topic(topic))
+        except UnicodeDecodeError:
             return None
-        if n < 0 or m < 0 or p + 2 + m + 4 != len(key):
-            return None
-        names = self.names[key[:-4]] = (group, topic)
+        self.names[key[:-4]] = names
         return names
+
+    def _topic(self, raw: bytes) -> str:
+        topic = self.topics[raw] = raw.decode()
+        return topic
+
+
+def _apply_empty_group(key: bytes, value: bytes | None, state: Any) -> bool:
+    """Apply a GroupMetadata record whose value is a v4 without members (an Empty group: most groups
+    of a large log) from its bytes, with ``state.replay_empty_group`` (what replay calls for it);
+    False when it must take the general path (any other version, members, tagged fields, a string of
+    128 bytes or more, anything malformed)."""
+    if (
+        value is None
+        or len(value) < 17
+        or value[0] != 0
+        or value[1] != 4
+        or len(key) < 4
+        or key[2] >= 0x80
+        or (key[2] << 8 | key[3]) + 4 != len(key)
+    ):
+        return False
+    try:
+        n = value[2] - 1  # a compact string: its length + 1 (one byte: < 128)
+        if n < 0 or n >= 0x7F:
+            return False
+        p = 3 + n
+        protocol_type = value[3:p].decode()
+        generation = _I32.unpack_from(value, p)[0]
+        p += 4
+        n = value[p] - 1  # compact nullable strings: 0 is null
+        if n >= 0x7F:
+            return False
+        if n < 0:
+            protocol = None
+            p += 1
+        else:
+            protocol = value[p + 1 : p + 1 + n].decode()
+            p += 1 + n
+        n = value[p] - 1
+        if n >= 0x7F:
+            return False
+        if n < 0:
+            leader = None
+            p += 1
+        else:
+            leader = value[p + 1 : p + 1 + n].decode()
+            p += 1 + n
+        timestamp = _I64.unpack_from(value, p)[0]
+        if value[p + 8 :] != _NO_MEMBERS:
+            return False
+        group_id = key[4:].decode()
+    except (UnicodeDecodeError, IndexError, StructError):
+        return False
+    state.replay_empty_group(group_id, protocol_type, generation, protocol, leader, timestamp)
+    return True
+
+
+def _apply_run(offsets: _OffsetDecoder, prefixes: Struct, pairs: Struct, run: memoryview) -> int:
+    """Apply a run of common OffsetCommit records of one layout (``_run_layout``): ``prefixes``
+    unpacks each record's key prefix (type, group, topic), ``pairs`` its partition and value. The
+    records of one group and topic in a row go into its partitions' dict with one ``update``.
+    Returns the records applied: all of them, or those before the first whose key does not decode
+    (left to the record-by-record path)."""
+    values = pairs.iter_unpack(run)
+    names = offsets.names
+    last = offsets.last_prefix
+    parts = offsets.last_parts
+    done = 0
+    for (prefix,), same in groupby(prefixes.iter_unpack(run)):
+        k = len(list(same))
+        if prefix != last:
+            group_topic = names.get(prefix) or offsets._names(prefix + b"\0\0\0\0")
+            if group_topic is None:
+                break
+            parts = offsets.state.offset_partitions(group_topic[0], group_topic[1])
+            offsets.last_prefix, offsets.last_parts = prefix, parts
+            last = prefix
+        parts.update(islice(values, k))
+        done += k
+    return done
 
 
 def load(plog: Any, state: Any, coordinator: Any = None, kafka_layout_from: int = 0) -> int:
@@ -260,18 +354,18 @@ def _replay_transactional(batch: bytes, info: Any, min_offset: int, target: Any)
 
 #: the regular expression and the struct of a run of common records of one layout (see
 #: ``_run_layout``), by layout
-_RUNS: dict[tuple, tuple[re.Pattern, Struct] | None] = {}
+_RUNS: dict[tuple, tuple[re.Pattern, Struct, Struct] | None] = {}
 #: a varint of 1, 2 or 3 bytes
 _VARINT_RE = {1: rb"[\x00-\x7f]", 2: rb"[\x80-\xff][\x00-\x7f]", 3: rb"[\x80-\xff]{2}[\x00-\x7f]"}
 
 
-def _run_layout(layout: tuple) -> tuple[re.Pattern, Struct] | None:
+def _run_layout(layout: tuple) -> tuple[re.Pattern, Struct, Struct] | None:
     """For the common record of ``layout`` (its length varint's bytes, the widths of its timestamp
     and offset deltas, its key size varint's bytes, its key size): a regular expression that
     matches a run of records of that layout -- every byte checked as ``_replay_records`` checks it,
-    the deltas well-formed varints of those widths -- and the struct that unpacks each record's key
-    prefix (type id, group, topic), partition, offset, leader epoch, commit timestamp and topic id.
-    None when the deltas are too wide to bother."""
+    the deltas well-formed varints of those widths -- and the structs that unpack each record's key
+    prefix (type id, group, topic), and its partition and value (the bytes kept). None when the
+    deltas are too wide to bother."""
     lv, ts_width, od_width, ks, size = layout
     if ts_width not in _VARINT_RE or od_width not in _VARINT_RE or size < 10:
         _RUNS[layout] = None
@@ -292,8 +386,13 @@ def _run_layout(layout: tuple) -> tuple[re.Pattern, Struct] | None:
         )
     )
     skip = len(lv) + 1 + ts_width + od_width + len(ks)
-    run = (re.compile(b"(?:" + record + b")+", re.DOTALL), Struct(f">{skip}x{size - 4}six42sx"))
-    assert run[1].size == len(lv) + 1 + ts_width + od_width + len(ks) + size + 44
+    run = (
+        # possessive: a run is taken whole or not at all, no backtracking state is kept per record
+        re.compile(b"(?:" + record + b")++", re.DOTALL),
+        Struct(f">{skip}x{size - 4}s48x"),
+        Struct(f">{skip + size - 4}xix42sx"),
+    )
+    assert run[1].size == run[2].size == len(lv) + 1 + ts_width + od_width + len(ks) + size + 44
     _RUNS[layout] = run
     return run
 
@@ -338,23 +437,14 @@ def _replay_records(
     if (
         whole
         and last_run is not None
-        and n - pos == count * last_run[2]
+        and n - pos == count * last_run[3]
         and last_run[0].fullmatch(data, pos, n)
     ):
-        # the whole batch is common records of the last run's layout: every one in one unpack
-        rlen = last_run[2]
-        for prefix, partition, value in last_run[1].iter_unpack(memoryview(data)[pos:n]):
-            if prefix != last:
-                group_topic = names.get(prefix) or offsets._names(prefix + b"\0\0\0\0")
-                if group_topic is None:
-                    break  # left to the record-by-record path
-                last_parts = offsets.state.offset_partitions(group_topic[0], group_topic[1])
-                offsets.last_prefix, offsets.last_parts = prefix, last_parts
-                last, last_size = prefix, len(prefix) + 4
-            last_parts[partition] = value
-            pos += rlen
-            i += 1
-            done += 1
+        # the whole batch is common records of the last run's layout: every one at once
+        i = done = _apply_run(offsets, last_run[1], last_run[2], memoryview(data)[pos:n])
+        pos += done * last_run[3]
+        last, last_parts = offsets.last_prefix, offsets.last_parts
+        last_size = -1 if last is None else len(last) + 4
     try:
         while i < count:
             i += 1
@@ -435,20 +525,14 @@ def _replay_records(
                         if m is None:
                             continue
                         rlen = end - start
-                        offsets.last_run = (run[0], run[1], rlen)
+                        offsets.last_run = (run[0], run[1], run[2], rlen)
                         stop = end + min((m.end() - end) // rlen, count - i) * rlen
-                        for prefix, partition, value in run[1].iter_unpack(memoryview(data)[end:stop]):
-                            if prefix != last:
-                                group_topic = names.get(prefix) or offsets._names(prefix + b"\0\0\0\0")
-                                if group_topic is None:
-                                    break  # left to the record-by-record path
-                                parts = offsets.state.offset_partitions(group_topic[0], group_topic[1])
-                                offsets.last_prefix, offsets.last_parts = prefix, parts
-                                last, last_size, last_parts = prefix, size, parts
-                            last_parts[partition] = value
-                            pos += rlen
-                            i += 1
-                            done += 1
+                        taken = _apply_run(offsets, run[1], run[2], memoryview(data)[end:stop])
+                        pos += taken * rlen
+                        i += taken
+                        done += taken
+                        last, last_parts = offsets.last_prefix, offsets.last_parts
+                        last_size = -1 if last is None else len(last) + 4
                         continue
             if size >= 0:
                 key = data[pos : pos + size]
@@ -492,6 +576,13 @@ def _replay_records(
                 continue
             offsets.last_prefix = None  # the cached partitions' dict may go with this record
             last, last_size = None, -1
+            if (
+                key is not None
+                and key[:2] == _GROUP_METADATA_KEY
+                and _apply_empty_group(key, value, offsets.state)
+            ):
+                done += 1
+                continue
             if append_time is not None:
                 ts = append_time
             else:

@@ -125,7 +125,7 @@ class PartitionOffsets:
     __slots__ = ("raw",)
 
     def __init__(self, items: Any = ()) -> None:
-        self.raw: dict[int, CommittedOffset | bytes] = dict(items)
+        self.raw: dict[int, CommittedOffset | bytes] = dict(items) if items else {}
 
     def get(self, partition: int, default: Any = None) -> Any:
         c = self.raw.get(partition)
@@ -408,10 +408,12 @@ class CoordinatorState:
         ``raw`` dict of its PartitionOffsets, whose values are CommittedOffset or a v4 value's bytes."""
         group = self.offsets.get(group_id)
         if group is None:
-            group = self.offsets[group_id] = Offsets()
-        parts = group.by_topic.get(topic)
-        if parts is None:
-            parts = group.by_topic[topic] = PartitionOffsets()
+            parts = PartitionOffsets()
+            self.offsets[group_id] = Offsets({topic: parts})
+        else:
+            parts = group.by_topic.get(topic)
+            if parts is None:
+                parts = group.by_topic[topic] = PartitionOffsets()
         # offsets alone keep a group listable (Empty), as in Kafka
         if group_id not in self.groups and group_id not in self.consumer_groups:
             self.groups[group_id] = ClassicGroup(group_id)
@@ -433,6 +435,16 @@ class CoordinatorState:
             group = self.groups.pop(key.group, None)
             if group is not None:
                 group.state = GroupState.DEAD
+            return
+        if not value.members:
+            self.replay_empty_group(
+                key.group,
+                value.protocol_type,
+                value.generation,
+                value.protocol,
+                value.leader,
+                value.current_state_timestamp,
+            )
             return
         group = self.groups.get(key.group)
         if group is None:
@@ -484,6 +496,32 @@ class CoordinatorState:
             member.assignment = m.assignment
         group.leader_id = value.leader
         group.state = GroupState.STABLE if value.members else GroupState.EMPTY
+
+    def replay_empty_group(
+        self,
+        group_id: str,
+        protocol_type: str,
+        generation: int,
+        protocol: str | None,
+        leader: str | None,
+        state_timestamp: int,
+    ) -> None:
+        """Replay of a GroupMetadata record without members (an Empty group): its fields, as
+        ``_replay_group`` sets them (which calls this for such a record; the start-up loader calls it
+        with the fields it read from the record's bytes)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ClassicGroup(group_id)
+        group.generation = generation
+        group.protocol_type = protocol_type or None
+        group.protocol_name = protocol
+        group.leader_id = leader
+        group.state_timestamp = state_timestamp
+        if group.members:
+            for member_id in list(group.members):
+                group.remove(member_id)
+            group.leader_id = leader
+        group.state = GroupState.EMPTY
 
     def _replay_consumer(self, record: CoordinatorRecord) -> None:
         gid = record.key.group_id

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from broker.coordinator import groups, loader
 from broker.coordinator.generated.group_metadata_key import GroupMetadataKey
-from broker.coordinator.generated.group_metadata_value import GroupMetadataValue
+from broker.coordinator.generated.group_metadata_value import GroupMetadataValue, MemberMetadata
 from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.coordinator.records import GROUP_METADATA, OFFSET_COMMIT, CoordinatorRecord, decode_record
@@ -31,7 +31,7 @@ from broker.log.records import InvalidRecords, Record, build_batch, iter_records
 from broker.protocol.errors import KafkaError
 from broker.protocol.primitives import ZERO_UUID, DecodeError
 
-from .context import persisted_view
+from .context import group_view, persisted_view
 
 T1, T2 = uuid.UUID(int=11), uuid.uuid4()
 BASE, BASE_TS = 1000, 1_700_000_000_000
@@ -88,7 +88,29 @@ def view(state: CoordinatorState) -> dict:
         for p, c in ps.items()
     }
     v["groups"] = sorted(state.groups)
+    # every group, those only in memory too, and its protocol type as replay left it ("" or None)
+    v["all"] = {
+        gid: (group_view(g), g.protocol_type, dict(g.static_members)) for gid, g in state.groups.items()
+    }
     return v
+
+
+def group_record(group: str, name: str, empty: bool, variant: int) -> CoordinatorRecord:
+    """A GroupMetadata record: with or without members, null or set protocol and leader, names
+    of one and of several varint bytes, or a tombstone."""
+    if variant == 3:
+        return CoordinatorRecord(GROUP_METADATA, GroupMetadataKey(group), None)
+    long = "p" * (130 if variant == 2 else 1) + name
+    members = [] if empty else [MemberMetadata("m-" + name, None, "c", "/h", 1000, 500, b"sub", b"asg")]
+    value = GroupMetadataValue(
+        protocol_type="" if variant == 1 else long,
+        generation=variant * 7 + len(name),
+        protocol=None if variant == 1 else "range" + name,
+        leader=None if variant == 1 else (long if variant == 2 else "m-" + name),
+        current_state_timestamp=-1 if variant == 1 else BASE_TS + len(name),
+        members=members,
+    )
+    return CoordinatorRecord(GROUP_METADATA, GroupMetadataKey(group), value)
 
 
 _group = st.sampled_from(["g", "group-000001", "group-000002", "a-much-longer-group-name-" + "x" * 70])
@@ -113,6 +135,7 @@ _odd = st.one_of(
         ),
         _group,
     ),
+    st.builds(group_record, _group, st.text(max_size=3), st.booleans(), st.integers(0, 3)),
 )
 
 
@@ -195,3 +218,46 @@ def test_a_malformed_key_inside_a_run_leaves_it_for_the_general_path(group_lengt
     state, n = loaded(batch[HEADER_SIZE:], 5, BASE)
     assert n == 5
     assert view(state) == view(expected)
+
+
+def test_an_empty_group_record_is_read_from_its_bytes_as_replay_reads_it():
+    """GroupMetadata records without members take the loader's own reading (``_apply_empty_group``),
+    those with members or a tombstone the general one; a group that had members and then an empty
+    record loses them either way."""
+    records = [
+        group_record("g1", "x", False, 0),
+        group_record("g1", "y", True, 0),
+        group_record("g2", "", True, 1),
+        group_record("g3", "é", True, 2),
+        group_record("g4", "z", True, 0),
+        group_record("g4", "z", True, 3),
+        commit("g4", "t", 0, 5),
+        group_record("g5", "w", True, 0),
+        commit("g5", "t", 0, 6),
+    ]
+    deltas = [(i, i) for i in range(len(records))]
+    data, count = section(records, deltas)
+    state, n = loaded(data, count, BASE)
+    assert n == len(records)
+    assert view(state) == view(general(data, records, deltas, BASE))
+    g1 = state.groups["g1"]
+    assert (g1.members, g1.generation, g1.protocol_name, g1.state.value) == ({}, 1, "rangey", "Empty")
+    assert state.groups["g2"].protocol_type is None and state.groups["g2"].leader_id is None
+    assert state.groups["g3"].protocol_type == "p" * 130 + "é"
+
+
+def test_a_malformed_empty_group_value_is_refused_as_the_general_path_refuses_it():
+    """An empty group's value cut short is not read by the loader's own reading: the general path
+    refuses it, as before."""
+    good = group_record("g", "x", True, 0)
+    value = good.value_bytes()
+    assert value is not None
+    for cut in (len(value) - 1, len(value) - 9, 5):
+        batch = build_batch(
+            [Record(0, 0, good.key_bytes(), value[:cut])], base_offset=BASE, base_timestamp=BASE_TS
+        )
+        with pytest.raises(Exception) as expected:
+            for _off, _ts, k, v, _h, _info in iter_records(batch):
+                new_state().replay(decode_record(k, v))
+        with pytest.raises(type(expected.value)):
+            loaded(batch[HEADER_SIZE:], 1, BASE)
