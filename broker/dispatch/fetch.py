@@ -43,6 +43,8 @@ from .registry import RequestContext
 
 API_KEY = 1
 VERSIONS = (4, 18)
+#: above every offset: no upper bound
+_NO_OFFSET = 2**63 - 1
 #: the first version whose clients wait out throttle_time_ms themselves (KIP-219)
 CLIENT_THROTTLES = 8
 
@@ -211,12 +213,18 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
             aborted = None
             if committed:
                 # read_committed: the aborted transactions of the range read (Kafka's
-                # collectAbortedTransactions, up to the end of the last batch returned)
-                upper = _end_offset(records) if records else offset
-                aborted = [
-                    AbortedTransaction(producer_id=e.producer_id, first_offset=e.first_offset)
-                    for e in plog.aborted.overlapping(offset, upper)
-                ]
+                # collectAbortedTransactions, up to the end of the last batch returned); the end of
+                # the range is found (a walk over the batches read) only when a marker lies after
+                # the fetch offset
+                aborted = []
+                candidates = plog.aborted.overlapping(offset, _NO_OFFSET)
+                if candidates:
+                    upper = _end_offset(records) if records else offset
+                    aborted = [
+                        AbortedTransaction(producer_id=e.producer_id, first_offset=e.first_offset)
+                        for e in candidates
+                        if e.first_offset < upper
+                    ]
             parts.append(
                 PartitionData(
                     partition_index=fp.partition,
