@@ -197,7 +197,8 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
                         )
                     )
                     continue
-            if offset < plog.log_start_offset or offset > plog.log_end_offset:
+            start = plog.log_start_offset
+            if offset < start or offset > plog.log_end_offset:
                 parts.append(_partition_error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, plog))
                 continue
             limit = min(fp.partition_max_bytes, budget - total)
@@ -217,7 +218,7 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
                 # the range is found (a walk over the batches read) only when a marker lies after
                 # the fetch offset
                 aborted = []
-                candidates = plog.aborted.overlapping(offset, _NO_OFFSET)
+                candidates = plog.aborted.overlapping(offset, _NO_OFFSET) if plog.aborted.entries else None
                 if candidates:
                     upper = _end_offset(records) if records else offset
                     aborted = [
@@ -231,7 +232,7 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
                     error_code=0,
                     high_watermark=hw,
                     last_stable_offset=lso,
-                    log_start_offset=plog.log_start_offset,
+                    log_start_offset=start,
                     aborted_transactions=aborted,
                     preferred_read_replica=-1,
                     records=records,
