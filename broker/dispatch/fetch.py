@@ -43,6 +43,8 @@ from .registry import RequestContext
 
 API_KEY = 1
 VERSIONS = (4, 18)
+#: above every offset: no upper bound
+_NO_OFFSET = 2**63 - 1
 #: the first version whose clients wait out throttle_time_ms themselves (KIP-219)
 CLIENT_THROTTLES = 8
 
@@ -195,7 +197,8 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
                         )
                     )
                     continue
-            if offset < plog.log_start_offset or offset > plog.log_end_offset:
+            start = plog.log_start_offset
+            if offset < start or offset > plog.log_end_offset:
                 parts.append(_partition_error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, plog))
                 continue
             limit = min(fp.partition_max_bytes, budget - total)
@@ -211,19 +214,25 @@ def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, l
             aborted = None
             if committed:
                 # read_committed: the aborted transactions of the range read (Kafka's
-                # collectAbortedTransactions, up to the end of the last batch returned)
-                upper = _end_offset(records) if records else offset
-                aborted = [
-                    AbortedTransaction(producer_id=e.producer_id, first_offset=e.first_offset)
-                    for e in plog.aborted.overlapping(offset, upper)
-                ]
+                # collectAbortedTransactions, up to the end of the last batch returned); the end of
+                # the range is found (a walk over the batches read) only when a marker lies after
+                # the fetch offset
+                aborted = []
+                candidates = plog.aborted.overlapping(offset, _NO_OFFSET) if plog.aborted.entries else None
+                if candidates:
+                    upper = _end_offset(records) if records else offset
+                    aborted = [
+                        AbortedTransaction(producer_id=e.producer_id, first_offset=e.first_offset)
+                        for e in candidates
+                        if e.first_offset < upper
+                    ]
             parts.append(
                 PartitionData(
                     partition_index=fp.partition,
                     error_code=0,
                     high_watermark=hw,
                     last_stable_offset=lso,
-                    log_start_offset=plog.log_start_offset,
+                    log_start_offset=start,
                     aborted_transactions=aborted,
                     preferred_read_replica=-1,
                     records=records,

@@ -450,7 +450,12 @@ class Segment:
         if position >= limit or self.closed:
             return b""
         data = os.pread(self.fd, min(max_bytes, limit - position), position)
-        end = 0
+        if len(data) == limit - position:
+            return data  # up to ``limit``, a batch end: whole batches, nothing to walk
+        # cut at the last whole batch: walk the headers from the last indexed batch start in ``data``
+        # (the index has one every index.interval.bytes), not from its first batch
+        i = bisect_right(self._idx_positions, position + len(data)) - 1
+        end = self._idx_positions[i] - position if i >= 0 and self._idx_positions[i] > position else 0
         while end + 12 <= len(data):
             length = int.from_bytes(data[end + 8 : end + 12], "big", signed=True) + 12
             if end + length > len(data):

@@ -108,6 +108,39 @@ def test_max_bytes_returns_whole_batches_but_at_least_one(tmp_path):
     assert len(iter_batches(two)) == 2
 
 
+def _whole_batches(data: bytes, max_bytes: int) -> bytes:
+    """The expected read: the longest run of whole batches from the start within ``max_bytes``, or
+    the first batch when it alone is larger (KIP-74), by a plain walk over every header."""
+    end = 0
+    while end + 12 <= len(data):
+        length = int.from_bytes(data[end + 8 : end + 12], "big") + 12
+        if end + length > max_bytes:
+            break
+        end += length
+    return data[:end] if end else data[: int.from_bytes(data[8:12], "big") + 12]
+
+
+@pytest.mark.parametrize("interval", [1, 150, 4096])
+@pytest.mark.parametrize("reopen", [False, True])
+def test_a_read_cut_by_max_bytes_ends_at_the_last_whole_batch(tmp_path, interval, reopen):
+    # batches of varied sizes; the cut is found from the index (an entry every ``interval`` bytes),
+    # so it must be the same as a walk over every header, from any start and for any max_bytes
+    plog = open_log(tmp_path / "p", index_interval_bytes=interval)
+    for i in range(40):
+        append(plog, ["v" * (1 + 37 * (i % 7))] * (1 + i % 3))
+    if reopen:  # the index read back from its file
+        plog.close()
+        plog = open_log(tmp_path / "p", index_interval_bytes=interval)
+    everything = plog.read(0, 1 << 20)
+    starts = [b.base_offset for b in iter_batches(everything)]
+    assert len(starts) == 40
+    for start in starts[::3]:
+        rest = plog.read(start, 1 << 20)
+        for max_bytes in [1, 60, 61, 200, 333, 1000, 2048, len(rest) - 1, len(rest), len(rest) + 1]:
+            got = plog.read(start, max_bytes)
+            assert got == _whole_batches(rest, max_bytes), (start, max_bytes)
+
+
 def test_reopen_restores_offsets_index_and_data(tmp_path):
     plog = open_log(tmp_path / "p", segment_bytes=400, index_interval_bytes=100)
     for i in range(30):

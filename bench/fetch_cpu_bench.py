@@ -1,0 +1,217 @@
+"""Fetch CPU cost per partition: CPU time of one consumer Fetch of every partition (decode, handler,
+segment reads, encode, response frame) through ``RequestPipeline.handle``, in process.
+
+    python bench/fetch_cpu_bench.py [--partitions 1,100,1000] [--messages 200000] [--records 2000]
+                                    [--rounds 5] [--isolation 1] [--profile N]
+                                    [--broker-root DIR ...]
+
+Each partition count gets a fresh data directory: ``--messages`` 100-byte records produced in
+requests of ``--records`` records spread over the partitions (one v2 batch per partition per
+request, as librdkafka batches them: with 1,000 partitions, 2 records a batch). Then the Fetch a
+librdkafka consumer sends (v16, topic ids, ``fetch.max.bytes`` 50 MB, ``max.partition.fetch.bytes``
+1 MB, read_committed by default) is handled ``--rounds`` times:
+
+* full: every partition from offset 0 (what the consumer's first Fetch after assign() reads);
+* empty: every partition at its high watermark, ``max_wait_ms`` 0 (the per-partition cost of a Fetch
+  that finds nothing, as a consumer that has caught up sends every ``fetch.wait.max.ms``).
+
+Measured in CPU time (``time.process_time``), best round; printed per Fetch and per MB of records.
+``--broker-root DIR`` (repeatable) runs the same in a subprocess with ``PYTHONPATH=DIR`` (another
+checkout, e.g. the main branch) and prints its ratio to this one from the same run. ``--profile N``:
+cProfile of the full fetches, top N entries by own time, on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from broker.app import Broker
+from broker.config import Config
+from broker.dispatch.registry import ClientInfo
+from broker.log.records import simple_batch
+from broker.protocol.generated import fetch, produce, request_header
+from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
+from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.protocol.generated.request_header import RequestHeader
+from broker.server import new_event_loop
+from broker.server.pipeline import Pending, RequestPipeline
+
+PRODUCE_VERSION = 9
+FETCH_VERSION = 16  # what librdkafka 2.x sends
+VALUE = b"x" * 100
+
+
+def _frame(api_key: int, version: int, body: bytes) -> bytes:
+    header = RequestHeader(
+        request_api_key=api_key, request_api_version=version, correlation_id=7, client_id="bench"
+    )
+    return request_header.encode_v2(header) + body
+
+
+def produce_frame(topic: str, partitions: int, records: int) -> bytes:
+    batch = simple_batch([VALUE] * max(1, records // partitions))
+    body = ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=30_000,
+        topic_data=[
+            TopicProduceData(
+                name=topic, partition_data=[PartitionProduceData(p, batch) for p in range(partitions)]
+            )
+        ],
+    )
+    return _frame(0, PRODUCE_VERSION, produce.REQUEST_ENCODERS[PRODUCE_VERSION](body))
+
+
+def fetch_frame(topic_id, offsets: list[int], isolation: int, max_wait_ms: int) -> bytes:
+    body = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        max_bytes=52_428_800,
+        isolation_level=isolation,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchTopic(
+                topic_id=topic_id,
+                partitions=[
+                    FetchPartition(
+                        partition=p, current_leader_epoch=0, fetch_offset=o, partition_max_bytes=1_048_576
+                    )
+                    for p, o in enumerate(offsets)
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    return _frame(1, FETCH_VERSION, fetch.REQUEST_ENCODERS[FETCH_VERSION](body))
+
+
+async def measure(partitions: int, args: argparse.Namespace) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="fetch-cpu-bench-") as d:
+        broker = Broker(Config({"port": 0, "log.dirs": d, "log.flush": "never"}), listen=False)
+        broker.logs.start()
+        try:
+            pipeline = RequestPipeline(broker.registry, broker.services)
+            client = ClientInfo(peer="bench")
+            broker.admin.create_topic("t", partitions)
+            frame = produce_frame("t", partitions, args.records)
+            per_request = max(1, args.records // partitions) * partitions
+            for _ in range(max(1, args.messages // per_request)):
+                out = pipeline.handle(frame, client)
+                if type(out) is Pending:
+                    pipeline.complete(out, await out.awaitable, None)
+            topic = broker.services.topics.get("t")
+            ends = [broker.services.logs.get("t", p).high_watermark for p in range(partitions)]
+            full = fetch_frame(topic.topic_id, [0] * partitions, args.isolation, 500)
+            empty = fetch_frame(topic.topic_id, ends, args.isolation, 0)
+            result: dict[str, float] = {}
+            profiler = cProfile.Profile(time.process_time) if args.profile else None
+            for name, f in (("full", full), ("empty", empty)):
+                best = float("inf")
+                for _ in range(args.rounds):
+                    if profiler is not None and name == "full":
+                        profiler.enable()
+                    start = time.process_time()
+                    out = pipeline.handle(f, client)
+                    best = min(best, time.process_time() - start)
+                    if profiler is not None:
+                        profiler.disable()
+                    assert type(out) is bytes, out
+                    if name == "full":
+                        result["bytes"] = len(out)
+                result[name] = best
+            if profiler is not None:
+                print(
+                    f"# profile: {partitions} partitions, full fetch, {args.rounds} rounds", file=sys.stderr
+                )
+                pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
+            return result
+        finally:
+            await broker.stop()
+
+
+def run_here(args: argparse.Namespace) -> dict[int, dict[str, float]]:
+    loop = new_event_loop()
+    try:
+        return {
+            n: loop.run_until_complete(measure(n, args)) for n in (int(x) for x in args.partitions.split(","))
+        }
+    finally:
+        loop.close()
+
+
+def run_at(root: Path, argv: list[str]) -> dict[int, dict[str, float]]:
+    """This script's measurement with another checkout's ``broker`` package (a subprocess)."""
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{Path(__file__).resolve().parent.parent}"}
+    out = subprocess.run(
+        [sys.executable, __file__, *argv, "--json"],
+        env=env,
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {int(k): v for k, v in json.loads(out.strip().splitlines()[-1]).items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", default="1,100,1000")
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--records", type=int, default=2000, help="records per Produce request")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--isolation", type=int, default=1, choices=[0, 1], help="1: read_committed")
+    ap.add_argument("--profile", type=int, default=0, help="print the top N of a cProfile")
+    ap.add_argument(
+        "--broker-root", type=Path, action="append", default=[], help="another checkout to compare"
+    )
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.json:
+        print(json.dumps(run_here(args)))
+        return
+    child = [
+        f"--partitions={args.partitions}",
+        f"--messages={args.messages}",
+        f"--records={args.records}",
+        f"--rounds={args.rounds}",
+        f"--isolation={args.isolation}",
+    ]
+    here = run_here(args)
+    others = {str(root): run_at(root.resolve(), child) for root in args.broker_root}
+    print(
+        f"Fetch v{FETCH_VERSION} of every partition, {args.messages:,} records of {len(VALUE)} B, "
+        f"isolation {args.isolation}; CPU per Fetch, best of {args.rounds}"
+    )
+    cols = ["this"] + [f"{r} (this faster by)" for r in others]
+    print(
+        "| partitions | MB | "
+        + " | ".join(f"full: {c}" for c in cols)
+        + " | "
+        + " | ".join(f"empty: {c}" for c in cols)
+        + " |"
+    )
+    print("| --- " * (2 + 2 * len(cols)) + "|")
+    for n, r in here.items():
+        cells = [f"{n:,}", f"{r['bytes'] / 1e6:.1f}"]
+        for kind in ("full", "empty"):
+            cells.append(f"{r[kind] * 1e3:.2f} ms")
+            for o in others.values():
+                cells.append(f"{o[n][kind] * 1e3:.2f} ms ({o[n][kind] / r[kind]:.2f}x)")
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
