@@ -55,6 +55,16 @@ def resolve_ip_overrides(text: str) -> dict[str, int]:
     return out
 
 
+def _host_arg(host: str) -> bytes | str | None:
+    """``host`` for ``getaddrinfo``: None for every interface; an ASCII name or address as bytes,
+    which getaddrinfo passes on as they are (a str goes through the IDNA codec, whose import,
+    encodings.idna with stringprep and unicodedata, would be a start-up cost of every broker);
+    a non-ASCII (internationalized) name as it is, for that codec."""
+    if not host:
+        return None
+    return host.encode("ascii") if host.isascii() else host
+
+
 class ListenError(OSError):
     """A listener cannot be opened; the message names the address."""
 
@@ -143,7 +153,7 @@ class Listener:
         port = ep.port
         try:
             infos = socket.getaddrinfo(
-                ep.host or None, ep.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+                _host_arg(ep.host), ep.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
             )
             for family, type_, proto, _name, addr in dict.fromkeys(infos):
                 sock = socket.socket(family, type_, proto)
