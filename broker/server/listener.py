@@ -19,7 +19,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from broker.config import Config, Endpoint, parse_ip_overrides
 from broker.security.listeners import ListenerSecurity, configured_scram, listener_security
@@ -69,8 +69,7 @@ class ListenError(OSError):
     """A listener cannot be opened; the message names the address."""
 
 
-@dataclass
-class Bound:
+class Bound(NamedTuple):  # not a dataclass: see broker.config.Setting
     """An open listener: its endpoint, sockets and the port it got."""
 
     endpoint: Endpoint
@@ -334,7 +333,7 @@ class Listener:
     def go_down(self, reason: str) -> None:
         """A node going down: stop accepting (the ports are kept for :meth:`start_now`) and close
         this listener's connections (those of its node)."""
-        self.endpoints = [replace(b.endpoint, port=b.port) for b in self.bound] or self.endpoints
+        self.endpoints = [b.endpoint._replace(port=b.port) for b in self.bound] or self.endpoints
         self.stop_accepting()
         for conn in list(self.connections):
             if conn.client.node_id == self.node_id:
