@@ -10,7 +10,9 @@
     moment, which a loaded machine disturbs far less than the wall clock, and for scale the bare
     interpreter's start-up (``python -c pass``), which every process start pays. With
     ``--broker-root`` (repeatable) the same is measured for other checkouts' ``broker`` package too,
-    alternating run by run, e.g. a ``git archive`` of an older commit: before/after in one run.
+    alternating run by run, e.g. a ``git archive`` of an older commit: before/after in one run;
+    ``--broker-python PY`` runs those checkouts with another interpreter (e.g. a venv installed
+    the way an older scripts/setup.sh did), so that the install's own start cost is compared too.
 (b) Fixture: ``broker.testing.BrokerThread(tmpdir).start()`` (construction included, imports done
     beforehand), and ``stop()`` timed separately; median and max of ``--fixture-runs``. Bar: start
     median under 20 ms (stop is reported, no bar). The first start is also shown on its own: it
@@ -109,10 +111,15 @@ class Start(NamedTuple):
 
 
 def time_to_first_response(
-    port: int, data_dir: Path, log: Path, timeout: float = 10.0, root: Path = ROOT
+    port: int,
+    data_dir: Path,
+    log: Path,
+    timeout: float = 10.0,
+    root: Path = ROOT,
+    python: str = sys.executable,
 ) -> Start:
     """Popen to the first ApiVersions response read, for the ``broker`` package in ``root``."""
-    cmd = [sys.executable, "-m", "broker", "serve", "--port", str(port), "--data-dir", str(data_dir)]
+    cmd = [python, "-m", "broker", "serve", "--port", str(port), "--data-dir", str(data_dir)]
     env = {**os.environ, "PYTHONPATH": str(root)}
     with open(log, "wb") as logf:
         t0 = time.perf_counter()
@@ -157,11 +164,11 @@ def stale_bytecode(root: Path) -> list[str]:
     return out
 
 
-def interpreter_floor(runs: int) -> float:
+def interpreter_floor(runs: int, python: str = sys.executable) -> float:
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        subprocess.run([python, "-c", "pass"], check=True)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -200,6 +207,11 @@ def main() -> int:
         default=[],
         help="also time the broker package of this checkout (repeatable)",
     )
+    ap.add_argument(
+        "--broker-python",
+        default=sys.executable,
+        help="the interpreter for the --broker-root checkouts (default: this one)",
+    )
     args = ap.parse_args()
     failed = []
     roots = [ROOT, *args.broker_root]
@@ -210,7 +222,11 @@ def main() -> int:
             for k, root in enumerate(roots):
                 starts[root].append(
                     time_to_first_response(
-                        free_port(), base / f"data-{i}-{k}", base / f"broker-{i}-{k}.log", root=root
+                        free_port(),
+                        base / f"data-{i}-{k}",
+                        base / f"broker-{i}-{k}.log",
+                        root=root,
+                        python=sys.executable if root == ROOT else args.broker_python,
                     )
                 )
         for root in roots:
@@ -232,6 +248,9 @@ def main() -> int:
         print(
             f"  for scale: bare interpreter start (python -c pass): median {ms(interpreter_floor(args.runs))}"
         )
+        if args.broker_root and args.broker_python != sys.executable:
+            floor = interpreter_floor(args.runs, args.broker_python)
+            print(f"  and of --broker-python {args.broker_python}: median {ms(floor)}")
 
         starts, stops = fixture_times(args.fixture_runs, base)
         med = statistics.median(starts)

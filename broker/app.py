@@ -19,7 +19,6 @@ import os
 import shutil
 import socket
 import uuid
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import broker.control as control_plane
@@ -65,8 +64,7 @@ def node_endpoints(endpoints: list[Endpoint], index: int) -> list[Endpoint]:
     """The listeners of the node at ``index`` (0: the first): each port, and each advertised port
     that is set, ``index`` higher (port 0 stays 0: every node gets its own free port)."""
     return [
-        replace(
-            ep,
+        ep._replace(
             port=ep.port + index if ep.port else 0,
             advertised_port=ep.advertised_port + index if ep.advertised_port else 0,
         )

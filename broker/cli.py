@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -21,6 +24,24 @@ from broker.personas import PERSONAS
 from broker.runtime import configure_logging, remove_ready_file, write_ready_file
 from broker.security.acl_store import AclStoreError
 from broker.server.listener import ListenError
+
+
+def _without_collector_until_listening(command: Callable[..., None]) -> Callable[..., None]:
+    """``serve`` runs its start-up without the cyclic collector: start-up imports the broker
+    (broker.app) and builds the loaded logs and groups, objects that live as long as the process,
+    and a collection among them finds nothing. Once listening, :func:`_run` freezes them
+    (``gc.freeze``) and turns the collector back on; it is back on too if ``serve`` returns or
+    raises before that."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        gc.disable()
+        try:
+            command(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return wrapper
 
 
 @click.group()
@@ -105,6 +126,7 @@ def main() -> None:
     default=None,
     help="Act as a Redpanda broker: its APIs and versions, cluster id and defaults (see README).",
 )
+@_without_collector_until_listening
 def serve(
     host: str | None,
     port: int | None,
@@ -275,8 +297,10 @@ async def _run(config: Config, recover: bool = False, ready_file: Path | None = 
         broker.close()
         raise
     # What start-up built (modules, classes, the loaded logs and groups) lives as long as the process:
-    # out of the collector's generations, a full collection no longer walks it again and again.
+    # out of the collector's generations, a full collection no longer walks it again and again. The
+    # collector, off during start-up (_without_collector_until_listening), runs from here on.
     gc.freeze()
+    gc.enable()
     ca = getattr(config, "self_signed_ca", None)
     if ca is not None:
         _print_tls_settings(broker, ca)

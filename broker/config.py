@@ -12,9 +12,8 @@ import functools
 import logging
 import pkgutil
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.log.config import TOPIC_SETTINGS  # the topic settings name their broker synonyms
 from broker.personas import PERSONAS  # the Kafka releases kafka.version can name
@@ -24,8 +23,10 @@ log = logging.getLogger(__name__)
 LONG_MAX = (1 << 63) - 1
 
 
-@dataclass(frozen=True)
-class Setting:
+# Setting, Endpoint (and the listener's ListenerSecurity, Bound) are NamedTuples, not frozen
+# dataclasses: a dataclass compiles its generated methods at import (~4.7M instructions each, a
+# NamedTuple ~0.8M), a cost every broker start pays (bench/startup_bench.py).
+class Setting(NamedTuple):
     name: str
     type: type
     default: Any
@@ -753,8 +754,7 @@ def parse_pairs(pairs: Iterable[str]) -> dict[str, str]:
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
-@dataclass(frozen=True)
-class Endpoint:
+class Endpoint(NamedTuple):
     """One listener: where it listens and what address clients are told. Port 0 picks a free port;
     an advertised port of 0 means the bound port."""
 

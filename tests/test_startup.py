@@ -553,6 +553,7 @@ NOT_AT_START_UP = [
     "broker.protocol.generated.fetch",
     "broker.protocol.generated.produce",
     "broker.protocol.generated.metadata",
+    "encodings.idna",  # binding a str host name: the listener passes ASCII names as bytes
 ]
 
 _SNAPSHOT = """
@@ -562,7 +563,7 @@ def snapshot():
     while not os.path.exists(ready):
         time.sleep(0.01)
     with open(out, "w") as f:
-        json.dump({"modules": sorted(sys.modules), "frozen": gc.get_freeze_count()}, f)
+        json.dump({"modules": sorted(sys.modules), "frozen": gc.get_freeze_count(), "gc": gc.isenabled()}, f)
     os.kill(os.getpid(), signal.SIGTERM)
 threading.Thread(target=snapshot, daemon=True).start()
 from broker.cli import main
@@ -585,8 +586,43 @@ def test_serve_loads_the_control_plane_and_handlers_only_when_used_and_freezes_s
     loaded = set(snapshot["modules"])
     assert "broker.app" in loaded and "broker.dispatch.registry" in loaded  # the snapshot is of a broker
     assert [m for m in NOT_AT_START_UP if m in loaded] == []
-    # what start-up built is out of the collector's generations (gc.freeze) once it listens
+    # what start-up built is out of the collector's generations (gc.freeze) once it listens, and the
+    # collector, off during start-up, runs again
     assert snapshot["frozen"] > 10_000
+    assert snapshot["gc"] is True
+
+
+def test_serve_turns_the_collector_back_on_when_it_fails_to_start(tmp_path):
+    """serve runs start-up without the cyclic collector; a start that fails (here: the data
+    directory is a file) leaves it on again for whoever called serve in-process."""
+    (tmp_path / "file").write_text("")
+    code = (
+        "import gc, sys\n"
+        "from broker.cli import main\n"
+        "try:\n"
+        f"    main(['serve', '--port', '0', '--data-dir', {str(tmp_path / 'file')!r}], standalone_mode=False)\n"
+        "except BaseException as e:\n"
+        "    print(type(e).__name__, gc.isenabled())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=GUARD)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == "True", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1"])
+def test_listeners_bind_a_host_name_or_address(tmp_path, host):
+    with running_broker(tmp_path, {"listeners": f"PLAINTEXT://{host}:0"}) as b:
+        with WireClient(b.port) as c:
+            assert c.call(3, 12, MetadataRequest(topics=None)).brokers[0].host == host
+
+
+def test_a_non_ascii_host_name_goes_through_the_idna_codec_and_fails_as_a_listen_error(tmp_path):
+    """ASCII names reach getaddrinfo as bytes (no IDNA codec import at start-up); an internationalized
+    name still goes through the codec, and one that does not resolve is the usual one-line error."""
+    out = cli("serve", "--host", "b\u00fccher.invalid", "--port", "0", "--data-dir", str(tmp_path / "d"))
+    assert_one_clean_error(out, out.stderr.strip().splitlines()[-1])
+    assert out.stderr.strip().splitlines()[-1].startswith("error: cannot listen on b\u00fccher.invalid:0: ")
+    assert not (tmp_path / "d").exists()
 
 
 def test_a_handler_and_the_control_plane_load_on_first_use(tmp_path):

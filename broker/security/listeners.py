@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import importlib
 import ssl
-from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from broker.config import Config, Endpoint
 
@@ -33,8 +32,7 @@ def sasl_module() -> ModuleType:
     return importlib.import_module(SASL_MODULE)
 
 
-@dataclass(frozen=True)
-class ListenerSecurity:
+class ListenerSecurity(NamedTuple):  # not a dataclass: see broker.config.Setting
     tls: ssl.SSLContext | None = None
     sasl: Authenticator | None = None
     #: ssl.principal.mapping.rules of a TLS listener

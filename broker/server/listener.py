@@ -19,7 +19,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from broker.config import Config, Endpoint, parse_ip_overrides
 from broker.security.listeners import ListenerSecurity, configured_scram, listener_security
@@ -55,12 +55,21 @@ def resolve_ip_overrides(text: str) -> dict[str, int]:
     return out
 
 
+def _host_arg(host: str) -> bytes | str | None:
+    """``host`` for ``getaddrinfo``: None for every interface; an ASCII name or address as bytes,
+    which getaddrinfo passes on as they are (a str goes through the IDNA codec, whose import,
+    encodings.idna with stringprep and unicodedata, would be a start-up cost of every broker);
+    a non-ASCII (internationalized) name as it is, for that codec."""
+    if not host:
+        return None
+    return host.encode("ascii") if host.isascii() else host
+
+
 class ListenError(OSError):
     """A listener cannot be opened; the message names the address."""
 
 
-@dataclass
-class Bound:
+class Bound(NamedTuple):  # not a dataclass: see broker.config.Setting
     """An open listener: its endpoint, sockets and the port it got."""
 
     endpoint: Endpoint
@@ -143,7 +152,7 @@ class Listener:
         port = ep.port
         try:
             infos = socket.getaddrinfo(
-                ep.host or None, ep.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+                _host_arg(ep.host), ep.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
             )
             for family, type_, proto, _name, addr in dict.fromkeys(infos):
                 sock = socket.socket(family, type_, proto)
@@ -324,7 +333,7 @@ class Listener:
     def go_down(self, reason: str) -> None:
         """A node going down: stop accepting (the ports are kept for :meth:`start_now`) and close
         this listener's connections (those of its node)."""
-        self.endpoints = [replace(b.endpoint, port=b.port) for b in self.bound] or self.endpoints
+        self.endpoints = [b.endpoint._replace(port=b.port) for b in self.bound] or self.endpoints
         self.stop_accepting()
         for conn in list(self.connections):
             if conn.client.node_id == self.node_id:
