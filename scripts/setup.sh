@@ -30,9 +30,9 @@ fi
 stamp=.venv/.installed-$(cat pyproject.toml setup.py broker/log/_native.c | sha1sum | cut -c1-12)-${1:-run}
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-  # setuptools' notice about editable installs (a page of asterisks on every first run) says nothing
-  # a user of this script needs to act on
-  export PYTHONWARNINGS="ignore:Editable installation"
+  # setuptools' notices about editable installs (a page of asterisks on every first run) say nothing
+  # a user of this script needs to act on (compat mode's is answered by the fallback below)
+  export PYTHONWARNINGS="ignore:Editable installation,ignore:Compat editable installs"
   extras=""
   [ "${1:-}" = test ] && extras="[test,spark]"
   # -e in setuptools' compat mode: the checkout goes on sys.path as one plain path in a .pth file,
