@@ -42,7 +42,9 @@ def wait_port(port: int, timeout: float = 20.0) -> None:
 
 
 def produce(conf: dict, topic: str, n: int, size: int) -> float:
-    p = confluent_kafka.Producer({**conf, "linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.messages": n})
+    p = confluent_kafka.Producer(
+        {**conf, "linger.ms": 5, "batch.size": 1 << 20, "queue.buffering.max.messages": n}
+    )
     value = b"x" * size
     t = time.perf_counter()
     for _ in range(n):
@@ -52,8 +54,15 @@ def produce(conf: dict, topic: str, n: int, size: int) -> float:
 
 
 def consume(conf: dict, topic: str, n: int) -> float:
-    c = confluent_kafka.Consumer({**conf, "group.id": f"bench-{topic}", "auto.offset.reset": "earliest",
-                                  "enable.auto.commit": False, "fetch.max.bytes": 50 << 20})
+    c = confluent_kafka.Consumer(
+        {
+            **conf,
+            "group.id": f"bench-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 50 << 20,
+        }
+    )
     c.subscribe([topic])
     got = 0
     t = None
@@ -78,18 +87,35 @@ def main() -> int:
     ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(d / "server.pem"))
     ca.cert_pem.write_to_path(str(d / "ca.pem"))
     plain, tls = free_port(), free_port()
-    cmd = [sys.executable, "-m", "broker.cli", "serve", "--data-dir", str(d / "data"),
-           "--config", f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls}",
-           "--config", f"ssl.keystore.location={d / 'server.pem'}"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd = [
+        sys.executable,
+        "-m",
+        "broker.cli",
+        "serve",
+        "--data-dir",
+        str(d / "data"),
+        "--config",
+        f"listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{tls}",
+        "--config",
+        f"ssl.keystore.location={d / 'server.pem'}",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_port(plain)
         wait_port(tls)
         confs = {
             "PLAINTEXT": {"bootstrap.servers": f"127.0.0.1:{plain}"},
-            "SSL": {"bootstrap.servers": f"127.0.0.1:{tls}", "security.protocol": "SSL",
-                    "ssl.ca.location": str(d / "ca.pem")},
+            "SSL": {
+                "bootstrap.servers": f"127.0.0.1:{tls}",
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(d / "ca.pem"),
+            },
         }
         rates: dict[str, dict[str, list[float]]] = {k: {"produce": [], "consume": []} for k in confs}
         for r in range(args.rounds):

@@ -42,6 +42,7 @@ def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
 
     return then(ctx.services.groups.delete_groups(ctx, req), add)
 
+
 def error_response(req: DeleteGroupsRequest, version: int, code: ErrorCode) -> DeleteGroupsResponse:
     """Every requested group with ``code`` (e.g. when the coordinator log cannot be written)."""
     results = [DeletableGroupResult(g, int(code)) for g in req.groups_names]

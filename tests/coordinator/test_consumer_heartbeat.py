@@ -61,7 +61,9 @@ def round_robin(assignor, group, members, topics):
 class Ctx(CoordinatorContext):
     """The coordinator test context over one topic ``t`` (id T) and the round-robin assignor."""
 
-    def __init__(self, partitions: int = 6, consumer_config: ConsumerGroupConfig | None = None, **config) -> None:
+    def __init__(
+        self, partitions: int = 6, consumer_config: ConsumerGroupConfig | None = None, **config
+    ) -> None:
         super().__init__({}, 1_700_000_000_000, consumer_config, round_robin, **config)
         self.topics.registry.topics["t"] = TopicInfo(T, partitions)
 

@@ -26,7 +26,11 @@ def test_the_journal_file_and_its_rotation(tmp_path):
     for generation in range(1, 6):
         journal("orders", generation, 1_000 + generation)
     journal.close()
-    lines = [orjson.loads(x) for p in (tmp_path / f"{FILE}.1", tmp_path / FILE) for x in p.read_bytes().splitlines()]
+    lines = [
+        orjson.loads(x)
+        for p in (tmp_path / f"{FILE}.1", tmp_path / FILE)
+        for x in p.read_bytes().splitlines()
+    ]
     assert [e["generation"] for e in lines] == [1, 2, 3, 4, 5][-len(lines) :] and len(lines) >= 2
     assert lines[-1] == {"group": "orders", "generation": 5, "join_started_ms": 1005}
     assert (tmp_path / FILE).stat().st_size <= 120

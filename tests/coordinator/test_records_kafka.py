@@ -90,7 +90,9 @@ def _group_metadata(v: int) -> gm_v.GroupMetadataValue:
         leader="m-1",
         current_state_timestamp=1_700_000_000_123 if v >= 2 else -1,
         members=[
-            gm_v.MemberMetadata("m-1", "inst-1" if v >= 3 else None, "client-1", "/10.1.2.3", rebalance[0], 45_001, SUB, ASG),
+            gm_v.MemberMetadata(
+                "m-1", "inst-1" if v >= 3 else None, "client-1", "/10.1.2.3", rebalance[0], 45_001, SUB, ASG
+            ),
             gm_v.MemberMetadata("m-2", None, "client-2", "/10.1.2.4", rebalance[1], 45_002, b"", b"\x00"),
         ],
     )
@@ -125,30 +127,57 @@ CASES: list[tuple[str, int, Message, Message | None, int]] = [
         meta_v.ConsumerGroupMetadataValue(epoch=42, metadata_hash=-8_765_432_101_234),
         0,
     ),
-    ("ConsumerGroupMetadata-no-hash", 3, meta_k.ConsumerGroupMetadataKey("cg-1"), meta_v.ConsumerGroupMetadataValue(42), 0),
-    ("ConsumerGroupPartitionMetadata", 4, part_k.ConsumerGroupPartitionMetadataKey("cg-1"), _partitions(False), 0),
-    ("ConsumerGroupPartitionMetadata-racks", 4, part_k.ConsumerGroupPartitionMetadataKey("cg-1"), _partitions(True), 0),
+    (
+        "ConsumerGroupMetadata-no-hash",
+        3,
+        meta_k.ConsumerGroupMetadataKey("cg-1"),
+        meta_v.ConsumerGroupMetadataValue(42),
+        0,
+    ),
+    (
+        "ConsumerGroupPartitionMetadata",
+        4,
+        part_k.ConsumerGroupPartitionMetadataKey("cg-1"),
+        _partitions(False),
+        0,
+    ),
+    (
+        "ConsumerGroupPartitionMetadata-racks",
+        4,
+        part_k.ConsumerGroupPartitionMetadataKey("cg-1"),
+        _partitions(True),
+        0,
+    ),
     ("ConsumerGroupMemberMetadata", 5, mem_k.ConsumerGroupMemberMetadataKey("cg-1", "m-1"), _member(), 0),
     (
         "ConsumerGroupMemberMetadata-nulls",
         5,
         mem_k.ConsumerGroupMemberMetadataKey("cg-1", "m-2"),
-        _member(instance_id=None, rack_id=None, subscribed_topic_regex=None, server_assignor=None,
-                classic_member_metadata=None),  # fmt: skip
+        _member(
+            instance_id=None,
+            rack_id=None,
+            subscribed_topic_regex=None,
+            server_assignor=None,
+            classic_member_metadata=None,
+        ),  # fmt: skip
         0,
     ),
     (
         "ConsumerGroupTargetAssignmentMetadata",
         6,
         tmeta_k.ConsumerGroupTargetAssignmentMetadataKey("cg-1"),
-        tmeta_v.ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=41, assignment_timestamp=1_700_000_000_789),
+        tmeta_v.ConsumerGroupTargetAssignmentMetadataValue(
+            assignment_epoch=41, assignment_timestamp=1_700_000_000_789
+        ),
         0,
     ),
     (
         "ConsumerGroupTargetAssignmentMember",
         7,
         tmem_k.ConsumerGroupTargetAssignmentMemberKey("cg-1", "m-1"),
-        tmem_v.ConsumerGroupTargetAssignmentMemberValue([tmem_v.TopicPartitions(T1, [0, 2, 4]), tmem_v.TopicPartitions(T2, [1])]),
+        tmem_v.ConsumerGroupTargetAssignmentMemberValue(
+            [tmem_v.TopicPartitions(T1, [0, 2, 4]), tmem_v.TopicPartitions(T2, [1])]
+        ),
         0,
     ),
     (
@@ -164,7 +193,13 @@ CASES: list[tuple[str, int, Message, Message | None, int]] = [
         ),
         0,
     ),
-    ("ConsumerGroupCurrentMemberAssignment-tombstone", 8, cur_k.ConsumerGroupCurrentMemberAssignmentKey("cg-1", "m-1"), None, 0),
+    (
+        "ConsumerGroupCurrentMemberAssignment-tombstone",
+        8,
+        cur_k.ConsumerGroupCurrentMemberAssignmentKey("cg-1", "m-1"),
+        None,
+        0,
+    ),
 ]
 
 
@@ -202,7 +237,9 @@ def assert_fields_match(kafka: Any, ours: Any, path: str) -> None:
     """Every field Kafka shows (in structs at any depth) is one of ours and holds our value; fields
     of ours that this version lacks are not compared."""
     if isinstance(kafka, dict):
-        assert isinstance(ours, dict) and set(kafka) <= set(ours), f"{path}: fields we lack: {set(kafka) - set(ours)}"
+        assert isinstance(ours, dict) and set(kafka) <= set(ours), (
+            f"{path}: fields we lack: {set(kafka) - set(ours)}"
+        )
         for field, v in kafka.items():
             assert_fields_match(v, ours[field], f"{path}.{field}")
     elif isinstance(kafka, list):
@@ -216,7 +253,9 @@ def assert_fields_match(kafka: Any, ours: Any, path: str) -> None:
 def probe(tmp_path: Path, rows: list[tuple[Any, bytes | None]], mode: tuple[str, ...] = ()) -> list[dict]:
     java = require_java("broker")
     src = tmp_path / "records.tsv"
-    src.write_text("".join(f"{k if isinstance(k, str) else k.hex()}\t{'-' if v is None else v.hex()}\n" for k, v in rows))
+    src.write_text(
+        "".join(f"{k if isinstance(k, str) else k.hex()}\t{'-' if v is None else v.hex()}\n" for k, v in rows)
+    )
     res = java.run("CoordinatorRecordsProbe", [*mode, str(src)])
     assert res.returncode == 0, res.stderr
     out = json_lines(res.stdout)
@@ -236,7 +275,9 @@ def test_kafka_reads_our_records_and_writes_the_same_bytes(tmp_path):
         (CoordinatorRecord(rtype, key, None).key_bytes(), _value_bytes(rtype, value, version))
         for _name, rtype, key, value, version in CASES
     ]
-    for (name, rtype, key, value, version), (kb, vb), got in zip(CASES, rows, probe(tmp_path, rows), strict=True):
+    for (name, rtype, key, value, version), (kb, vb), got in zip(
+        CASES, rows, probe(tmp_path, rows), strict=True
+    ):
         assert "error" not in got, f"{name}: Kafka cannot read our bytes: {got['error']}"
         assert got["type"] == rtype
         assert got["key"] == kafka_json(key), name
@@ -252,9 +293,13 @@ def test_kafka_reads_our_records_and_writes_the_same_bytes(tmp_path):
         assert bytes.fromhex(got["value_hex"]) == vb, name
         back = decode_record(bytes.fromhex(got["key_hex"]), bytes.fromhex(got["value_hex"]))
         assert (back.type, back.key, back.value) == (rtype, key, value), name
-        if version == RECORD_TYPES[rtype].value_version and name not in TAGGED_AT_DEFAULT:  # Kafka has all ours
+        if (
+            version == RECORD_TYPES[rtype].value_version and name not in TAGGED_AT_DEFAULT
+        ):  # Kafka has all ours
             expected = set(ours) - NOT_IN_LATEST.get(rtype, set())
-            assert set(got["value"]) == expected, f"{name}: fields Kafka lacks: {expected - set(got['value'])}"
+            assert set(got["value"]) == expected, (
+                f"{name}: fields Kafka lacks: {expected - set(got['value'])}"
+            )
 
 
 def test_kafka_rejects_or_misreads_the_legacy_layouts(tmp_path):
@@ -268,14 +313,22 @@ def test_kafka_rejects_or_misreads_the_legacy_layouts(tmp_path):
         [legacy_part_v.TopicMetadata(t.topic_id, t.topic_name, t.num_partitions) for t in parts.topics]
     )
     cases = [
-        (5, mem_k.ConsumerGroupMemberMetadataKey("cg-1", "m-1"), member, legacy_mem_v.encode_v0(legacy_member)),
+        (
+            5,
+            mem_k.ConsumerGroupMemberMetadataKey("cg-1", "m-1"),
+            member,
+            legacy_mem_v.encode_v0(legacy_member),
+        ),
         (4, part_k.ConsumerGroupPartitionMetadataKey("cg-1"), parts, legacy_part_v.encode_v0(legacy_parts)),
     ]
     rows = [(CoordinatorRecord(t, k, None).key_bytes(), b"\x00\x00" + raw) for t, k, _v, raw in cases]
     for (rtype, _k, value, raw), got in zip(cases, probe(tmp_path, rows), strict=True):
         assert "error" in got or got["value"] != kafka_json(value)
         # and ours, told the record is legacy, reads the intended value
-        assert decode_record(rows[0][0] if rtype == 5 else rows[1][0], b"\x00\x00" + raw, legacy=True).value == value
+        assert (
+            decode_record(rows[0][0] if rtype == 5 else rows[1][0], b"\x00\x00" + raw, legacy=True).value
+            == value
+        )
 
 
 def _subscription(v: int) -> cps.ConsumerProtocolSubscription:
@@ -283,7 +336,9 @@ def _subscription(v: int) -> cps.ConsumerProtocolSubscription:
     return cps.ConsumerProtocolSubscription(
         topics=["orders", "payments"],
         user_data=ASG,
-        owned_partitions=[cps.TopicPartition("orders", [0, 3]), cps.TopicPartition("payments", [1])] if v >= 1 else [],
+        owned_partitions=[cps.TopicPartition("orders", [0, 3]), cps.TopicPartition("payments", [1])]
+        if v >= 1
+        else [],
         generation_id=23 if v >= 2 else -1,
         rack_id="rack-b" if v >= 3 else None,
     )
@@ -293,8 +348,14 @@ EMBEDDED = [
     *[("ConsumerProtocolSubscription", cps, _subscription(v), v) for v in range(4)],
     ("ConsumerProtocolSubscription", cps, cps.ConsumerProtocolSubscription(topics=["t"], user_data=None), 3),
     *[
-        ("ConsumerProtocolAssignment", cpa,
-         cpa.ConsumerProtocolAssignment([cpa.TopicPartition("orders", [2, 1]), cpa.TopicPartition("x", [])], SUB), v)
+        (
+            "ConsumerProtocolAssignment",
+            cpa,
+            cpa.ConsumerProtocolAssignment(
+                [cpa.TopicPartition("orders", [2, 1]), cpa.TopicPartition("x", [])], SUB
+            ),
+            v,
+        )
         for v in range(4)
     ],  # fmt: skip
     ("ConsumerProtocolAssignment", cpa, cpa.ConsumerProtocolAssignment([], None), 0),
@@ -304,8 +365,13 @@ EMBEDDED = [
 def test_the_consumer_embedded_protocol_is_kafkas(tmp_path):
     """The subscription and assignment bytes the coordinator reads and builds for classic members
     (and keeps in GroupMetadata records) are kafka-clients' ConsumerProtocol messages, every version."""
-    rows = [(name, version.to_bytes(2, "big") + mod.ENCODERS[version](value)) for name, mod, value, version in EMBEDDED]
-    for (name, mod, value, version), (_n, raw), got in zip(EMBEDDED, rows, probe(tmp_path, rows, ("embedded",)), strict=True):
+    rows = [
+        (name, version.to_bytes(2, "big") + mod.ENCODERS[version](value))
+        for name, mod, value, version in EMBEDDED
+    ]
+    for (name, mod, value, version), (_n, raw), got in zip(
+        EMBEDDED, rows, probe(tmp_path, rows, ("embedded",)), strict=True
+    ):
         assert "error" not in got, f"{name} v{version}: Kafka cannot read our bytes: {got['error']}"
         assert got["version"] == version
         assert_fields_match(got["value"], kafka_json(value), f"{name} v{version}")

@@ -51,8 +51,9 @@ def _remember(m: str) -> Callable[[Any, dict], None]:
 def join(m: str, g: str, conn: int, v: int = 5, instance: str | None = None, mode: str = "call") -> Step:
     def body(p: Peer) -> JoinGroupRequest:
         protos = [JoinGroupRequestProtocol("range", SUBSCRIPTION)]
-        return JoinGroupRequest(g, 10000, 30000, p.memory.get(f"{m}.member", ""), instance, "consumer", protos,
-                                None)
+        return JoinGroupRequest(
+            g, 10000, 30000, p.memory.get(f"{m}.member", ""), instance, "consumer", protos, None
+        )
 
     return Step(11, v, body, remember=_remember(m), conn=conn, mode=mode, label=f"{m} joins")
 
@@ -65,9 +66,12 @@ def sync(m: str, g: str, conn: int, v: int = 3, leader: bool = False) -> Step:
     def body(p: Peer) -> SyncGroupRequest:
         assignments = []
         if leader:
-            assignments = [SyncGroupRequestAssignment(mid, ASSIGNMENT) for mid in p.memory.get("members", {}).values()]
-        return SyncGroupRequest(g, p.memory[f"{m}.gen"], p.memory[f"{m}.member"], None, "consumer", "range",
-                                assignments)
+            assignments = [
+                SyncGroupRequestAssignment(mid, ASSIGNMENT) for mid in p.memory.get("members", {}).values()
+            ]
+        return SyncGroupRequest(
+            g, p.memory[f"{m}.gen"], p.memory[f"{m}.member"], None, "consumer", "range", assignments
+        )
 
     return Step(14, v, body, conn=conn, label=f"{m} syncs")
 
@@ -92,8 +96,7 @@ def describe(g: str, until: str | None = None) -> Step:
     def state_is(resp: Any) -> bool:
         return resp.groups[0].group_state == until
 
-    return Step(15, 5, DescribeGroupsRequest([g], False), label="describe",
-                until=state_is if until else None)
+    return Step(15, 5, DescribeGroupsRequest([g], False), label="describe", until=state_is if until else None)
 
 
 def commit(m: str | None, g: str, t: str, offset: int, gen: int | None = None, v: int = 8) -> Step:
@@ -101,7 +104,9 @@ def commit(m: str | None, g: str, t: str, offset: int, gen: int | None = None, v
         generation = gen if gen is not None else (p.memory[f"{m}.gen"] if m else -1)
         member = p.memory[f"{m}.member"] if m else ""
         part = OffsetCommitRequestPartition(0, offset, -1, -1, "meta")
-        return OffsetCommitRequest(g, generation, member, None, -1, [OffsetCommitRequestTopic(t, partitions=[part])])
+        return OffsetCommitRequest(
+            g, generation, member, None, -1, [OffsetCommitRequestTopic(t, partitions=[part])]
+        )
 
     return Step(8, v, body, label=f"commit {offset}")
 
@@ -109,30 +114,55 @@ def commit(m: str | None, g: str, t: str, offset: int, gen: int | None = None, v
 def classic_two_members(n: Names) -> list[Step]:
     g = n.group()
     return [
-        join("A", g, 0), join("A", g, 0), sync("A", g, 0, leader=True),
-        join("B", g, 1), join("B", g, 1, mode="send"), describe(g, until="PreparingRebalance"),
-        hb("A", g, 0), join("A", g, 0), recv_join("B", 1),
-        sync("A", g, 0, leader=True), sync("B", g, 1), hb("A", g, 0), hb("B", g, 1), describe(g),
-        leave("B", g, 1), hb("A", g, 0), join("A", g, 0), sync("A", g, 0, leader=True), describe(g),
-        leave("A", g, 0), describe(g),
+        join("A", g, 0),
+        join("A", g, 0),
+        sync("A", g, 0, leader=True),
+        join("B", g, 1),
+        join("B", g, 1, mode="send"),
+        describe(g, until="PreparingRebalance"),
+        hb("A", g, 0),
+        join("A", g, 0),
+        recv_join("B", 1),
+        sync("A", g, 0, leader=True),
+        sync("B", g, 1),
+        hb("A", g, 0),
+        hb("B", g, 1),
+        describe(g),
+        leave("B", g, 1),
+        hb("A", g, 0),
+        join("A", g, 0),
+        sync("A", g, 0, leader=True),
+        describe(g),
+        leave("A", g, 0),
+        describe(g),
     ]
 
 
 def classic_static_member(n: Names) -> list[Step]:
     g = n.group()
     return [
-        join("S", g, 0, instance="i1"), sync("S", g, 0, leader=True), hb("S", g, 0),
+        join("S", g, 0, instance="i1"),
+        sync("S", g, 0, leader=True),
+        hb("S", g, 0),
         # a new process with the same instance id replaces the member (no rebalance)
-        join("S2", g, 1, instance="i1"), hb("S", g, 0), sync("S2", g, 1, leader=True), hb("S2", g, 1),
-        describe(g), leave("S2", g, 1, instance="i1"), describe(g),
+        join("S2", g, 1, instance="i1"),
+        hb("S", g, 0),
+        sync("S2", g, 1, leader=True),
+        hb("S2", g, 1),
+        describe(g),
+        leave("S2", g, 1, instance="i1"),
+        describe(g),
     ]
 
 
 def kip814_skip_assignment(n: Names) -> list[Step]:
     g = n.group()
     return [
-        join("L", g, 0, v=9, instance="leader"), sync("L", g, 0, v=5, leader=True),
-        join("L2", g, 1, v=9, instance="leader"), sync("L2", g, 1, v=5, leader=True), hb("L2", g, 1),
+        join("L", g, 0, v=9, instance="leader"),
+        sync("L", g, 0, v=5, leader=True),
+        join("L2", g, 1, v=9, instance="leader"),
+        sync("L2", g, 1, v=5, leader=True),
+        hb("L2", g, 1),
         describe(g),
     ]
 
@@ -141,17 +171,33 @@ def offsets_with_generations(n: Names) -> list[Step]:
     g, t = n.group(), n.topic()
     fetch = Step(9, 8, OffsetFetchRequest(groups=[OffsetFetchRequestGroup(g, None, -1, None)]), label="fetch")
     return [
-        create(t), join("A", g, 0), join("A", g, 0), sync("A", g, 0, leader=True),
-        commit("A", g, t, 5), commit("A", g, t, 6, gen=9), commit(None, g, t, 7), fetch,
-        leave("A", g, 0), commit(None, g, t, 8), fetch, describe(g),
+        create(t),
+        join("A", g, 0),
+        join("A", g, 0),
+        sync("A", g, 0, leader=True),
+        commit("A", g, t, 5),
+        commit("A", g, t, 6, gen=9),
+        commit(None, g, t, 7),
+        fetch,
+        leave("A", g, 0),
+        commit(None, g, t, 8),
+        fetch,
+        describe(g),
     ]
 
 
 # ============================================================================ KIP-848 steps
 
 
-def cg_hb(m: str, g: str, conn: int, topics: list[str] | None = None, assignor: str | None = None,
-          leave: bool = False, v: int = 1) -> Step:
+def cg_hb(
+    m: str,
+    g: str,
+    conn: int,
+    topics: list[str] | None = None,
+    assignor: str | None = None,
+    leave: bool = False,
+    v: int = 1,
+) -> Step:
     """A KIP-848 heartbeat at v1, where the client names itself (KIP-1082): the same member ids on
     both brokers, so that assignors that order members by id give comparable assignments."""
 
@@ -164,9 +210,18 @@ def cg_hb(m: str, g: str, conn: int, topics: list[str] | None = None, assignor: 
             tps = []
         elif owned is not None:
             tps = [ConsumerGroupHeartbeatRequestTopicPartitions(tid, parts) for tid, parts in owned]
-        return ConsumerGroupHeartbeatRequest(g, p.memory.get(f"{m}.member", ""), epoch, None, None,
-                                             30000 if epoch == 0 else -1, topics if epoch == 0 else None,
-                                             None, assignor if epoch == 0 else None, tps)
+        return ConsumerGroupHeartbeatRequest(
+            g,
+            p.memory.get(f"{m}.member", ""),
+            epoch,
+            None,
+            None,
+            30000 if epoch == 0 else -1,
+            topics if epoch == 0 else None,
+            None,
+            assignor if epoch == 0 else None,
+            tps,
+        )
 
     def remember(resp: Any, mem: dict) -> None:
         if resp.error_code:
@@ -175,7 +230,9 @@ def cg_hb(m: str, g: str, conn: int, topics: list[str] | None = None, assignor: 
             mem[f"{m}.member"] = resp.member_id
         mem[f"{m}.epoch"] = resp.member_epoch
         if resp.assignment is not None:  # a client owns what it was given once it reconciles
-            mem[f"{m}.owned"] = [(tp.topic_id, list(tp.partitions)) for tp in resp.assignment.topic_partitions]
+            mem[f"{m}.owned"] = [
+                (tp.topic_id, list(tp.partitions)) for tp in resp.assignment.topic_partitions
+            ]
 
     return Step(68, v, body, remember=remember, conn=conn, label=f"{m} heartbeats")
 
@@ -186,9 +243,21 @@ def kip848(assignor: str) -> Callable[[Names], list[Step]]:
         cdesc = Step(69, 0, ConsumerGroupDescribeRequest([g], False), label="describe")
         return [
             create(t, 4),
-            cg_hb("M1", g, 0, [t], assignor), cdesc, cg_hb("M1", g, 0), cg_hb("M2", g, 1, [t], assignor), cdesc,
-            cg_hb("M1", g, 0), cg_hb("M1", g, 0), cg_hb("M2", g, 1), cg_hb("M2", g, 1), cdesc,
-            cg_hb("M2", g, 1, leave=True), cdesc, cg_hb("M1", g, 0), cg_hb("M1", g, 0), cdesc,
+            cg_hb("M1", g, 0, [t], assignor),
+            cdesc,
+            cg_hb("M1", g, 0),
+            cg_hb("M2", g, 1, [t], assignor),
+            cdesc,
+            cg_hb("M1", g, 0),
+            cg_hb("M1", g, 0),
+            cg_hb("M2", g, 1),
+            cg_hb("M2", g, 1),
+            cdesc,
+            cg_hb("M2", g, 1, leave=True),
+            cdesc,
+            cg_hb("M1", g, 0),
+            cg_hb("M1", g, 0),
+            cdesc,
         ]
 
     return scenario

@@ -28,8 +28,11 @@ ALLOWED = {17, 18, 36}
 def gated(tmp_path_factory):
     b = InProcessBroker(
         tmp_path_factory.mktemp("gate"),
-        {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.users": "alice:secret",
-         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,OAUTHBEARER"},
+        {
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.users": "alice:secret",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,OAUTHBEARER",
+        },
     )
     called: list[int] = []
     for api in b.pipeline.registry.apis.values():
@@ -45,15 +48,17 @@ def gated(tmp_path_factory):
 
 
 # a handshake first (v0: the frames after it are bare tokens; v1: SaslAuthenticate is allowed)
-prefixes = st.sampled_from([
-    None,
-    *(
-        request_bytes(17, v, SaslHandshakeRequest(m))[4:]
-        for v in (0, 1)
-        for m in ("PLAIN", "SCRAM-SHA-256", "OAUTHBEARER")
-    ),
-    request_bytes(18, 3, ApiVersionsRequest("fuzz", "1"))[4:],
-])
+prefixes = st.sampled_from(
+    [
+        None,
+        *(
+            request_bytes(17, v, SaslHandshakeRequest(m))[4:]
+            for v in (0, 1)
+            for m in ("PLAIN", "SCRAM-SHA-256", "OAUTHBEARER")
+        ),
+        request_bytes(18, 3, ApiVersionsRequest("fuzz", "1"))[4:],
+    ]
+)
 
 
 @settings(FUZZ, max_examples=600)

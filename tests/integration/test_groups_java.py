@@ -218,7 +218,9 @@ def test_java_admin_groups(bt, pool):
     if java.version == "3.9":
         assert (described["groups"]["idle"]["state"], described["groups"]["idle"]["members"]) == ("Dead", [])
     else:  # a deleted group is an unknown one (KIP-1043, as above)
-        assert described["groups"]["idle"] == {"error": "org.apache.kafka.common.errors.GroupIdNotFoundException"}
+        assert described["groups"]["idle"] == {
+            "error": "org.apache.kafka.common.errors.GroupIdNotFoundException"
+        }
     assert group_view(bt, "idle", TOPIC) is None
 
     active.close()

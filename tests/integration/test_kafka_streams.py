@@ -53,8 +53,12 @@ class Output:
         from kafka import KafkaConsumer
 
         self.consumer = KafkaConsumer(
-            OUTPUT, bootstrap_servers=bt.bootstrap, group_id=None, auto_offset_reset="earliest",
-            enable_auto_commit=False, isolation_level=isolation_level,
+            OUTPUT,
+            bootstrap_servers=bt.bootstrap,
+            group_id=None,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            isolation_level=isolation_level,
         )
         self.latest: dict[str, int] = {}
         self.updates = 0
@@ -78,13 +82,18 @@ def committed_offsets(bt) -> dict[tuple[str, int], int]:
 
     admin = KafkaAdminClient(bootstrap_servers=bt.bootstrap)
     try:
-        return {(tp.topic, tp.partition): om.offset for tp, om in admin.list_group_offsets({APP: None})[APP].items()}
+        return {
+            (tp.topic, tp.partition): om.offset
+            for tp, om in admin.list_group_offsets({APP: None})[APP].items()
+        }
     finally:
         admin.close()
 
 
 def start_app(java, bt, state_dir: Path, *overrides: str) -> JavaSession:
-    app = java.session("WordCountApp", [bt.bootstrap, APP, INPUT, OUTPUT, str(state_dir), *overrides], timeout=120)
+    app = java.session(
+        "WordCountApp", [bt.bootstrap, APP, INPUT, OUTPUT, str(state_dir), *overrides], timeout=120
+    )
     deadline = time.monotonic() + 120
     while True:
         line = app.next_line(max(1.0, deadline - time.monotonic()))
@@ -121,13 +130,25 @@ def test_word_count(bt, tmp_path: Path):
 
         # the internal topics, created by Streams through CreateTopics with the configs it asks for
         topics = bt.call(lambda: {t.name: (t.partitions, dict(t.configs)) for t in bt.broker.topics.all()})
-        internal = {name: cfg for name, cfg in topics.items() if name.startswith(f"{APP}-") and name not in (INPUT, OUTPUT)}
+        internal = {
+            name: cfg
+            for name, cfg in topics.items()
+            if name.startswith(f"{APP}-") and name not in (INPUT, OUTPUT)
+        }
         assert internal == {
-            f"{APP}-words-repartition": (2, {
-                "cleanup.policy": "delete", "retention.ms": "-1", "segment.bytes": "52428800",
-                "message.timestamp.type": "CreateTime",
-            }),
-            f"{APP}-counts-changelog": (2, {"cleanup.policy": "compact", "message.timestamp.type": "CreateTime"}),
+            f"{APP}-words-repartition": (
+                2,
+                {
+                    "cleanup.policy": "delete",
+                    "retention.ms": "-1",
+                    "segment.bytes": "52428800",
+                    "message.timestamp.type": "CreateTime",
+                },
+            ),
+            f"{APP}-counts-changelog": (
+                2,
+                {"cleanup.policy": "compact", "message.timestamp.type": "CreateTime"},
+            ),
         }, internal
         # the application's group committed every input record and every repartitioned word
         committed = committed_offsets(bt)

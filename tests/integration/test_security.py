@@ -78,8 +78,14 @@ def secure(broker_factory, certs):
     return _start(broker_factory, certs)
 
 
-def _ck_config(b, listener: str, certs: Certs, mechanism: str | None = None, user: str = "alice",
-               password: str = "alice-secret") -> dict:
+def _ck_config(
+    b,
+    listener: str,
+    certs: Certs,
+    mechanism: str | None = None,
+    user: str = "alice",
+    password: str = "alice-secret",
+) -> dict:
     conf: dict = {"bootstrap.servers": f"127.0.0.1:{b.ports[listener]}", "security.protocol": listener}
     if listener.endswith("SSL"):
         conf["ssl.ca.location"] = str(certs.ca_file)
@@ -148,10 +154,18 @@ def _ck_auth_error(conf: dict) -> str:
 @pytest.mark.parametrize(
     "mechanism, user, message",
     [
-        ("SCRAM-SHA-512", "alice", "Authentication failed during authentication due to invalid credentials "
-         "with SASL mechanism SCRAM-SHA-512"),
-        ("SCRAM-SHA-256", "nobody", "Authentication failed during authentication due to invalid credentials "
-         "with SASL mechanism SCRAM-SHA-256"),
+        (
+            "SCRAM-SHA-512",
+            "alice",
+            "Authentication failed during authentication due to invalid credentials "
+            "with SASL mechanism SCRAM-SHA-512",
+        ),
+        (
+            "SCRAM-SHA-256",
+            "nobody",
+            "Authentication failed during authentication due to invalid credentials "
+            "with SASL mechanism SCRAM-SHA-256",
+        ),
         ("PLAIN", "alice", "Authentication failed: Invalid username or password"),
         ("PLAIN", "nobody", "Authentication failed: Invalid username or password"),
     ],
@@ -173,31 +187,46 @@ def test_confluent_kafka_untrusted_ca_is_an_ssl_error(secure, certs):
 
 
 def test_mtls_required(broker_factory, certs, caplog):
-    b = _start(broker_factory, certs, **{
-        "listener.name.ssl.ssl.client.auth": "required",
-        "ssl.truststore.location": str(certs.ca_file),
-        "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/U,DEFAULT",
-    })
+    b = _start(
+        broker_factory,
+        certs,
+        **{
+            "listener.name.ssl.ssl.client.auth": "required",
+            "ssl.truststore.location": str(certs.ca_file),
+            "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),.*$/$1/U,DEFAULT",
+        },
+    )
     base = _ck_config(b, "SSL", certs)
-    with_cert = {**base, "ssl.certificate.location": str(certs.client_cert),
-                 "ssl.key.location": str(certs.client_key)}
+    with_cert = {
+        **base,
+        "ssl.certificate.location": str(certs.client_cert),
+        "ssl.key.location": str(certs.client_key),
+    }
     _ck_round_trip(with_cert)
     # the principal of a connection with a client certificate (held open by hand while we look)
     ctx = ssl.create_default_context(cafile=str(certs.ca_file))
     ctx.load_cert_chain(str(certs.client_cert), str(certs.client_key))
-    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", b.ports["SSL"])), server_hostname="127.0.0.1") as s:
+    with ctx.wrap_socket(
+        socket.create_connection(("127.0.0.1", b.ports["SSL"])), server_hostname="127.0.0.1"
+    ) as s:
         s.sendall(request_bytes(18, 3, ApiVersionsRequest("mtls", "1")))
         assert s.recv(4)  # answered: the connection is set up
-        principals = b.call(lambda: sorted({c.client.principal for c in b.broker.connections
-                                            if c.client.listener == "SSL"}))
+        principals = b.call(
+            lambda: sorted({c.client.principal for c in b.broker.connections if c.client.listener == "SSL"})
+        )
     # the subject (RFC 2253, most specific first: "CN=app,OU=...,O=...") mapped by the rule
     assert principals == ["User:APP"]
     # no certificate, or one from a CA the broker does not trust: the handshake fails (under TLS 1.3
     # librdkafka sees the connection closed: "Disconnected" / _ALL_BROKERS_DOWN; nothing is produced)
     _ck_auth_error(base)
     assert "peer did not return a certificate" in caplog.text
-    _ck_auth_error({**base, "ssl.certificate.location": str(certs.stranger_cert),
-                    "ssl.key.location": str(certs.stranger_key)})
+    _ck_auth_error(
+        {
+            **base,
+            "ssl.certificate.location": str(certs.stranger_cert),
+            "ssl.key.location": str(certs.stranger_key),
+        }
+    )
     assert "certificate verify failed" in caplog.text
     # SASL_SSL keeps the default ssl.client.auth=none (the override names the SSL listener only)
     _ck_round_trip(_ck_config(b, "SASL_SSL", certs, "SCRAM-SHA-256"), n=3)
@@ -206,20 +235,28 @@ def test_mtls_required(broker_factory, certs, caplog):
 # ------------------------------------------------------------------------------------ kafka-python
 
 
-def _kp_config(b, listener: str, certs: Certs, mechanism: str | None, user: str = "alice",
-               password: str = "alice-secret") -> dict:
+def _kp_config(
+    b, listener: str, certs: Certs, mechanism: str | None, user: str = "alice", password: str = "alice-secret"
+) -> dict:
     conf: dict = {"bootstrap_servers": f"127.0.0.1:{b.ports[listener]}", "security_protocol": listener}
     if listener.endswith("SSL"):
         conf["ssl_cafile"] = str(certs.ca_file)
     if mechanism:
-        conf.update({"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password})
+        conf.update(
+            {"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
+        )
     return conf
 
 
 @pytest.mark.parametrize(
     "listener, mechanism",
-    [("SSL", None), ("SASL_PLAINTEXT", "PLAIN"), ("SASL_SSL", "PLAIN"), ("SASL_SSL", "SCRAM-SHA-256"),
-     ("SASL_SSL", "SCRAM-SHA-512")],
+    [
+        ("SSL", None),
+        ("SASL_PLAINTEXT", "PLAIN"),
+        ("SASL_SSL", "PLAIN"),
+        ("SASL_SSL", "SCRAM-SHA-256"),
+        ("SASL_SSL", "SCRAM-SHA-512"),
+    ],
 )
 def test_kafka_python_round_trip(secure, certs, listener, mechanism):
     conf = _kp_config(secure, listener, certs, mechanism)
@@ -228,8 +265,14 @@ def test_kafka_python_round_trip(secure, certs, listener, mechanism):
     for i in range(10):
         producer.send(topic, key=str(i).encode(), value=f"v{i}".encode()).get(timeout=20)
     producer.close()
-    consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
-                             consumer_timeout_ms=15000, **conf)
+    consumer = KafkaConsumer(
+        topic,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=15000,
+        **conf,
+    )
     got = []
     for m in consumer:
         got.append(m.value)
@@ -329,7 +372,7 @@ def test_java_client_wrong_password(secure, certs, tmp_path, monkeypatch):
     props.write_text(
         "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\nssl.truststore.type=PEM\n"
         f"ssl.truststore.location={certs.ca_file}\n"
-        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required '
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
         'username="alice" password="wrong";\n'
     )
     monkeypatch.setenv("PROBE_CLIENT_PROPERTIES", str(props))

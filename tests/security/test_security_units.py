@@ -18,22 +18,27 @@ from broker.security.tls import PrincipalRules, principal_from_cert, server_cont
 
 
 def test_listener_prefixed_properties_win_over_broker_wide_ones():
-    c = Config({
-        "listeners": "SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "ssl.client.auth": "requested",
-        "listener.name.ssl.ssl.client.auth": "required",
-    })
+    c = Config(
+        {
+            "listeners": "SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+            "ssl.client.auth": "requested",
+            "listener.name.ssl.ssl.client.auth": "required",
+        }
+    )
     assert c.listener_prop("SSL", "ssl.client.auth") == "required"
     assert c.listener_prop("SASL_SSL", "ssl.client.auth") == "requested"
     assert [(e.name, e.security_protocol, e.tls, e.sasl) for e in c.endpoints()] == [
-        ("SSL", "SSL", True, False), ("SASL_SSL", "SASL_SSL", True, True)
+        ("SSL", "SSL", True, False),
+        ("SASL_SSL", "SASL_SSL", True, True),
     ]
     assert "listener.name.ssl.ssl.client.auth" not in c.unknown
 
 
 def test_jaas_and_sasl_users():
-    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
-            'password="admin-secret" user_admin="admin-secret" user_a\\"b="p\\"w";')
+    jaas = (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_a\\"b="p\\"w";'
+    )
     assert parse_jaas_users(jaas) == {"admin": "admin-secret"}
     assert parse_users("alice:pw:with:colons, bob:x") == {"alice": "pw:with:colons", "bob": "x"}
     with pytest.raises(ConfigError, match="sasl.users: expected name:password"):
@@ -67,7 +72,10 @@ def test_tls_context_from_file_or_inline_pem(pem):
     "props, message",
     [
         ({}, "listener SSL uses TLS: set ssl.keystore.location"),
-        ({"ssl.keystore.location": "/nonexistent.pem"}, "cannot load the TLS key and certificate of listener SSL"),
+        (
+            {"ssl.keystore.location": "/nonexistent.pem"},
+            "cannot load the TLS key and certificate of listener SSL",
+        ),
         ({"ssl.keystore.type": "JKS"}, "only PEM key and trust stores"),
         ({"ssl.client.auth": "required", "ssl.keystore.location": "SERVER"}, "needs the CAs"),
     ],
@@ -80,7 +88,9 @@ def test_tls_settings_kafka_would_refuse(pem, props, message):
 
 
 def test_principal_from_certificate_subject():
-    cert = {"subject": ((("countryName", "US"),), (("organizationName", "Example"),), (("commonName", "app"),))}
+    cert = {
+        "subject": ((("countryName", "US"),), (("organizationName", "Example"),), (("commonName", "app"),))
+    }
     assert principal_from_cert(cert) == "User:CN=app,O=Example,C=US"
     assert principal_from_cert({}) == "User:ANONYMOUS"
 

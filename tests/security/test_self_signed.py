@@ -28,7 +28,9 @@ def test_certificates_are_kept_and_reissued_only_for_new_names(tmp_path):
 
 def test_serve_tls_self_signed(tmp_path):
     port = free_port()
-    proc = serve_args(["--port", str(port), "--data-dir", str(tmp_path / "d"), "--tls", "self-signed"], port + 1)
+    proc = serve_args(
+        ["--port", str(port), "--data-dir", str(tmp_path / "d"), "--tls", "self-signed"], port + 1
+    )
     try:
         conf = {
             "bootstrap.servers": f"127.0.0.1:{port + 1}",
@@ -38,8 +40,11 @@ def test_serve_tls_self_signed(tmp_path):
         p = confluent_kafka.Producer(conf)
         p.produce("tls", b"over-tls")
         assert p.flush(20) == 0
-        kp = KafkaProducer(bootstrap_servers=conf["bootstrap.servers"], security_protocol="SSL",
-                           ssl_cafile=conf["ssl.ca.location"])
+        kp = KafkaProducer(
+            bootstrap_servers=conf["bootstrap.servers"],
+            security_protocol="SSL",
+            ssl_cafile=conf["ssl.ca.location"],
+        )
         kp.send("tls", b"kp").get(timeout=20)
         kp.close()
     finally:

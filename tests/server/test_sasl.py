@@ -23,7 +23,7 @@ CONFIG = {
     "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
     "sasl.users": "alice:alice-secret",
     "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
-        'org.apache.kafka.common.security.plain.PlainLoginModule required '
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
         'username="admin" password="admin-secret" user_admin="admin-secret";'
     ),
     "connection.failed.authentication.delay.ms": 0,
@@ -105,7 +105,9 @@ def test_wrong_password_or_unknown_user_fails_then_closes(sasl_broker, mechanism
         assert c.is_closed_by_peer()
     with WireClient(sasl_broker.ports["SASL_PLAINTEXT"]) as c:  # the broker serves others
         _handshake(c, "PLAIN")
-        assert c.call(AUTHENTICATE, 1, SaslAuthenticateRequest(_plain("alice", "alice-secret"))).error_code == 0
+        assert (
+            c.call(AUTHENTICATE, 1, SaslAuthenticateRequest(_plain("alice", "alice-secret"))).error_code == 0
+        )
 
 
 @pytest.mark.parametrize(
@@ -178,7 +180,9 @@ def test_a_large_frame_before_authentication_closes(sasl_broker):
 
 def test_secrets_are_described_as_sensitive(sasl_broker):
     with WireClient(sasl_broker.ports["PLAINTEXT"]) as c:
-        resp = c.call(32, 4, DescribeConfigsRequest([DescribeConfigsResource(4, "1", ["sasl.users"])], True, True))
+        resp = c.call(
+            32, 4, DescribeConfigsRequest([DescribeConfigsResource(4, "1", ["sasl.users"])], True, True)
+        )
     (entry,) = resp.results[0].configs
     assert (entry.name, entry.value, entry.is_sensitive, entry.config_type) == ("sasl.users", None, True, 9)
     assert [s.value for s in entry.synonyms] == [None]

@@ -25,7 +25,10 @@ def spark():
 
     jars, _why = _connector_jars()
     # the Kafka sink's cached producers outlive each test's broker: let them go soon after
-    quiet = {"spark.kafka.producer.cache.timeout": "5s", "spark.kafka.producer.cache.evictorThreadRunInterval": "2s"}
+    quiet = {
+        "spark.kafka.producer.cache.timeout": "5s",
+        "spark.kafka.producer.cache.evictorThreadRunInterval": "2s",
+    }
     s = local_session(app="pykbroker-tests", kafka_jars=jars, **quiet)
     yield s
     s.stop()

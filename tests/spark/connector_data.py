@@ -130,7 +130,6 @@ def _b(v: bytes | bytearray | None) -> bytes | None:
     return None if v is None else bytes(v)
 
 
-
 def offsets_of(ranges: dict[int, tuple[int, int]]) -> list[tuple[int, int]]:
     """(partition, offset) for each half-open offset range {partition: (from, to)}."""
     return [(p, o) for p, (lo, hi) in sorted(ranges.items()) for o in range(lo, hi)]

@@ -167,4 +167,3 @@ def test_the_same_connector_job_gives_the_same_result_on_real_kafka(spark, kafka
     ]
     assert ("lagger", 0, 2, 5, "backwards") in ours["audit"]
     assert [(g, m) for g, _p, _gen, m, _n, _ps in ours["timeline"]] == [("member", 1), ("member", 0)]
-

@@ -48,10 +48,18 @@ def test_timeline_shows_the_planted_rebalances(spark, history, tmp_path):
     two = gens.where(f"`group` = '{REBALANCER}' and members = 2").collect()[0]
     assert len(two.member_ids) == 2 and sorted(two.partitions) == [f"{EVENTS}-{p}" for p in range(3)]
     # a rebalance is timed from its first JoinGroup: the broker's rebalance journal has it
-    journal = [orjson.loads(line) for line in (history.data_dir / "group-rebalances.jsonl").read_bytes().splitlines()]
-    started = min(e["join_started_ms"] for e in journal if e["group"] == REBALANCER and e["generation"] == two.generation)
+    journal = [
+        orjson.loads(line) for line in (history.data_dir / "group-rebalances.jsonl").read_bytes().splitlines()
+    ]
+    started = min(
+        e["join_started_ms"]
+        for e in journal
+        if e["group"] == REBALANCER and e["generation"] == two.generation
+    )
     assert round(two.timestamp.replace(tzinfo=UTC).timestamp() * 1000) == started
-    assert two.rebalance_ms == pytest.approx(two.settled.replace(tzinfo=UTC).timestamp() * 1000 - started, abs=1)
+    assert two.rebalance_ms == pytest.approx(
+        two.settled.replace(tzinfo=UTC).timestamp() * 1000 - started, abs=1
+    )
     assert (tmp_path / "timeline.png").stat().st_size > 5000
 
 

@@ -142,5 +142,7 @@ def test_kafka_sink_writes_records_that_real_clients_read(spark, kafka_format, w
     for part in range(2):
         assert sorted(r[2] for r in got if r[1] == part) == list(range(6))
     # and the connector reads back what it wrote, as confluent-kafka did
-    spark_view = cd.spark_rows(_read(spark, kafka_format, b.bootstrap, subscribe=topic, includeHeaders="true"))
+    spark_view = cd.spark_rows(
+        _read(spark, kafka_format, b.bootstrap, subscribe=topic, includeHeaders="true")
+    )
     assert spark_view == got

@@ -40,7 +40,9 @@ class FranzSession(JavaSession):
 
     def ok(self, op: str, timeout: float | None = None, **fields: object) -> dict:
         got = self.send(op, timeout, **fields)
-        assert got.get("ok") is True, f"franz-go {op} failed: {got.get('error')}\nstderr:\n{self.stderr[-3000:]}"
+        assert got.get("ok") is True, (
+            f"franz-go {op} failed: {got.get('error')}\nstderr:\n{self.stderr[-3000:]}"
+        )
         return got
 
 
@@ -96,5 +98,7 @@ def require_franz() -> Franz:
 
     got = _cached()
     if isinstance(got, FranzUnavailable):
-        pytest.fail(f"the franz-go tests need go and the modules from scripts/clients.sh: {got}", pytrace=False)
+        pytest.fail(
+            f"the franz-go tests need go and the modules from scripts/clients.sh: {got}", pytrace=False
+        )
     return got

@@ -214,7 +214,9 @@ def _fetched_jars(reference_dir: Path, version: str) -> list[Path]:
         try:
             proc = subprocess.run(
                 [str(REPO_ROOT / "scripts" / "clients.sh"), str(reference_dir)],
-                capture_output=True, text=True, timeout=900,
+                capture_output=True,
+                text=True,
+                timeout=900,
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise JavaUnavailable(f"scripts/clients.sh could not run: {e}") from e
@@ -231,7 +233,10 @@ def _broker_jars(reference_dir: Path) -> list[Path]:
     if not any(out.glob(BROKER_JARS[1] + "*.jar")):
         try:
             proc = subprocess.run(
-                [str(REPO_ROOT / "scripts" / "kafka.sh"), str(out)], capture_output=True, text=True, timeout=900
+                [str(REPO_ROOT / "scripts" / "kafka.sh"), str(out)],
+                capture_output=True,
+                text=True,
+                timeout=900,
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise JavaUnavailable(f"scripts/kafka.sh could not run: {e}") from e

@@ -25,9 +25,7 @@ def serve(data: Path, port: int, *config: str) -> subprocess.Popen:
     return serve_args(args, port)
 
 
-def serve_args(
-    args: list[str], port: int, preexec_fn: Callable[[], None] | None = None
-) -> subprocess.Popen:
+def serve_args(args: list[str], port: int, preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen:
     """``python -m broker serve ARGS``; returns once ``port`` (which ARGS make it listen on) accepts.
     ``preexec_fn`` runs in the child before the broker starts (e.g. to lower its limits)."""
     proc = subprocess.Popen(

@@ -255,7 +255,9 @@ class RealKafka:
             last = resp
             time.sleep(0.1)
         else:
-            raise RealKafkaError(f"Kafka's group coordinator did not load within {self.start_timeout:.0f} s: {last!r}")
+            raise RealKafkaError(
+                f"Kafka's group coordinator did not load within {self.start_timeout:.0f} s: {last!r}"
+            )
         # Producer ids: the first InitProducerId answers COORDINATOR_LOAD_IN_PROGRESS until the broker
         # has its first block of ids from the controller.
         while time.monotonic() < deadline:
