@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -18,7 +17,7 @@ from broker.config import Config, ConfigError, parse_pairs, parse_properties
 from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption, note_starting_open_files_limit
 from broker.personas import PERSONAS
-from broker.runtime import configure_logging, remove_ready_file, write_ready_file
+from broker.runtime import configure_logging, remove_ready_file, tune_collector, write_ready_file
 from broker.security.acl_store import AclStoreError
 from broker.server.listener import ListenError
 
@@ -274,9 +273,7 @@ async def _run(config: Config, recover: bool = False, ready_file: Path | None = 
     except BaseException:
         broker.close()
         raise
-    # What start-up built (modules, classes, the loaded logs and groups) lives as long as the process:
-    # out of the collector's generations, a full collection no longer walks it again and again.
-    gc.freeze()
+    tune_collector()  # start-up's objects frozen; requests in flight die young (broker.runtime)
     ca = getattr(config, "self_signed_ca", None)
     if ca is not None:
         _print_tls_settings(broker, ca)

@@ -25,6 +25,7 @@ from broker.datadir import DataDirLocked
 from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
+from broker.runtime import GC_THRESHOLD
 from broker.spark import logdir
 from broker.testing import BrokerThread, running_broker
 from tests.support.process import free_port, serve_args
@@ -562,7 +563,7 @@ def snapshot():
     while not os.path.exists(ready):
         time.sleep(0.01)
     with open(out, "w") as f:
-        json.dump({"modules": sorted(sys.modules), "frozen": gc.get_freeze_count()}, f)
+        json.dump({"modules": sorted(sys.modules), "frozen": gc.get_freeze_count(), "gc": gc.get_threshold()}, f)
     os.kill(os.getpid(), signal.SIGTERM)
 threading.Thread(target=snapshot, daemon=True).start()
 from broker.cli import main
@@ -587,6 +588,8 @@ def test_serve_loads_the_control_plane_and_handlers_only_when_used_and_freezes_s
     assert [m for m in NOT_AT_START_UP if m in loaded] == []
     # what start-up built is out of the collector's generations (gc.freeze) once it listens
     assert snapshot["frozen"] > 10_000
+    # and requests in flight die young instead of reaching the oldest generation (broker.runtime)
+    assert tuple(snapshot["gc"]) == GC_THRESHOLD
 
 
 def test_a_handler_and_the_control_plane_load_on_first_use(tmp_path):
