@@ -19,9 +19,10 @@ error with acks=0 closes the connection so the producer notices, as Kafka does.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import struct
-from functools import lru_cache, partial
+from functools import lru_cache
 from uuid import UUID
 
 from broker.log import validator
@@ -310,13 +311,45 @@ def _one_partition(v: int, topic: TopicProduceResponse, throttle: int) -> bytes:
     return head + tail
 
 
+class _Waiting:
+    """The requests waiting for one group commit (``flush``): their answer futures, encoded answers
+    and versions (parallel lists), settled by one done-callback of ``flush`` (this object)."""
+
+    __slots__ = ("flush", "outs", "bodies", "versions")
+
+    def __init__(self, flush: asyncio.Future):
+        self.flush = flush
+        self.outs: list[asyncio.Future] = []
+        self.bodies: list[bytes] = []
+        self.versions: list[int] = []
+
+    def __call__(self, flush: asyncio.Future) -> None:
+        for out, body, version in zip(self.outs, self.bodies, self.versions, strict=True):
+            _settle(body, version, out, flush)
+
+
+#: the requests waiting for the latest group commit a request waited for (the next ones join them)
+_latest: _Waiting | None = None
+#: the context of a group commit's callback (it reads no context variable): none copied for it
+_NO_CONTEXT = contextvars.Context()
+
+
 def _when_durable(body: bytes, version: int, flush: asyncio.Future) -> asyncio.Future:
-    """A future of the encoded response ``body``, resolved by a callback once ``flush`` (the log
-    manager's group commit, shared by every request it covers) is done: what ``_after_flush`` does,
-    without a coroutine, a task, a gather and a shield per request. Cancelling the returned future
-    (its client went away) leaves ``flush`` to the other requests."""
+    """A future of the encoded response ``body``, resolved once ``flush`` (the log manager's group
+    commit, shared by every request it covers) is done: what ``_after_flush`` does, without a
+    coroutine, a task, a gather and a shield per request, and with one callback per group commit
+    rather than one per request (a waiting request holds one future, and the collector tracks no
+    other object of it). Cancelling the returned future (its client went away) leaves ``flush`` to
+    the other requests."""
+    global _latest
     out = flush.get_loop().create_future()
-    flush.add_done_callback(partial(_settle, body, version, out))
+    waiting = _latest
+    if waiting is None or waiting.flush is not flush or flush.done():
+        waiting = _latest = _Waiting(flush)
+        flush.add_done_callback(waiting, context=_NO_CONTEXT)
+    waiting.outs.append(out)
+    waiting.bodies.append(body)
+    waiting.versions.append(version)
     return out
 
 

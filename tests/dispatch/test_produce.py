@@ -110,6 +110,22 @@ async def test_a_request_cancelled_while_it_waits_for_the_group_commit_leaves_it
     assert first.cancelled()
 
 
+async def test_the_requests_of_each_group_commit_are_answered_when_it_is_done():
+    """Requests waiting for different group commits (interleaved, or for one already done) are each
+    answered with their own bytes when theirs is done, and only then."""
+    loop = asyncio.get_running_loop()
+    first, second = loop.create_future(), loop.create_future()
+    a = _when_durable(b"a", 9, first)
+    b = _when_durable(b"b", 9, second)
+    c = _when_durable(b"c", 9, first)
+    first.set_result(None)
+    assert (await a, await c) == (b"a", b"c")
+    assert not b.done()
+    second.set_result(None)
+    assert await b == b"b"
+    assert await _when_durable(b"d", 9, first) == b"d"  # (first is done)
+
+
 def _answer(*codes: int) -> ProduceResponse:
     return ProduceResponse(
         responses=[
