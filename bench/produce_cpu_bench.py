@@ -22,6 +22,9 @@ own CPU time (tottime, the event loop thread's) on stderr.
 
 To compare two checkouts, run it from each with ``PYTHONPATH`` set to that checkout.
 
+The collector runs with the thresholds ``serve`` sets (``broker.runtime.GC_THRESHOLD``; CPython's
+700, 10, 10 for a checkout without them); ``--gc-threshold 700`` measures with CPython's.
+
 ``--gc``: the same workload (first partition count) with the collector as ``serve`` leaves it after
 start-up (``gc.freeze()``: what start-up built is out of the generations) and without, alternating,
 in one process; prints the time spent in collections per generation (``gc.callbacks``) and the CPU
@@ -39,6 +42,7 @@ import sys
 import tempfile
 import time
 
+import broker.runtime
 from broker.app import Broker
 from broker.config import Config
 from broker.dispatch.registry import ClientInfo
@@ -162,7 +166,15 @@ def main() -> None:
     ap.add_argument("--in-flight", type=int, default=0, help="requests per group commit wait")
     ap.add_argument("--profile", type=int, default=0, help="print the top N of a cProfile")
     ap.add_argument("--gc", action="store_true", help="GC time with and without gc.freeze() after start-up")
+    ap.add_argument(
+        "--gc-threshold",
+        type=int,
+        default=0,
+        help="the collector's first threshold (default: serve's, broker.runtime.GC_THRESHOLD)",
+    )
     args = ap.parse_args()
+    serving = getattr(broker.runtime, "GC_THRESHOLD", (700, 10, 10))  # (a checkout without it: CPython's)
+    gc.set_threshold(args.gc_threshold or serving[0], *serving[1:])
     counts = [int(x) for x in args.partitions.split(",")]
     loop = new_event_loop()
     if args.gc:

@@ -21,7 +21,7 @@ from broker.config import Config, ConfigError, parse_pairs, parse_properties
 from broker.datadir import DataDirLocked
 from broker.log.segment import LogCorruption, note_starting_open_files_limit
 from broker.personas import PERSONAS
-from broker.runtime import configure_logging, remove_ready_file, write_ready_file
+from broker.runtime import configure_logging, remove_ready_file, tune_collector, write_ready_file
 from broker.security.acl_store import AclStoreError
 from broker.server.listener import ListenError
 
@@ -297,9 +297,9 @@ async def _run(config: Config, recover: bool = False, ready_file: Path | None = 
         broker.close()
         raise
     # What start-up built (modules, classes, the loaded logs and groups) lives as long as the process:
-    # out of the collector's generations, a full collection no longer walks it again and again. The
-    # collector, off during start-up (_without_collector_until_listening), runs from here on.
-    gc.freeze()
+    # frozen out of the collector's generations, and requests in flight die young (broker.runtime).
+    # The collector, off during start-up (_without_collector_until_listening), runs from here on.
+    tune_collector()
     gc.enable()
     ca = getattr(config, "self_signed_ca", None)
     if ca is not None:

@@ -25,6 +25,7 @@ from broker.datadir import DataDirLocked
 from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
+from broker.runtime import GC_THRESHOLD
 from broker.spark import logdir
 from broker.testing import BrokerThread, running_broker
 from tests.support.process import free_port, serve_args
@@ -563,7 +564,15 @@ def snapshot():
     while not os.path.exists(ready):
         time.sleep(0.01)
     with open(out, "w") as f:
-        json.dump({"modules": sorted(sys.modules), "frozen": gc.get_freeze_count(), "gc": gc.isenabled()}, f)
+        json.dump(
+            {
+                "modules": sorted(sys.modules),
+                "frozen": gc.get_freeze_count(),
+                "gc": gc.isenabled(),
+                "threshold": gc.get_threshold(),
+            },
+            f,
+        )
     os.kill(os.getpid(), signal.SIGTERM)
 threading.Thread(target=snapshot, daemon=True).start()
 from broker.cli import main
@@ -590,6 +599,8 @@ def test_serve_loads_the_control_plane_and_handlers_only_when_used_and_freezes_s
     # collector, off during start-up, runs again
     assert snapshot["frozen"] > 10_000
     assert snapshot["gc"] is True
+    # and requests in flight die young instead of reaching the oldest generation (broker.runtime)
+    assert tuple(snapshot["threshold"]) == GC_THRESHOLD
 
 
 def test_serve_turns_the_collector_back_on_when_it_fails_to_start(tmp_path):

@@ -19,8 +19,11 @@ error with acks=0 closes the connection so the producer notices, as Kafka does.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
-from functools import partial
+import struct
+from functools import lru_cache
+from uuid import UUID
 
 from broker.log import validator
 from broker.log.batch import HEADER_SIZE, TRANSACTIONAL_MASK, InvalidBatch, read_header, validate_produce
@@ -28,6 +31,8 @@ from broker.log.manager import StorageError
 from broker.log.streaming import EXPANSION_LIMIT, validate_records
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.produce import (
+    RESPONSE_DECODERS,
+    RESPONSE_ENCODERS,
     BatchIndexAndErrorMessage,
     LeaderIdAndEpoch,
     NodeEndpoint,
@@ -36,6 +41,7 @@ from broker.protocol.generated.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from broker.protocol.primitives import uvarint
 from broker.quotas import user_of
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE
 
@@ -232,32 +238,122 @@ def _produce(ctx: RequestContext, req: ProduceRequest):
         if any_error:
             raise CloseConnection("a produce request with acks=0 failed")
         return None
-    response = ProduceResponse(responses=responses, throttle_time_ms=throttle)
-    if hinted:
-        response.node_endpoints = leadership.endpoints(ctx, NodeEndpoint, hinted)
+    # Encoded now, while it is waited for: a request waiting for its group commit holds bytes (which
+    # the collector does not track), not a tree of response objects (thousands of requests are in
+    # flight with one record into each of thousands of partitions, and every object they hold
+    # makes the collector's full passes over the partitions' own objects come sooner).
+    if not hinted and len(responses) == 1 and len(responses[0].partition_responses) == 1:
+        body = _one_partition(v, responses[0], throttle)
+    else:
+        response = ProduceResponse(responses=responses, throttle_time_ms=throttle)
+        if hinted:
+            response.node_endpoints = leadership.endpoints(ctx, NodeEndpoint, hinted)
+        body = RESPONSE_ENCODERS[v](response)
     # clients before v6 (KIP-219) do not wait out throttle_time_ms: their answer waits instead
     delay_ms = throttle if v < CLIENT_THROTTLES else 0
     if not waits and not delay_ms:
-        return response
+        return body
     # the connection may go on appending this client's next requests while this one is flushed
     if not delay_ms:
         flush = waits[0]
         if all(w is flush for w in waits):  # every append of a request waits for the same group commit
-            return Deferred(_when_durable(response, flush))
-    return Deferred(_after_flush(response, waits, delay_ms))
+            return Deferred(_when_durable(body, v, flush))
+    return Deferred(_after_flush(body, v, waits, delay_ms))
 
 
-def _when_durable(response: ProduceResponse, flush: asyncio.Future) -> asyncio.Future:
-    """A future of ``response``, resolved by a callback once ``flush`` (the log manager's group
+#: the success answer of one partition after its topic's head, and the response's end (throttle
+#: time, tagged fields), per version: v3 index, error, base offset, log append time; v5 log start
+#: offset; v8 no record errors, no error message; v9 flexible (compact arrays, tagged fields)
+_OK_V3 = struct.Struct(">ihqqi")
+_OK_V5 = struct.Struct(">ihqqqi")
+_OK_V8 = struct.Struct(">ihqqqihi")
+_OK_V9 = struct.Struct(">ihqqq4Bi1B")
+_DEFAULT_LEADER = (-1, -1)
+
+
+@lru_cache(maxsize=4096)
+def _topic_head(v: int, name: str, topic_id: UUID | None) -> bytes:
+    """The response's bytes before its only partition: one topic (named, or by id from v13) of one
+    partition."""
+    if v >= 13:
+        return b"\x02" + topic_id.bytes + b"\x02"
+    raw = name.encode()
+    if v >= 9:
+        return b"\x02" + uvarint(len(raw) + 1) + raw + b"\x02"
+    return struct.pack(">ih", 1, len(raw)) + raw + struct.pack(">i", 1)
+
+
+def _one_partition(v: int, topic: TopicProduceResponse, throttle: int) -> bytes:
+    """The encoded response of a request for one partition: the generated encoder's bytes, written
+    from a cached head and one struct when it succeeded (the common case; tests compare the two)."""
+    (p,) = topic.partition_responses
+    leader = p.current_leader
+    if (
+        p.error_code
+        or p.record_errors
+        or p.error_message is not None
+        or (leader is not None and (leader.leader_id, leader.leader_epoch) != _DEFAULT_LEADER)
+    ):
+        return RESPONSE_ENCODERS[v](ProduceResponse(responses=[topic], throttle_time_ms=throttle))
+    head = _topic_head(v, topic.name, topic.topic_id if v >= 13 else None)
+    if v >= 9:
+        tail = _OK_V9.pack(
+            p.index, 0, p.base_offset, p.log_append_time_ms, p.log_start_offset, 1, 0, 0, 0, throttle, 0
+        )
+    elif v >= 8:
+        tail = _OK_V8.pack(
+            p.index, 0, p.base_offset, p.log_append_time_ms, p.log_start_offset, 0, -1, throttle
+        )
+    elif v >= 5:
+        tail = _OK_V5.pack(p.index, 0, p.base_offset, p.log_append_time_ms, p.log_start_offset, throttle)
+    else:
+        tail = _OK_V3.pack(p.index, 0, p.base_offset, p.log_append_time_ms, throttle)
+    return head + tail
+
+
+class _Waiting:
+    """The requests waiting for one group commit (``flush``): their answer futures, encoded answers
+    and versions (parallel lists), settled by one done-callback of ``flush`` (this object)."""
+
+    __slots__ = ("flush", "outs", "bodies", "versions")
+
+    def __init__(self, flush: asyncio.Future):
+        self.flush = flush
+        self.outs: list[asyncio.Future] = []
+        self.bodies: list[bytes] = []
+        self.versions: list[int] = []
+
+    def __call__(self, flush: asyncio.Future) -> None:
+        for out, body, version in zip(self.outs, self.bodies, self.versions, strict=True):
+            _settle(body, version, out, flush)
+
+
+#: the requests waiting for the latest group commit a request waited for (the next ones join them)
+_latest: _Waiting | None = None
+#: the context of a group commit's callback (it reads no context variable): none copied for it
+_NO_CONTEXT = contextvars.Context()
+
+
+def _when_durable(body: bytes, version: int, flush: asyncio.Future) -> asyncio.Future:
+    """A future of the encoded response ``body``, resolved once ``flush`` (the log manager's group
     commit, shared by every request it covers) is done: what ``_after_flush`` does, without a
-    coroutine, a task, a gather and a shield per request. Cancelling the returned future (its
-    client went away) leaves ``flush`` to the other requests."""
+    coroutine, a task, a gather and a shield per request, and with one callback per group commit
+    rather than one per request (a waiting request holds one future, and the collector tracks no
+    other object of it). Cancelling the returned future (its client went away) leaves ``flush`` to
+    the other requests."""
+    global _latest
     out = flush.get_loop().create_future()
-    flush.add_done_callback(partial(_settle, response, out))
+    waiting = _latest
+    if waiting is None or waiting.flush is not flush or flush.done():
+        waiting = _latest = _Waiting(flush)
+        flush.add_done_callback(waiting, context=_NO_CONTEXT)
+    waiting.outs.append(out)
+    waiting.bodies.append(body)
+    waiting.versions.append(version)
     return out
 
 
-def _settle(response: ProduceResponse, out: asyncio.Future, flush: asyncio.Future) -> None:
+def _settle(body: bytes, version: int, out: asyncio.Future, flush: asyncio.Future) -> None:
     if out.cancelled():
         return
     if flush.cancelled():
@@ -265,26 +361,27 @@ def _settle(response: ProduceResponse, out: asyncio.Future, flush: asyncio.Futur
         return
     e = flush.exception()
     if isinstance(e, StorageError):
-        _fail_unflushed(response, e)
+        body = _fail_unflushed(body, version, e)
     elif e is not None:
         out.set_exception(e)
         return
-    out.set_result(response)
+    out.set_result(body)
 
 
-def _fail_unflushed(response: ProduceResponse, e: StorageError) -> None:
-    """The appends of ``response`` did not become durable: KAFKA_STORAGE_ERROR for each."""
+def _fail_unflushed(body: bytes, version: int, e: StorageError) -> bytes:
+    """The encoded response ``body`` with KAFKA_STORAGE_ERROR for each of its appends, which did not
+    become durable (decoded again: a failed fsync is rare)."""
+    response, _end = RESPONSE_DECODERS[version](body)
     for t in response.responses:
         for p in t.partition_responses:
             if p.error_code == 0:
                 p.error_code = int(ErrorCode.KAFKA_STORAGE_ERROR)
                 p.error_message = e.message
                 p.base_offset = -1
+    return RESPONSE_ENCODERS[version](response)
 
 
-async def _after_flush(
-    response: ProduceResponse, waits: list[asyncio.Future], delay_ms: int = 0
-) -> ProduceResponse:
+async def _after_flush(body: bytes, version: int, waits: list[asyncio.Future], delay_ms: int = 0) -> bytes:
     if delay_ms:
         await asyncio.sleep(delay_ms / 1000)
     try:
@@ -292,8 +389,8 @@ async def _after_flush(
         # request's task is cancelled when its client disconnects; the others still get answers
         await asyncio.gather(*(asyncio.shield(w) for w in set(waits)))
     except StorageError as e:
-        _fail_unflushed(response, e)
-    return response
+        body = _fail_unflushed(body, version, e)
+    return body
 
 
 #: the first version whose clients know TRANSACTION_ABORTABLE (KIP-890); older ones get INVALID_TXN_STATE

@@ -20,7 +20,12 @@ from broker.protocol.generated.alter_client_quotas import (
 )
 from broker.protocol.generated.describe_client_quotas import ComponentData, DescribeClientQuotasRequest
 from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
-from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
+from broker.protocol.generated.produce import (
+    RESPONSE_DECODERS,
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 from broker.quotas import ByteRateQuota, ClientQuotas, Rate, entity_of
 from tests.support.inprocess import InProcessClient
 
@@ -371,7 +376,8 @@ def test_before_kip_219_the_throttled_answer_itself_waits(node):
     assert type(outcome(FETCH, 8, fetch)) is bytes and info.mute_ms > 0  # answered, then muted
     info.mute_ms = 0
     first = outcome(PRODUCE, 5, _produce(1, 100))  # within the quota: waits for its flush only
-    assert node.loop.run_until_complete(first.awaitable).throttle_time_ms == 0
+    answer, _end = RESPONSE_DECODERS[5](node.loop.run_until_complete(first.awaitable))  # encoded
+    assert answer.throttle_time_ms == 0
     held = outcome(PRODUCE, 5, _produce(1, 50_000))
     assert type(held) is Pending and held.deferred and info.mute_ms > 0
     held.awaitable.close()
