@@ -595,9 +595,9 @@ class PartitionLog:
         while i < len(self.segments):
             seg = self.segments[i]
             limit = hw_pos if seg is hw_seg else seg.size
-            pos = seg.find(offset, limit)
-            if pos is not None:
-                f = HEADER.unpack_from(os.pread(seg.fd, HEADER_SIZE, pos), 0)
+            found = seg.find_header(offset, limit)
+            if found is not None:
+                pos, f = found
                 return BatchInfo(
                     pos, f[1] + 12, f[0], f[6], f[5], f[7], f[8], f[9], f[10], f[11], f[12], f[2]
                 )
