@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 from broker.cluster import Topic
-from broker.log.batch import HEADER_SIZE, read_header
 from broker.protocol.errors import ErrorCode
 
 from .registry import RequestContext
@@ -79,10 +78,9 @@ def current_epoch(ctx: RequestContext, topic: Topic, partition: int) -> int:
 def batch_at(plog: Any, offset: int) -> tuple[int, int, int] | None:
     """(base offset, last offset, partition leader epoch) of the batch holding ``offset`` (or the
     first after it), None past the readable end (the high watermark)."""
-    data = plog.read(offset, 1)
-    if len(data) < HEADER_SIZE:
+    h = plog.header_at(offset)  # the 61 header bytes, not the whole batch
+    if h is None:
         return None
-    h = read_header(data, 0)
     return h.base_offset, h.base_offset + h.last_offset_delta, h.partition_leader_epoch
 
 

@@ -14,8 +14,6 @@ when there is none.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from broker.log.partition import PartitionLog
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.list_offsets import (
@@ -80,14 +78,16 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     out = []
     for t in req.topics:
         parts = []
-        counts = Counter(p.partition_index for p in t.partitions)
+        # partitions named twice (librdkafka sends one partition a request: no count to build)
+        twice = _repeated(t.partitions) if v >= 1 and len(t.partitions) > 1 else ()
         answered: set[int] = set()
+        topic = None
         denied = not ctx.allowed(DESCRIBE, TOPIC, t.name)  # as Kafka, before the duplicate check
         for p in t.partitions:
             if denied:
                 parts.append(_error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
-            if v >= 1 and counts[p.partition_index] > 1:
+            if twice and p.partition_index in twice:
                 # as Kafka (v1+): a partition named twice gets one INVALID_REQUEST answer
                 if p.partition_index not in answered:
                     answered.add(p.partition_index)
@@ -100,7 +100,8 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
             if plog is None:
                 parts.append(_error(p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            topic = topics.get(t.name)
+            if topic is None:
+                topic = topics.get(t.name)
             refused = leadership.check(
                 ctx, topic, p.partition_index, p.current_leader_epoch if v >= 4 else -1
             )
@@ -131,6 +132,14 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
                 )
         out.append(ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return ListOffsetsResponse(throttle_time_ms=0, topics=out)
+
+
+def _repeated(partitions: list) -> set[int]:
+    seen: set[int] = set()
+    twice: set[int] = set()
+    for p in partitions:
+        (twice if p.partition_index in seen else seen).add(p.partition_index)
+    return twice
 
 
 def _error(index: int, code: ErrorCode) -> ListOffsetsPartitionResponse:

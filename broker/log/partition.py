@@ -584,6 +584,28 @@ class PartitionLog:
             i += 1
         return b""
 
+    def header_at(self, offset: int) -> BatchInfo | None:
+        """The header of the batch holding ``offset`` (or the first batch after it) below the high
+        watermark, as ``read(offset, 1)`` would start, reading only its 61 header bytes; None past
+        the high watermark. Its ``position`` is in the segment it was found in."""
+        if offset >= self.high_watermark:
+            return None
+        hw_seg, hw_pos = self._hw_segment, self._hw_position
+        i = self._segment_index(offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            limit = hw_pos if seg is hw_seg else seg.size
+            found = seg.find_header(offset, limit)
+            if found is not None:
+                pos, f = found
+                return BatchInfo(
+                    pos, f[1] + 12, f[0], f[6], f[5], f[7], f[8], f[9], f[10], f[11], f[12], f[2]
+                )
+            if seg is hw_seg:
+                return None
+            i += 1
+        return None
+
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record below the high watermark with timestamp >= ts.
 

@@ -444,6 +444,19 @@ class Segment:
             pos += length + 12
         return None
 
+    def find_header(self, offset: int, limit: int) -> tuple[int, tuple] | None:
+        """As ``find``, with the found batch's header fields (``HEADER``'s unpacked tuple), from the
+        one read of its 61 header bytes."""
+        pos = self.lookup(offset)
+        fd = self.fd
+        unpack = HEADER.unpack_from
+        while pos < limit:
+            f = unpack(os.pread(fd, HEADER_SIZE, pos), 0)
+            if f[0] + f[6] >= offset:
+                return pos, f
+            pos += f[1] + 12
+        return None
+
     def read(self, position: int, max_bytes: int, limit: int) -> bytes:
         """Whole batches from ``position`` (a batch start) up to ``limit`` (a batch end): at most
         ``max_bytes``, but always the first batch whole even when it is larger (KIP-74)."""

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from broker.log import records
-from broker.log.batch import InvalidBatch, iter_batches, validate_produce
+from broker.log.batch import InvalidBatch, iter_batches, read_header, validate_produce
 from broker.log.config import LogConfig
 from broker.log.partition import PartitionLog
 from broker.log.producers import ProducerState
@@ -358,3 +358,28 @@ def test_discard_unflushed_cuts_back_to_the_high_watermark_across_rolls(tmp_path
     data = bytearray(records.simple_batch([b"kept"]))
     plog.append(data, validate_produce(data), NOW)
     assert plog.discard_unflushed() == 0 and plog.log_end_offset == 4
+
+
+def test_header_at_is_the_header_of_the_batch_a_read_starts_with(tmp_path):
+    plog = open_log(tmp_path / "p", segment_bytes=300)
+    for i in range(12):
+        plog.leader_epoch = i // 4
+        append(plog, [f"value-{i:03d}" * 3, b"second"])  # two records a batch: offsets 2i, 2i + 1
+    assert len(plog.segments) > 3
+    for offset in range(plog.high_watermark):
+        h = plog.header_at(offset)
+        first = read_header(plog.read(offset, 1), 0)
+        assert (h.base_offset, h.last_offset, h.partition_leader_epoch, h.size) == (
+            first.base_offset,
+            first.last_offset,
+            first.partition_leader_epoch,
+            first.size,
+        )
+        assert (h.base_offset, h.partition_leader_epoch) == (offset - offset % 2, offset // 8)
+    assert plog.header_at(plog.high_watermark) is None
+    # written but not yet below the high watermark: not there either, as read gives nothing
+    data = bytearray(records.simple_batch([b"unflushed"]))
+    plog.append(data, validate_produce(data), NOW)
+    assert plog.log_end_offset == plog.high_watermark + 1
+    assert plog.header_at(plog.high_watermark) is None
+    assert plog.read(plog.high_watermark, 1) == b""
