@@ -51,6 +51,14 @@ Phases (``--phases``), every server in turn, alternately, the best of ``--rounds
   answers everything in one response (noida-db 0.2.3 here) does not.
 * startup: process start (just before ``Popen``) to the first ApiVersions v3 answer read, a fresh
   data directory and port each time (connect retried every 2 ms).
+* one-each (issue 23): ``--one-each-partitions`` N partitions as topics of at most 1,000 (10 x 1,000
+  for 10,000, as bench/partitions_bench.py makes them), then one confluent-kafka Producer
+  (``acks=all``, ``linger.ms=5``) sends one record into each partition: the time from the first
+  produce() until flush() returns with all N delivered (the producer has connected and fetched the
+  first topic's metadata beforehand, off the clock). librdkafka sends a Produce request per
+  partition batch, so this is N requests of one record; the peers' times show what the client
+  itself costs on this machine. The mock is left out (its topics are auto-created with its own
+  partition count).
 * groups: a topic of 10 partitions (the mock: 3 auto-created topics of 4), N confluent-kafka consumers
   (classic protocol, client defaults) subscribe at once on their own threads; the time until every
   member owns a partition, each partition has one owner and all are owned. Servers keep their own
@@ -521,7 +529,11 @@ def main() -> int:
     ap.add_argument("--members", default="1,10", help="group sizes for subscribe-to-stable")
     ap.add_argument("--group-runs", type=int, default=3, help="groups: alternate this often, best counts")
     ap.add_argument("--peers", default=",".join(PEER_ORDER), help="comma-separated: " + ",".join(PEER_ORDER))
-    ap.add_argument("--phases", default="throughput,startup,groups")
+    ap.add_argument("--phases", default="throughput,startup,groups", help="also: one-each")
+    ap.add_argument("--one-each-partitions", type=int, default=10_000, help="one-each: partitions")
+    ap.add_argument(
+        "--one-each-runs", type=int, default=2, help="one-each: alternate this often, best counts"
+    )
     ap.add_argument("--peers-dir", type=Path, default=ROOT / "bench" / ".peers")
     ap.add_argument("--no-install", action="store_true", help="do not pip-install tansu and noida-db")
     ap.add_argument("--flush", default="interval", choices=["always", "interval", "never"])
@@ -692,6 +704,15 @@ def main() -> int:
             )
             if sys.flags.dont_write_bytecode:
                 print("  note: PYTHONDONTWRITEBYTECODE is set (ours uses the .pyc files already compiled)")
+        if "one-each" in phases:
+            rows = one_each_phase(args, order, peers, kafka_server, base)
+            print_table(
+                f"one record into each of {args.one_each_partitions:,} partitions, confluent-kafka acks=all "
+                f"linger.ms=5, seconds (best of {args.one_each_runs}; ratio: peer / ours, >1 ours faster)",
+                rows,
+                [n for n in order if n != "mock"],
+                rate=False,
+            )
         if "groups" in phases:
             rows = groups(args, order, peers, mock, kafka_server, base)
             print_table(
@@ -709,6 +730,56 @@ def main() -> int:
         del mock_owner
         tmp.cleanup()
     return status
+
+
+def one_each(server: Server, partitions: int, run: int, per_topic: int = 1000) -> float:
+    """Seconds until one record into each of ``partitions`` partitions is acknowledged."""
+    targets: list[tuple[str, int]] = []
+    for k in range(-(-partitions // per_topic)):
+        count = min(per_topic, partitions - k * per_topic)
+        targets += server.targets(f"one-each-r{run}-{k}", count)
+    delivered = 0
+    errors: list[str] = []
+
+    def on_delivery(err, _msg) -> None:
+        nonlocal delivered
+        if err is None:
+            delivered += 1
+        elif len(errors) < 5:
+            errors.append(str(err))
+
+    p = Producer({**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": on_delivery})
+    p.produce(targets[0][0], b"x", partition=0)  # connected, first metadata known: off the clock
+    p.flush(60)
+    delivered = 0
+    t0 = time.perf_counter()
+    for topic, part in targets:
+        p.produce(topic, b"x", partition=part)
+    left = p.flush(300)
+    elapsed = time.perf_counter() - t0
+    if left or delivered != len(targets):
+        raise RuntimeError(f"{server.name}: {delivered} of {len(targets)} delivered, {left} left; {errors}")
+    return elapsed
+
+
+def one_each_phase(args, order, peers, kafka, base) -> list[tuple[str, dict[str, float | None]]]:
+    """The one-each phase: each subprocess peer started once, runs alternating, the best counts."""
+    servers = running_servers([n for n in order if n != "mock"], peers, None, kafka, base)
+    best: dict[str, float] = {}
+    try:
+        for run in range(args.one_each_runs):
+            for name, server in servers.items():
+                try:
+                    t = one_each(server, args.one_each_partitions, run)
+                except Exception as e:  # noqa: BLE001 - reported, the others go on
+                    print(f"  {name}, one-each, run {run + 1}: failed: {e}")
+                    continue
+                best[name] = min(best.get(name, float("inf")), t)
+    finally:
+        for name in servers:
+            if name in peers:
+                peers[name].stop()
+    return [("one record each, s", {n: best.get(n) for n in order if n != "mock"})]
 
 
 def running_servers(
