@@ -26,50 +26,19 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import os
 import pstats
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from broker.app import Broker
-from broker.config import Config
-from broker.dispatch.registry import ClientInfo
-from broker.log.records import simple_batch
-from broker.protocol.generated import fetch, produce, request_header
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from inprocess import VALUE, filled_broker, frame, run_at, run_here
+
+from broker.protocol.generated import fetch
 from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
-from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
-from broker.protocol.generated.request_header import RequestHeader
-from broker.server import new_event_loop
-from broker.server.pipeline import Pending, RequestPipeline
 
-PRODUCE_VERSION = 9
 FETCH_VERSION = 16  # what librdkafka 2.x sends
-VALUE = b"x" * 100
-
-
-def _frame(api_key: int, version: int, body: bytes) -> bytes:
-    header = RequestHeader(
-        request_api_key=api_key, request_api_version=version, correlation_id=7, client_id="bench"
-    )
-    return request_header.encode_v2(header) + body
-
-
-def produce_frame(topic: str, partitions: int, records: int) -> bytes:
-    batch = simple_batch([VALUE] * max(1, records // partitions))
-    body = ProduceRequest(
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=30_000,
-        topic_data=[
-            TopicProduceData(
-                name=topic, partition_data=[PartitionProduceData(p, batch) for p in range(partitions)]
-            )
-        ],
-    )
-    return _frame(0, PRODUCE_VERSION, produce.REQUEST_ENCODERS[PRODUCE_VERSION](body))
 
 
 def fetch_frame(topic_id, offsets: list[int], isolation: int, max_wait_ms: int) -> bytes:
@@ -95,75 +64,39 @@ def fetch_frame(topic_id, offsets: list[int], isolation: int, max_wait_ms: int) 
         forgotten_topics_data=[],
         rack_id="",
     )
-    return _frame(1, FETCH_VERSION, fetch.REQUEST_ENCODERS[FETCH_VERSION](body))
+    return frame(1, FETCH_VERSION, fetch.REQUEST_ENCODERS[FETCH_VERSION](body))
 
 
 async def measure(partitions: int, args: argparse.Namespace) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="fetch-cpu-bench-") as d:
-        broker = Broker(Config({"port": 0, "log.dirs": d, "log.flush": "never"}), listen=False)
-        broker.logs.start()
-        try:
-            pipeline = RequestPipeline(broker.registry, broker.services)
-            client = ClientInfo(peer="bench")
-            broker.admin.create_topic("t", partitions)
-            frame = produce_frame("t", partitions, args.records)
-            per_request = max(1, args.records // partitions) * partitions
-            for _ in range(max(1, args.messages // per_request)):
-                out = pipeline.handle(frame, client)
-                if type(out) is Pending:
-                    pipeline.complete(out, await out.awaitable, None)
-            topic = broker.services.topics.get("t")
-            ends = [broker.services.logs.get("t", p).high_watermark for p in range(partitions)]
-            full = fetch_frame(topic.topic_id, [0] * partitions, args.isolation, 500)
-            empty = fetch_frame(topic.topic_id, ends, args.isolation, 0)
-            result: dict[str, float] = {}
-            profiler = cProfile.Profile(time.process_time) if args.profile else None
-            for name, f in (("full", full), ("empty", empty)):
-                best = float("inf")
-                for _ in range(args.rounds):
-                    if profiler is not None and name == "full":
-                        profiler.enable()
-                    start = time.process_time()
-                    out = pipeline.handle(f, client)
-                    best = min(best, time.process_time() - start)
-                    if profiler is not None:
-                        profiler.disable()
-                    assert type(out) is bytes, out
-                    if name == "full":
-                        result["bytes"] = len(out)
-                result[name] = best
-            if profiler is not None:
-                print(
-                    f"# profile: {partitions} partitions, full fetch, {args.rounds} rounds", file=sys.stderr
-                )
-                pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
-            return result
-        finally:
-            await broker.stop()
-
-
-def run_here(args: argparse.Namespace) -> dict[int, dict[str, float]]:
-    loop = new_event_loop()
-    try:
-        return {
-            n: loop.run_until_complete(measure(n, args)) for n in (int(x) for x in args.partitions.split(","))
-        }
-    finally:
-        loop.close()
-
-
-def run_at(root: Path, argv: list[str]) -> dict[int, dict[str, float]]:
-    """This script's measurement with another checkout's ``broker`` package (a subprocess)."""
-    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{Path(__file__).resolve().parent.parent}"}
-    out = subprocess.run(
-        [sys.executable, __file__, *argv, "--json"],
-        env=env,
-        cwd=root,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return {int(k): v for k, v in json.loads(out.strip().splitlines()[-1]).items()}
+    async with filled_broker("fetch-cpu-bench-", "t", partitions, args.messages, args.records) as (
+        broker,
+        pipeline,
+        client,
+    ):
+        topic = broker.services.topics.get("t")
+        ends = [broker.services.logs.get("t", p).high_watermark for p in range(partitions)]
+        full = fetch_frame(topic.topic_id, [0] * partitions, args.isolation, 500)
+        empty = fetch_frame(topic.topic_id, ends, args.isolation, 0)
+        result: dict[str, float] = {}
+        profiler = cProfile.Profile(time.process_time) if args.profile else None
+        for name, f in (("full", full), ("empty", empty)):
+            best = float("inf")
+            for _ in range(args.rounds):
+                if profiler is not None and name == "full":
+                    profiler.enable()
+                start = time.process_time()
+                out = pipeline.handle(f, client)
+                best = min(best, time.process_time() - start)
+                if profiler is not None:
+                    profiler.disable()
+                assert type(out) is bytes, out
+                if name == "full":
+                    result["bytes"] = len(out)
+            result[name] = best
+        if profiler is not None:
+            print(f"# profile: {partitions} partitions, full fetch, {args.rounds} rounds", file=sys.stderr)
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
+        return result
 
 
 def main() -> None:
@@ -180,7 +113,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.json:
-        print(json.dumps(run_here(args)))
+        print(json.dumps(run_here(measure, args)))
         return
     child = [
         f"--partitions={args.partitions}",
@@ -189,8 +122,8 @@ def main() -> None:
         f"--rounds={args.rounds}",
         f"--isolation={args.isolation}",
     ]
-    here = run_here(args)
-    others = {str(root): run_at(root.resolve(), child) for root in args.broker_root}
+    here = run_here(measure, args)
+    others = {str(root): run_at(__file__, root.resolve(), child) for root in args.broker_root}
     print(
         f"Fetch v{FETCH_VERSION} of every partition, {args.messages:,} records of {len(VALUE)} B, "
         f"isolation {args.isolation}; CPU per Fetch, best of {args.rounds}"

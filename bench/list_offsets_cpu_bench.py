@@ -23,51 +23,20 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import os
 import pstats
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from broker.app import Broker
-from broker.config import Config
-from broker.dispatch.registry import ClientInfo
-from broker.log.records import simple_batch
-from broker.protocol.generated import list_offsets, produce, request_header
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from inprocess import VALUE, filled_broker, frame, run_at, run_here
+
+from broker.protocol.generated import list_offsets
 from broker.protocol.generated.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
-from broker.protocol.generated.request_header import RequestHeader
-from broker.server import new_event_loop
-from broker.server.pipeline import Pending, RequestPipeline
 
-PRODUCE_VERSION = 9
 LIST_OFFSETS_VERSION = 7  # what librdkafka 2.x sends
-VALUE = b"x" * 100
 QUERIES = {"earliest": -2, "latest": -1, "timestamp": 0}
-
-
-def _frame(api_key: int, version: int, body: bytes) -> bytes:
-    header = RequestHeader(
-        request_api_key=api_key, request_api_version=version, correlation_id=7, client_id="bench"
-    )
-    return request_header.encode_v2(header) + body
-
-
-def produce_frame(topic: str, partitions: int, records: int) -> bytes:
-    batch = simple_batch([VALUE] * max(1, records // partitions))
-    body = ProduceRequest(
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=30_000,
-        topic_data=[
-            TopicProduceData(
-                name=topic, partition_data=[PartitionProduceData(p, batch) for p in range(partitions)]
-            )
-        ],
-    )
-    return _frame(0, PRODUCE_VERSION, produce.REQUEST_ENCODERS[PRODUCE_VERSION](body))
 
 
 def list_offsets_frame(topic: str, partition: int, timestamp: int) -> bytes:
@@ -85,73 +54,39 @@ def list_offsets_frame(topic: str, partition: int, timestamp: int) -> bytes:
             )
         ],
     )
-    return _frame(2, LIST_OFFSETS_VERSION, list_offsets.REQUEST_ENCODERS[LIST_OFFSETS_VERSION](body))
+    return frame(2, LIST_OFFSETS_VERSION, list_offsets.REQUEST_ENCODERS[LIST_OFFSETS_VERSION](body))
 
 
 async def measure(partitions: int, args: argparse.Namespace) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="list-offsets-cpu-bench-") as d:
-        broker = Broker(Config({"port": 0, "log.dirs": d, "log.flush": "never"}), listen=False)
-        broker.logs.start()
-        try:
-            pipeline = RequestPipeline(broker.registry, broker.services)
-            client = ClientInfo(peer="bench")
-            broker.admin.create_topic("t", partitions)
-            frame = produce_frame("t", partitions, args.records)
-            per_request = max(1, args.records // partitions) * partitions
-            for _ in range(max(1, args.messages // per_request)):
-                out = pipeline.handle(frame, client)
-                if type(out) is Pending:
-                    pipeline.complete(out, await out.awaitable, None)
-            # at least 1,000 requests a round, whatever the partition count
-            frames = {
-                name: [list_offsets_frame("t", p % partitions, ts) for p in range(max(partitions, 1000))]
-                for name, ts in QUERIES.items()
-            }
-            result: dict[str, float] = {}
-            profiler = cProfile.Profile(time.process_time) if args.profile else None
-            for name, fs in frames.items():
-                best = float("inf")
-                for _ in range(args.rounds):
-                    if profiler is not None:
-                        profiler.enable()
-                    start = time.process_time()
-                    for f in fs:
-                        out = pipeline.handle(f, client)
-                    best = min(best, (time.process_time() - start) / len(fs))
-                    if profiler is not None:
-                        profiler.disable()
-                    assert type(out) is bytes, out
-                result[name] = best
-            if profiler is not None:
-                print(f"# profile: {partitions} partitions, {args.rounds} rounds", file=sys.stderr)
-                pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
-            return result
-        finally:
-            await broker.stop()
-
-
-def run_here(args: argparse.Namespace) -> dict[int, dict[str, float]]:
-    loop = new_event_loop()
-    try:
-        return {
-            n: loop.run_until_complete(measure(n, args)) for n in (int(x) for x in args.partitions.split(","))
+    async with filled_broker("list-offsets-cpu-bench-", "t", partitions, args.messages, args.records) as (
+        broker,
+        pipeline,
+        client,
+    ):
+        # at least 1,000 requests a round, whatever the partition count
+        frames = {
+            name: [list_offsets_frame("t", p % partitions, ts) for p in range(max(partitions, 1000))]
+            for name, ts in QUERIES.items()
         }
-    finally:
-        loop.close()
-
-
-def run_at(root: Path, argv: list[str]) -> dict[int, dict[str, float]]:
-    """This script's measurement with another checkout's ``broker`` package (a subprocess)."""
-    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{Path(__file__).resolve().parent.parent}"}
-    out = subprocess.run(
-        [sys.executable, __file__, *argv, "--json"],
-        env=env,
-        cwd=root,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return {int(k): v for k, v in json.loads(out.strip().splitlines()[-1]).items()}
+        result: dict[str, float] = {}
+        profiler = cProfile.Profile(time.process_time) if args.profile else None
+        for name, fs in frames.items():
+            best = float("inf")
+            for _ in range(args.rounds):
+                if profiler is not None:
+                    profiler.enable()
+                start = time.process_time()
+                for f in fs:
+                    out = pipeline.handle(f, client)
+                best = min(best, (time.process_time() - start) / len(fs))
+                if profiler is not None:
+                    profiler.disable()
+                assert type(out) is bytes, out
+            result[name] = best
+        if profiler is not None:
+            print(f"# profile: {partitions} partitions, {args.rounds} rounds", file=sys.stderr)
+            pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
+        return result
 
 
 def main() -> None:
@@ -168,7 +103,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.json or args.profile:
-        result = run_here(args)
+        result = run_here(measure, args)
         if args.json:
             print(json.dumps(result))
         return
@@ -185,7 +120,7 @@ def main() -> None:
     best: dict[Path, dict[int, dict[str, float]]] = {}
     for rep in range(args.repeat):
         for root in roots if rep % 2 == 0 else roots[::-1]:
-            got = run_at(root, child)
+            got = run_at(__file__, root, child)
             if root not in best:
                 best[root] = got
             else:
