@@ -279,19 +279,31 @@ def wait_for_topics(client, topics: set[str], partitions: int, timeout: float = 
 # ---------------------------------------------------------------- client phases
 
 
+class Deliveries:
+    """A producer's ``on_delivery``: counts the records delivered, keeps the first errors."""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.errors: list[str] = []
+
+    def __call__(self, err, _msg) -> None:
+        if err is None:
+            self.delivered += 1
+        elif len(self.errors) < 5:
+            self.errors.append(str(err))
+
+    def check(self, name: str, n: int, left: int) -> None:
+        """Raise unless all ``n`` records were delivered and none is ``left`` in the queue."""
+        if left or self.delivered != n:
+            raise RuntimeError(
+                f"{name}: {self.delivered} of {n} delivered, {left} left; errors {self.errors}"
+            )
+
+
 def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes) -> float:
     """msgs/s of one producer sending ``n`` values round-robin over ``targets``."""
-    delivered = 0
-    errors: list[str] = []
-
-    def on_delivery(err, _msg) -> None:
-        nonlocal delivered
-        if err is None:
-            delivered += 1
-        elif len(errors) < 5:
-            errors.append(str(err))
-
-    p = Producer({**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": on_delivery})
+    acks = Deliveries()
+    p = Producer({**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks})
     p.list_topics(targets[0][0], timeout=10)  # connected, metadata known: not on the clock
     k = len(targets)
     produce_, poll = p.produce, p.poll
@@ -308,8 +320,7 @@ def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes
             poll(0)
     left = p.flush(300)
     elapsed = time.perf_counter() - t0
-    if left or delivered != n:
-        raise RuntimeError(f"{server.name}: {delivered} of {n} delivered, {left} left; errors {errors}")
+    acks.check(server.name, n, left)
     return n / elapsed
 
 
@@ -738,27 +749,17 @@ def one_each(server: Server, partitions: int, run: int, per_topic: int = 1000) -
     for k in range(-(-partitions // per_topic)):
         count = min(per_topic, partitions - k * per_topic)
         targets += server.targets(f"one-each-r{run}-{k}", count)
-    delivered = 0
-    errors: list[str] = []
-
-    def on_delivery(err, _msg) -> None:
-        nonlocal delivered
-        if err is None:
-            delivered += 1
-        elif len(errors) < 5:
-            errors.append(str(err))
-
-    p = Producer({**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": on_delivery})
+    acks = Deliveries()
+    p = Producer({**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks})
     p.produce(targets[0][0], b"x", partition=0)  # connected, first metadata known: off the clock
     p.flush(60)
-    delivered = 0
+    acks.delivered = 0
     t0 = time.perf_counter()
     for topic, part in targets:
         p.produce(topic, b"x", partition=part)
     left = p.flush(300)
     elapsed = time.perf_counter() - t0
-    if left or delivered != len(targets):
-        raise RuntimeError(f"{server.name}: {delivered} of {len(targets)} delivered, {left} left; {errors}")
+    acks.check(server.name, len(targets), left)
     return elapsed
 
 
