@@ -105,7 +105,11 @@ def scenario(bootstrap: str, suffix: str) -> dict:
     t1.abort_transaction(60)
     t1.begin_transaction()
     _write(t1, topic, {f"k{i}": f"C-{i}" for i in range(5, 10)})
+    hw_c = _watermarks(bootstrap, topic)[1]
     t1.commit_transaction(60)
+    # Kafka answers EndTxn once its prepare record is written and writes the markers after it: wait
+    # for the marker (the LSO reaches a high watermark past it) so that p0 follows it on both brokers
+    _wait_for("the commit marker", lambda: _marker_written(bootstrap, topic, hw_c))
     _write(plain, topic, {"p0": "plain"})
     t2 = _txn_producer(bootstrap, f"ledger-open-{suffix}")
     t2.begin_transaction()
@@ -119,8 +123,7 @@ def scenario(bootstrap: str, suffix: str) -> dict:
     outcome["open: read_committed"] = _read(bootstrap, topic, "read_committed")
     outcome["open: lso, hw"] = _watermarks(bootstrap, topic)
     t2.commit_transaction(60)
-    # Kafka answers EndTxn once its prepare record is written and writes the markers after it: wait
-    # for the marker (the LSO reaches a high watermark past it) so that p2 follows it on both brokers
+    # the same wait for t2's marker, so that p2 follows it on both brokers
     hw_open = outcome["open: lso, hw"][1]
     _wait_for("the commit marker", lambda: _marker_written(bootstrap, topic, hw_open))
     _write(plain, topic, {"p2": "plain"})
