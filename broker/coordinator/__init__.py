@@ -142,6 +142,7 @@ class GroupCoordinator:
         )
 
     def close(self) -> None:
+        self.runtime.drain()
         self.timers.cancel_all()
         self.journal.close()
 
@@ -153,6 +154,7 @@ class GroupCoordinator:
         loaded again from the coordinator log (the persisted generation, members, assignments,
         member epochs and offsets; a classic rebalance in progress is lost, as in Kafka) and their
         members get fresh session timers. Returns the group ids reloaded."""
+        self.runtime.drain()  # the commits of this turn are in the log and the state first
         st = self.state
         ids = {g for g in (*st.groups, *st.consumer_groups, *st.offsets) if owns(g)}
         moved = KafkaError(ErrorCode.NOT_COORDINATOR, "the group's coordinator moved")
@@ -246,7 +248,16 @@ class GroupCoordinator:
         return self._run(lambda now: groups.leave_group(self.state, req, ctx.api_version, now))
 
     def commit_offsets(self, ctx: Any, req: Any) -> Any:
-        return self._run(lambda now: offsets.commit(self.state, req, ctx.api_version, now))
+        """A commit's records may share a batch with the other commits of this event-loop turn
+        (runtime.run_lingering): a commit reads no committed offset, and its records change only
+        committed offsets when its group exists already (replay makes an unknown one)."""
+        self.ensure_log()
+        st = self.state
+        gid = req.group_id
+        return self.runtime.run_lingering(
+            lambda now: offsets.commit(st, req, ctx.api_version, now),
+            gid in st.groups or gid in st.consumer_groups,
+        )
 
     def txn_offset_commit(self, ctx: Any, req: Any) -> Any:
         return self._run(lambda now: offsets.txn_commit(self.state, req, ctx.api_version, now))
@@ -257,6 +268,7 @@ class GroupCoordinator:
         return self._run(lambda now: offsets.txn_marker(self.state, producer_id, epoch, commit))
 
     def fetch_offsets(self, ctx: Any, req: Any) -> Any:
+        self.runtime.drain()  # the commits of this turn so far are read back
         return offsets.fetch(self.state, req, ctx.api_version)
 
     def delete_offsets(self, ctx: Any, req: Any) -> Any:
@@ -264,6 +276,7 @@ class GroupCoordinator:
 
     def on_topic_deleted(self, topic: str) -> None:
         """Drop every group's committed offsets of a deleted topic (tombstones), as Kafka does."""
+        self.runtime.drain()
         if self.runtime.plog is None or not any(topic in o.by_topic for o in self.state.offsets.values()):
             return
         self.runtime.run_detached(lambda now: offsets.forget_topic(self.state, topic))

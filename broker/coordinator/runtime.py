@@ -51,6 +51,9 @@ __all__ += ["SystemClock", "Timers"]
 
 log = logging.getLogger(__name__)
 
+#: the most records one lingering batch holds (``run_lingering``): about 100 KB of OffsetCommit records
+LINGER_MAX_RECORDS = 1000
+
 
 class Coordinator(Protocol):
     def replay(self, record: CoordinatorRecord, offset: int, timestamp: int) -> None: ...
@@ -173,6 +176,10 @@ class CoordinatorRuntime:
         #: called as ``observer(op, now_ms)`` after every operation has changed the state (the
         #: control plane's invariant checker and rebalance report); empty unless they are enabled
         self.observers: list[Callable[[Callable[[int], Result], int], None]] = []
+        #: commits run this event-loop turn, not yet appended (``run_lingering``): (result, the
+        #: future of its answer, the operation's time), and all their records in order
+        self._lingering: list[tuple[Result, asyncio.Future, int]] = []
+        self._linger_records: list[Any] = []
 
     @property
     def plog(self) -> Any:
@@ -195,8 +202,86 @@ class CoordinatorRuntime:
 
     def run(self, op: Callable[[int], Result]) -> Any:
         """Run ``op`` now; returns its response, or an awaitable of it when records must be flushed."""
+        if self._lingering:  # the operations before this one are in the log and the state first
+            self.drain()
+        now = self.clock.now_ms()
+        return self._finish(op, op(now), now)
+
+    def run_lingering(self, op: Callable[[int], Result], linger: bool = True) -> Any:
+        """Run an OffsetCommit operation whose records may share one batch with the other commits
+        of this event-loop turn: returns its response, or a future of it. The records join the
+        lingering batch (``drain``: appended at the end of the turn, then replayed, then answered
+        once durable, as Kafka's coordinator runtime batches the records of many writes into one
+        batch, ``group.coordinator.append.linger.ms``); every other operation (``run``) drains the
+        batch before it runs, so it sees the commits in the state as if each had been appended on
+        its own. Only for operations that read no committed offset and whose records change
+        nothing but committed offsets of an existing group (the caller says so with ``linger``),
+        and only when the answer waits for a flush anyway (not with ``log.flush=never``, nor
+        while observers watch every operation)."""
+        loop = asyncio._get_running_loop()
+        if not linger or loop is None or self.observers or getattr(self.logs, "policy", None) == "never":
+            return self.run(op)
         now = self.clock.now_ms()
         result = op(now)
+        if not result.records:
+            complete(result.completions)
+            return result.response
+        if (
+            result.marker is not None
+            or result.producer is not None
+            or isinstance(result.response, asyncio.Future)
+        ):
+            if self._lingering:
+                self.drain()
+            return self._finish(op, result, now)
+        out = loop.create_future()
+        lingering = self._lingering
+        if not lingering:
+            loop.call_soon(self.drain)
+        lingering.append((result, out, now))
+        self._linger_records += result.records
+        if len(self._linger_records) >= LINGER_MAX_RECORDS:
+            self.drain()
+        return out
+
+    def drain(self) -> None:
+        """Append the lingering commits' records as one batch, replay them, and answer each commit
+        once the batch is durable (NOT_COORDINATOR for all of them if the append or its fsync
+        fails; nothing is replayed after a failed append)."""
+        pending = self._lingering
+        if not pending:
+            return
+        records = self._linger_records
+        self._lingering = []
+        self._linger_records = []
+        now = self.clock.now_ms()
+        try:
+            data = bytearray(to_batch(records, now))
+            base = self.plog.append(data, iter_batches(data, verify_crc=False), now)
+        except OSError as e:
+            log.error("coordinator log append failed: %s", e)
+            error = KafkaError(ErrorCode.NOT_COORDINATOR, f"coordinator log append failed: {e}")
+            for result, out, _now in pending:
+                fail(result.completions, error)
+                if not out.done():
+                    out.set_exception(error)
+            return
+        replay = self.coordinator.replay
+        offset = base
+        for result, _out, op_now in pending:
+            for record in result.records:
+                replay(record, offset, op_now)
+                offset += 1
+            for step in result.after:
+                step(op_now)
+        fut = self.logs.appended(self.plog)
+        if fut is None:
+            _answer(None, pending)
+        else:
+            fut.add_done_callback(lambda f: _answer(f, pending))
+
+    def _finish(self, op: Callable[[int], Result], result: Result, now: int) -> Any:
+        """Append ``result``'s records, replay them and answer (``run`` after the operation)."""
         if not result.records and result.marker is None:
             complete(result.completions)
             if self.observers:
@@ -293,6 +378,31 @@ class CoordinatorRuntime:
         if asyncio.iscoroutine(out) or asyncio.isfuture(out):
             task = asyncio.ensure_future(out)
             task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
+
+
+def _answer(flushed: asyncio.Future | None, pending: list[tuple[Result, asyncio.Future, int]]) -> None:
+    """Answer the commits of one drained batch once ``flushed`` (the group commit) is done."""
+    error: BaseException | None = None
+    if flushed is not None:
+        if flushed.cancelled():
+            for _result, out, _now in pending:
+                out.cancel()
+            return
+        e = flushed.exception()
+        if isinstance(e, KafkaError):
+            error = KafkaError(ErrorCode.NOT_COORDINATOR, e.message)
+            error.__cause__ = e
+        else:
+            error = e
+    for result, out, _now in pending:
+        if error is not None:
+            fail(result.completions, error)
+            if not out.done():
+                out.set_exception(error)
+        else:
+            complete(result.completions)
+            if not out.done():
+                out.set_result(result.response)
 
 
 class Slot:
