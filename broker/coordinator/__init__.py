@@ -247,15 +247,17 @@ class GroupCoordinator:
     def leave_group(self, ctx: Any, req: Any) -> Any:
         return self._run(lambda now: groups.leave_group(self.state, req, ctx.api_version, now))
 
-    def commit_offsets(self, ctx: Any, req: Any) -> Any:
+    def commit_offsets(self, ctx: Any, req: Any, encoded: bool = False) -> Any:
         """A commit's records may share a batch with the other commits of this event-loop turn
         (runtime.run_lingering): a commit reads no committed offset, and its records change only
-        committed offsets when its group exists already (replay makes an unknown one)."""
+        committed offsets when its group exists already (replay makes an unknown one). With
+        ``encoded``, an answer committing every partition is the encoded response body."""
         self.ensure_log()
         st = self.state
         gid = req.group_id
+        version = ctx.api_version
         return self.runtime.run_lingering(
-            lambda now: offsets.commit(st, req, ctx.api_version, now),
+            lambda now: offsets.commit(st, req, version, now, encoded),
             gid in st.groups or gid in st.consumer_groups,
         )
 

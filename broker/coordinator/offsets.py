@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.offset_commit import (
+    RESPONSE_ENCODERS,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
@@ -70,22 +71,34 @@ def _commit_check(group: ClassicGroup | None, req: OffsetCommitRequest, version:
     instance = req.group_instance_id if version >= 7 else None
     simple = generation < 0
     if group is None:
-        return ErrorCode.NONE if simple else ErrorCode.ILLEGAL_GENERATION
-    if group.is_in(GroupState.DEAD):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return _NONE if simple else _ILLEGAL_GENERATION
+    state = group.state
+    if state is _DEAD:
+        return _COORDINATOR_NOT_AVAILABLE
     if instance is not None:
         owner = group.static_member_id(instance)
         if owner is not None and owner != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
-    if simple and group.is_in(GroupState.EMPTY):
-        return ErrorCode.NONE
+            return _FENCED_INSTANCE_ID
+    if simple and state is _EMPTY:
+        return _NONE
     if member_id not in group.members:
-        return ErrorCode.UNKNOWN_MEMBER_ID
+        return _UNKNOWN_MEMBER_ID
     if generation != group.generation:
-        return ErrorCode.ILLEGAL_GENERATION
-    if group.is_in(GroupState.COMPLETING_REBALANCE):
-        return ErrorCode.REBALANCE_IN_PROGRESS
-    return ErrorCode.NONE
+        return _ILLEGAL_GENERATION
+    if state is _COMPLETING_REBALANCE:
+        return _REBALANCE_IN_PROGRESS
+    return _NONE
+
+
+_NONE = ErrorCode.NONE
+_ILLEGAL_GENERATION = ErrorCode.ILLEGAL_GENERATION
+_COORDINATOR_NOT_AVAILABLE = ErrorCode.COORDINATOR_NOT_AVAILABLE
+_FENCED_INSTANCE_ID = ErrorCode.FENCED_INSTANCE_ID
+_UNKNOWN_MEMBER_ID = ErrorCode.UNKNOWN_MEMBER_ID
+_REBALANCE_IN_PROGRESS = ErrorCode.REBALANCE_IN_PROGRESS
+_DEAD = GroupState.DEAD
+_EMPTY = GroupState.EMPTY
+_COMPLETING_REBALANCE = GroupState.COMPLETING_REBALANCE
 
 
 def _consumer_commit_check(group: Any, member_id: str, epoch: int, version: int) -> ErrorCode:
@@ -118,10 +131,16 @@ def _consumer_fetch_check(group: Any, member_id: str | None, epoch: int) -> Erro
     return ErrorCode.NONE
 
 
-def commit(st: CoordinatorState, req: OffsetCommitRequest, version: int, now: int) -> Result:
+def commit(
+    st: CoordinatorState, req: OffsetCommitRequest, version: int, now: int, encoded: bool = False
+) -> Result:
+    """OffsetCommit: one record per committed partition. With ``encoded``, an answer with every
+    partition committed is the response body already encoded (the same bytes the response object
+    encodes to, kept per request shape: ``_ok_body``); any other answer is a response object."""
     topics = _topics(st)
-    group = st.groups.get(req.group_id)
-    cgroup = st.consumer_groups.get(req.group_id)
+    group_id = req.group_id
+    group = st.groups.get(group_id)
+    cgroup = st.consumer_groups.get(group_id)
     # The empty group id is a group like any other here, as in Kafka (kept for pre-0.9 clients that
     # committed offsets without a group); only null is refused, and it cannot be decoded.
     if cgroup is not None:
@@ -131,9 +150,9 @@ def commit(st: CoordinatorState, req: OffsetCommitRequest, version: int, now: in
         code = _commit_check(group, req, version)
     result = Result()
     records = result.records
+    ok = code is _NONE
+    all_ok = ok
     out_topics = []
-    ok = code == ErrorCode.NONE
-    group_id = req.group_id
     max_metadata = st.config.offset_metadata_max_bytes
     leader_epochs = version >= 6
     for t in req.topics:
@@ -158,7 +177,6 @@ def commit(st: CoordinatorState, req: OffsetCommitRequest, version: int, now: in
                 ):
                     pcode = _OFFSET_METADATA_TOO_LARGE
                 else:
-                    pcode = 0
                     records.append(
                         OffsetCommitRecord(
                             group_id,
@@ -171,18 +189,67 @@ def commit(st: CoordinatorState, req: OffsetCommitRequest, version: int, now: in
                             stored_id,
                         )
                     )
-                parts.append(OffsetCommitResponsePartition(index, pcode))
+                    parts.append((index, 0))
+                    continue
+                all_ok = False
+                parts.append((index, pcode))
         else:
+            all_ok = False
             pcode = int(code) if not ok else _UNKNOWN_TOPIC_ID
-            parts = [OffsetCommitResponsePartition(p.partition_index, pcode) for p in t.partitions]
-        out_topics.append(OffsetCommitResponseTopic(name=t.name, topic_id=topic_id, partitions=parts))
+            parts = [(p.partition_index, pcode) for p in t.partitions]
+        out_topics.append(parts)
     if ok and group is not None:
         member = group.members.get(req.member_id)
         if member is not None:  # a commit is a heartbeat too
             if not st.timers.extend(member.session_key(group.group_id), now + member.session_timeout_ms):
                 schedule_session(st, group, member, now)
-    result.response = OffsetCommitResponse(throttle_time_ms=0, topics=out_topics)
+    if all_ok and encoded:
+        result.response = _ok_body(req, version)
+        return result
+    result.response = OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            OffsetCommitResponseTopic(
+                name=t.name,
+                topic_id=t.topic_id,
+                partitions=[OffsetCommitResponsePartition(index, pcode) for index, pcode in parts],
+            )
+            for t, parts in zip(req.topics, out_topics, strict=True)
+        ],
+    )
     return result
+
+
+#: (version, each topic's name or id and partition indexes) -> the encoded all-committed answer
+_OK_BODIES: dict[tuple, bytes] = {}
+
+
+def _ok_body(req: OffsetCommitRequest, version: int) -> bytes:
+    """The encoded answer of a commit with every partition committed, from the request's shape."""
+    topics = req.topics
+    if len(topics) == 1:
+        t = topics[0]
+        key: tuple = (version, t.name, t.topic_id, *[p.partition_index for p in t.partitions])
+    else:
+        key = (version, *[(t.name, t.topic_id, *[p.partition_index for p in t.partitions]) for t in topics])
+    body = _OK_BODIES.get(key)
+    if body is None:
+        response = OffsetCommitResponse(
+            throttle_time_ms=0,
+            topics=[
+                OffsetCommitResponseTopic(
+                    name=t.name,
+                    topic_id=t.topic_id,
+                    partitions=[OffsetCommitResponsePartition(p.partition_index, 0) for p in t.partitions],
+                )
+                for t in topics
+            ],
+        )
+        body = RESPONSE_ENCODERS[version](response)
+        if len(_OK_BODIES) >= 4096:  # bounded: the shapes committed now
+            _OK_BODIES.clear()
+        _OK_BODIES[key] = body
+    return body
 
 
 _UNKNOWN_TOPIC_ID = int(ErrorCode.UNKNOWN_TOPIC_ID)

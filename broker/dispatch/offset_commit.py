@@ -38,7 +38,8 @@ def handle(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
             if not kept:
                 return OffsetCommitResponse(throttle_time_ms=0, topics=_denied_topics(denied))
     coordinating.require(ctx, req.group_id)
-    result = ctx.services.groups.commit_offsets(ctx, req)
+    # without denied topics to add, an answer committing everything may come encoded (bytes)
+    result = ctx.services.groups.commit_offsets(ctx, req, not denied)
     if denied and isinstance(result, OffsetCommitResponse):
         result.topics.extend(_denied_topics(denied))
         return result

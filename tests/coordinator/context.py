@@ -564,6 +564,7 @@ class CoordinatorContext:
         version: int = 9,
         metadata: str | None = "",
         leader_epoch: int = -1,
+        encoded: bool = False,
     ) -> Result:
         by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
         for (topic, p), off in offsets_.items():
@@ -590,7 +591,7 @@ class CoordinatorContext:
             group_instance_id=instance,
             topics=topics,
         )
-        return self.run(lambda now: offsets.commit(self.state, req, version, now))
+        return self.run(lambda now: offsets.commit(self.state, req, version, now, encoded))
 
     def fetch(
         self, group: str, topics: dict[str, list[int]] | None = None, version: int = 7

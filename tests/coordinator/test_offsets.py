@@ -8,7 +8,11 @@ import pytest
 
 from broker.coordinator.classic.group import GroupState
 from broker.protocol.errors import ErrorCode
-from broker.protocol.generated.offset_commit import OffsetCommitResponsePartition, OffsetCommitResponseTopic
+from broker.protocol.generated.offset_commit import (
+    RESPONSE_ENCODERS,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
 from broker.protocol.generated.offset_delete import (
     OffsetDeleteResponse,
     OffsetDeleteResponsePartition,
@@ -410,3 +414,37 @@ def test_an_empty_group_without_offsets_is_deleted_at_the_next_expiry_check():
     c.advance(10_000)
     assert c.records(start) == [group_tombstone("g")]
     assert c.list_groups().groups == []
+
+
+# ---------------------------------------------------------------------- the encoded answer
+
+
+@pytest.mark.parametrize("version", range(11))
+@pytest.mark.parametrize(
+    "offsets_",
+    [{FOO0: 5}, {("foo", p): 10 + p for p in (2, 0, 1)}, {FOO0: 1, ("bar", 1): 2, ("foo", 1): 3}],
+    ids=["one", "three-of-one-topic", "two-topics"],
+)
+def test_an_all_committed_answer_may_come_encoded_as_the_same_bytes(version, offsets_):
+    plain, fast = CoordinatorContext(), CoordinatorContext()
+    for _ in range(2):  # the second time from the kept answer
+        want = plain.commit("g", offsets_, version=version)
+        got = fast.commit("g", offsets_, version=version, encoded=True)
+        assert type(got.response) is bytes
+        assert got.response == RESPONSE_ENCODERS[version](want.response)
+        assert got.records == want.records
+    assert fast.state.offsets["g"] == plain.state.offsets["g"]
+
+
+@pytest.mark.parametrize("version", [2, 9, 10])
+def test_an_answer_with_an_error_is_never_encoded(version):
+    ctx = CoordinatorContext()
+    result = ctx.commit("g", {FOO0: 1, ("foo", 99): 2}, version=version, encoded=True)
+    assert type(result.response) is not bytes
+    assert [p.error_code for t in result.response.topics for p in t.partitions] == [
+        0,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ]
+    refused = ctx.commit("g", {FOO0: 1}, generation=4, member_id="nobody", version=version, encoded=True)
+    assert type(refused.response) is not bytes
+    assert codes(refused) == {(refused.response.topics[0].name, 0): ErrorCode.UNKNOWN_MEMBER_ID}
