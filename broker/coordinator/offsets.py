@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from operator import attrgetter
 from struct import Struct
 from typing import TYPE_CHECKING, Any
 
@@ -222,16 +223,19 @@ def commit(
 
 #: (version, each topic's name or id and partition indexes) -> the encoded all-committed answer
 _OK_BODIES: dict[tuple, bytes] = {}
+_INDEX = attrgetter("partition_index")
 
 
 def _ok_body(req: OffsetCommitRequest, version: int) -> bytes:
     """The encoded answer of a commit with every partition committed, from the request's shape."""
     topics = req.topics
-    if len(topics) == 1:
+    if len(topics) == 1:  # the common shape: one topic, named up to v9 (a UUID hashes in Python)
         t = topics[0]
-        key: tuple = (version, t.name, t.topic_id, *[p.partition_index for p in t.partitions])
+        parts = t.partitions
+        indexes = parts[0].partition_index if len(parts) == 1 else tuple(map(_INDEX, parts))
+        key: tuple = (version, t.topic_id if version >= 10 else t.name, indexes)
     else:
-        key = (version, *[(t.name, t.topic_id, *[p.partition_index for p in t.partitions]) for t in topics])
+        key = (version, *[(t.name, t.topic_id, tuple(map(_INDEX, t.partitions))) for t in topics])
     body = _OK_BODIES.get(key)
     if body is None:
         response = OffsetCommitResponse(
