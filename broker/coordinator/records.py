@@ -90,6 +90,9 @@ assert _HEADER_HEAD.size + _HEADER_TAIL.size == HEADER.size == HEADER_SIZE
 
 #: the varint of every value below 4096 (record lengths and offset deltas)
 _ZIGZAG = tuple(_varint(n) for n in range(4096))
+#: a record's attributes and timestamp delta (0) and its offset delta, for every delta below 4096
+_RECORD_HEADS = tuple(_ATTR_TS0 + z for z in _ZIGZAG)
+assert _COMMON_TAIL.size == 48
 
 
 @dataclass(slots=True)
@@ -301,14 +304,17 @@ def to_batch(records: list[Any], now_ms: int, producer: tuple[int, int] | None =
             if tid is not last_tid:
                 last_tid, tid_bytes, tid_zero = tid, tid.bytes, tid == ZERO_UUID
             if r.metadata == "" and not tid_zero:
-                # the common record: the value in one pack, kept for replay
-                value = r.raw = _EMPTY_V4.pack(4, r.offset, r.leader_epoch, 1, r.commit_timestamp, _TOPIC_ID_TAG,
-                                               tid_bytes)  # fmt: skip
-                body = b"".join((_ATTR_TS0, zv[i] if i < 4096 else _varint(i), key_head, _I32.pack(r.partition),
-                                 _VALUE_42, value, _NO_HEADERS))  # fmt: skip
-                n = len(body)
+                # the common record: from its key's partition on in one pack, whose value part is
+                # kept for replay; its length known without joining it first
+                tail = _COMMON_TAIL.pack(r.partition, 0x54, 4, r.offset, r.leader_epoch, 1, r.commit_timestamp,
+                                         _TOPIC_ID_TAG, tid_bytes, 0)  # fmt: skip
+                r.raw = tail[5:47]
+                head = _RECORD_HEADS[i] if i < 4096 else _ATTR_TS0 + _varint(i)
+                n = len(head) + len(key_head) + 48
                 w(zv[n] if n < 4096 else _varint(n))
-                w(body)
+                w(head)
+                w(key_head)
+                w(tail)
                 continue
             meta = r.metadata.encode()
             n = len(meta) + 1
