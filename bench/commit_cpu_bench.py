@@ -3,13 +3,15 @@ in-process request path (``RequestPipeline.handle``: decode, handler, coordinato
 record batch, log append, replay; then the flush and ``RequestPipeline.complete``: encode).
 
     python bench/commit_cpu_bench.py [--partitions 1,10] [--requests 20000] [--rounds 3] [--profile]
+                                     [--baseline-root DIR]
 
 No sockets: a broker in this process (``log.flush=interval``, temp data dir), ``--groups`` groups
 committing as simple (generation -1) committers, ``--batch`` requests handed to the pipeline
 before their flush is awaited (as a connection with requests in flight would). Measured in process
 CPU time (``time.process_time``, the flush thread included), best of ``--rounds``; every answer is
-checked to be error 0. To compare two checkouts, run it from each with ``PYTHONPATH`` set to that
-checkout (``--profile`` prints cProfile's top entries of one round instead).
+checked to be error 0. ``--baseline-root DIR`` (another checkout, e.g. the base commit's worktree)
+runs the same measurement in a fresh process of that checkout after each of ours, alternating, and
+prints the ratio of the bests (``--profile`` prints cProfile's top entries of one round instead).
 """
 
 from __future__ import annotations
@@ -17,9 +19,14 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import os
 import pstats
+import re
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 from broker.app import Broker
 from broker.config import Config
@@ -151,8 +158,16 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=100, help="requests handled before their flush is awaited")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--gc", action="store_true", help="print the time the garbage collector took")
+    ap.add_argument(
+        "--baseline-root", type=Path, help="another checkout measured too, alternating, for ratios"
+    )
+    ap.add_argument("--width-only", type=int, help=argparse.SUPPRESS)  # one width in this process
     args = ap.parse_args()
-    for width in (int(w) for w in args.partitions.split(",")):
+    widths = [args.width_only] if args.width_only else [int(w) for w in args.partitions.split(",")]
+    if args.baseline_root is not None and not args.profile:
+        compare(args, widths)
+        return
+    for width in widths:
         loop = new_event_loop()
         try:
             best = loop.run_until_complete(run(args, width))
@@ -161,6 +176,35 @@ def main() -> None:
         print(
             f"{width} partition(s)/request: {best * 1e6:.1f} us CPU per request, "
             f"{best * 1e6 / width:.2f} us per partition (best of {args.rounds} x {args.requests:,})"
+        )
+
+
+def measure_in(root: Path, args: argparse.Namespace, width: int) -> float:
+    """us CPU per request of one width, measured by a fresh process of this script on ``root``'s
+    broker (one round per process: the alternation is the rounds)."""
+    cmd = [sys.executable, __file__, "--width-only", str(width), "--rounds", "1", "--requests", str(args.requests),
+           "--groups", str(args.groups), "--nparts", str(args.nparts), "--batch", str(args.batch)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    m = re.search(r"([0-9.]+) us CPU per request", out)
+    if m is None:
+        raise SystemExit(f"no measurement from {root}: {out}")
+    return float(m.group(1))
+
+
+def compare(args: argparse.Namespace, widths: list[int]) -> None:
+    """This checkout and ``--baseline-root``, alternating per round, best of ``--rounds`` each."""
+    ours_root = Path(__file__).resolve().parent.parent
+    for width in widths:
+        ours, base = [], []
+        for _ in range(args.rounds):
+            ours.append(measure_in(ours_root, args, width))
+            base.append(measure_in(args.baseline_root, args, width))
+        o, b = min(ours), min(base)
+        print(
+            f"{width} partition(s)/request: ours {o:.1f} us CPU per request ({o / width:.2f} per partition), "
+            f"baseline {b:.1f} us ({b / width:.2f}); {b / o:.2f}x less CPU "
+            f"(best of {args.rounds} alternating x {args.requests:,})"
         )
 
 
