@@ -74,7 +74,11 @@ Phases (``--phases``), every server in turn, alternately, the best of ``--rounds
     partition, then Flush, to the last acknowledgement. franz-go puts every partition with data into
     one Produce request per broker (up to its size limits), so this measures the broker's own cost
     of a many-partition request. Each run prints its Produce request count, their bytes and the sum
-    of their write-to-answer times (franz-go's E2E hook).
+    of their write-to-answer times (franz-go's E2E hook). Against Tansu the request versions are
+    capped at Kafka 4.3's (``-max-version 4.3``): Tansu 0.6 closes the connection on ApiVersions v5,
+    which franz-go sends first, where Kafka answers UNSUPPORTED_VERSION and the client retries lower;
+    the cap changes nothing else franz-go sends here (4.4 raised ApiVersions and group, transaction
+    and streams requests only).
 * groups: a topic of 10 partitions (the mock: 3 auto-created topics of 4), N confluent-kafka consumers
   (classic protocol, client defaults) subscribe at once on their own threads; the time until every
   member owns a partition, each partition has one owner and all are owned. Servers keep their own
@@ -785,6 +789,7 @@ class OneEach:
     e2e: float | None = None
 
 
+FRANZ_TANSU_MAX_VERSION = "4.3"
 ONE_EACH_CLIENTS = {
     "confluent": "confluent-kafka (acks=all, linger.ms=5)",
     "franz": "franz-go (acks=all, idempotent)",
@@ -826,7 +831,10 @@ def one_each_franz(server: Server, targets: list[tuple[str, int]], binary: Path,
         counts[topic] = counts.get(topic, 0) + 1
     if any(sorted(p for t, p in targets if t == topic) != list(range(n)) for topic, n in counts.items()):
         raise ValueError("franz-go one-each wants every partition of each topic")
-    argv = [str(binary), *([] if idempotent else ["-no-idempotence"]), server.bootstrap]
+    argv = [str(binary), *([] if idempotent else ["-no-idempotence"])]
+    if server.name == "tansu":  # closes the connection on ApiVersions v5 (KIP-1242) instead of answering
+        argv += ["-max-version", FRANZ_TANSU_MAX_VERSION]  # UNSUPPORTED_VERSION: cap at Kafka 4.3's v4
+    argv.append(server.bootstrap)
     argv += [f"{topic}:{n}" for topic, n in counts.items()]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:

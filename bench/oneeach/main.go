@@ -1,7 +1,7 @@
 // oneeach produces one record into each partition of the given topics with franz-go (kgo) and
 // prints how long it took, for bench/peers_bench.py's one-each phase (issue 23).
 //
-//	oneeach [-no-idempotence] BOOTSTRAP TOPIC:PARTITIONS [TOPIC:PARTITIONS ...]
+//	oneeach [-no-idempotence] [-max-version 3.9] BOOTSTRAP TOPIC:PARTITIONS [TOPIC:PARTITIONS ...]
 //
 // The topics must exist. Off the clock, the client connects, gets its producer id (idempotent by
 // default, as franz-go is) and every topic's metadata by producing one record into partition 0 of
@@ -9,6 +9,9 @@
 // other defaults), then Flush, until the last record's acknowledgement. franz-go sends one Produce
 // request per broker carrying every partition that has data (up to its request size limit), so this
 // measures the broker's own cost of a many-partition request rather than a client's per-request cost.
+// -max-version caps the request versions at a Kafka release's (kversion.FromString), for a broker
+// that closes the connection on franz-go's newest ApiVersions request instead of answering it
+// UNSUPPORTED_VERSION (Tansu 0.6 with v5, sent from franz-go's 4.4 on: -max-version 4.3).
 //
 // Prints one JSON line: {"records": N, "seconds": S, "produce_requests": R, "produce_bytes": B,
 // "produce_e2e_seconds": E, "idempotent": true, "errors": 0, "first_error": ""}: R and B count the
@@ -29,6 +32,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // produceCounter is a kgo hook counting Produce requests (API key 0) while on is set.
@@ -82,10 +86,11 @@ func parseTargets(args []string) ([]target, error) {
 
 func run() error {
 	noIdempotence := flag.Bool("no-idempotence", false, "disable franz-go's idempotent producer (default on)")
+	maxVersion := flag.String("max-version", "", "cap request versions at this Kafka release's, e.g. 3.9")
 	timeout := flag.Duration("timeout", 300*time.Second, "give up after this long (warm-up and clock each)")
 	flag.Parse()
 	if flag.NArg() < 2 {
-		return fmt.Errorf("usage: oneeach [-no-idempotence] BOOTSTRAP TOPIC:PARTITIONS ...")
+		return fmt.Errorf("usage: oneeach [-no-idempotence] [-max-version V] BOOTSTRAP TOPIC:PARTITIONS ...")
 	}
 	targets, err := parseTargets(flag.Args()[1:])
 	if err != nil {
@@ -108,6 +113,13 @@ func run() error {
 	}
 	if *noIdempotence {
 		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	if *maxVersion != "" {
+		v := kversion.FromString(*maxVersion)
+		if v == nil {
+			return fmt.Errorf("-max-version %q: not a Kafka release franz-go knows", *maxVersion)
+		}
+		opts = append(opts, kgo.MaxVersions(v))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
