@@ -787,6 +787,7 @@ class OneEach:
     requests: int | None = None
     request_bytes: int | None = None
     e2e: float | None = None
+    server_cpu: float | None = None  # the server process's CPU seconds on the clock (subprocess peers)
 
 
 FRANZ_TANSU_MAX_VERSION = "4.3"
@@ -808,41 +809,71 @@ def one_each_targets(
     return targets
 
 
-def one_each_confluent(server: Server, targets: list[tuple[str, int]]) -> OneEach:
-    """One confluent-kafka Producer (acks=all, linger.ms=5): one record into each target."""
+def one_each_confluent(
+    server: Server, targets: list[tuple[str, int]], proc: subprocess.Popen | None
+) -> OneEach:
+    """One confluent-kafka Producer (acks=all, linger.ms=5): one record into each target; ``proc``'s
+    CPU time (the server's, if a subprocess) is read around the clock."""
     acks = Deliveries()
     p = Producer({**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks})
     p.produce(targets[0][0], b"x", partition=0)  # connected, first metadata known: off the clock
     p.flush(60)
     acks.delivered = 0
+    cpu0 = process_cpu(proc)
     t0 = time.perf_counter()
     for topic, part in targets:
         p.produce(topic, b"x", partition=part)
     left = p.flush(300)
     elapsed = time.perf_counter() - t0
+    cpu1 = process_cpu(proc)
     acks.check(server.name, len(targets), left)
-    return OneEach(elapsed)
+    return OneEach(elapsed, server_cpu=None if cpu0 is None or cpu1 is None else cpu1 - cpu0)
 
 
-def one_each_franz(server: Server, targets: list[tuple[str, int]], binary: Path, idempotent: bool) -> OneEach:
-    """bench/oneeach (franz-go, acks=all): one record into each target; the program's own clock."""
+def one_each_franz(
+    server: Server,
+    targets: list[tuple[str, int]],
+    binary: Path,
+    idempotent: bool,
+    proc: subprocess.Popen | None,
+) -> OneEach:
+    """bench/oneeach (franz-go, acks=all): one record into each target, its own clock; ``proc``'s CPU
+    time is read after its warm-up (``-handshake``) and after its answer."""
     counts: dict[str, int] = {}
     for topic, _ in targets:
         counts[topic] = counts.get(topic, 0) + 1
     if any(sorted(p for t, p in targets if t == topic) != list(range(n)) for topic, n in counts.items()):
         raise ValueError("franz-go one-each wants every partition of each topic")
-    argv = [str(binary), *([] if idempotent else ["-no-idempotence"])]
+    argv = [str(binary), "-handshake", *([] if idempotent else ["-no-idempotence"])]
     if server.name == "tansu":  # closes the connection on ApiVersions v5 (KIP-1242) instead of answering
         argv += ["-max-version", FRANZ_TANSU_MAX_VERSION]  # UNSUPPORTED_VERSION: cap at Kafka 4.3's v4
     argv.append(server.bootstrap)
     argv += [f"{topic}:{n}" for topic, n in counts.items()]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"franz-go oneeach exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryFile("w+") as err:
+        go = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            ready = go.stdout.readline().strip() == "ready"  # type: ignore[union-attr]
+            cpu0 = process_cpu(proc) if ready else None
+            out, _ = go.communicate("go\n" if ready else None, timeout=600)
+            cpu1 = process_cpu(proc)
+        finally:
+            if go.poll() is None:
+                go.kill()
+                go.wait()
+        err.seek(0)
+        stderr = err.read()
+    if go.returncode != 0:
+        raise RuntimeError(f"franz-go oneeach exited {go.returncode}: {stderr.strip()[-500:]}")
+    got = json.loads(out.strip().splitlines()[-1])
     if got["records"] != len(targets) or got["errors"]:
         raise RuntimeError(f"{server.name}: franz-go oneeach: {got}")
-    return OneEach(got["seconds"], got["produce_requests"], got["produce_bytes"], got["produce_e2e_seconds"])
+    return OneEach(
+        got["seconds"],
+        got["produce_requests"],
+        got["produce_bytes"],
+        got["produce_e2e_seconds"],
+        None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
+    )
 
 
 def build_oneeach() -> Path:
@@ -867,6 +898,7 @@ def one_each_phase(
             clients = [c for c in clients if not c.startswith("franz")]
     names = [n for n in order if n != "mock" and (n in peers or n == "kafka")]
     best: dict[tuple[str, str], OneEach] = {}
+    cpu: dict[tuple[str, str], float] = {}
     for run in range(args.one_each_runs):
         for name in names:
             for client in clients:
@@ -876,18 +908,20 @@ def one_each_phase(
                 server = servers[name]
                 try:
                     targets = one_each_targets(server, partitions, f"one-each-{client}-r{run}")
+                    proc = peers[name].proc if name in peers else None
                     if client == "confluent":
-                        got = one_each_confluent(server, targets)
+                        got = one_each_confluent(server, targets, proc)
                     else:
                         assert binary is not None
-                        got = one_each_franz(server, targets, binary, idempotent=client == "franz")
+                        got = one_each_franz(server, targets, binary, client == "franz", proc)
                 except Exception as e:  # noqa: BLE001 - reported, the others go on
                     print(f"  {name}, one-each {client} {partitions:,}, run {run + 1}: failed: {e}")
                     continue
                 finally:
                     if name in peers:
                         peers[name].stop()
-                extra = (
+                extra = "" if got.server_cpu is None else f", server CPU {got.server_cpu * 1e3:,.0f} ms"
+                extra += (
                     f", {got.requests} Produce requests ({got.request_bytes / 1e3:,.0f} kB), "
                     f"write-to-answer {got.e2e * 1e3:,.0f} ms"
                     if got.requests is not None
@@ -898,11 +932,20 @@ def one_each_phase(
                 )
                 if (name, client) not in best or got.seconds < best[(name, client)].seconds:
                     best[(name, client)] = got
+                if got.server_cpu is not None:
+                    cpu[(name, client)] = min(cpu.get((name, client), float("inf")), got.server_cpu)
     cols = [n for n in order if n != "mock"]
-    return [
+    rows = [
         (f"{ONE_EACH_CLIENTS[c]}, s", {n: best[(n, c)].seconds if (n, c) in best else None for n in cols})
         for c in clients
     ]
+    # the server process's CPU on the clock (least of the runs): steadier than wall time under load
+    rows += [
+        (f"{ONE_EACH_CLIENTS[c]}, server CPU s", {n: cpu.get((n, c)) for n in cols})
+        for c in clients
+        if any((n, c) in cpu for n in cols)
+    ]
+    return rows
 
 
 def running_servers(

@@ -1,7 +1,7 @@
 // oneeach produces one record into each partition of the given topics with franz-go (kgo) and
 // prints how long it took, for bench/peers_bench.py's one-each phase (issue 23).
 //
-//	oneeach [-no-idempotence] [-max-version 3.9] BOOTSTRAP TOPIC:PARTITIONS [TOPIC:PARTITIONS ...]
+//	oneeach [-no-idempotence] [-handshake] [-max-version 4.3] BOOTSTRAP TOPIC:PARTITIONS [TOPIC:PARTITIONS ...]
 //
 // The topics must exist. Off the clock, the client connects, gets its producer id (idempotent by
 // default, as franz-go is) and every topic's metadata by producing one record into partition 0 of
@@ -9,7 +9,8 @@
 // other defaults), then Flush, until the last record's acknowledgement. franz-go sends one Produce
 // request per broker carrying every partition that has data (up to its request size limit), so this
 // measures the broker's own cost of a many-partition request rather than a client's per-request cost.
-// -max-version caps the request versions at a Kafka release's (kversion.FromString), for a broker
+// -handshake prints "ready" after the warm-up and waits for a line on stdin before the clock starts
+// (the caller reads the broker's CPU time or attaches a profiler there). -max-version caps the request versions at a Kafka release's (kversion.FromString), for a broker
 // that closes the connection on franz-go's newest ApiVersions request instead of answering it
 // UNSUPPORTED_VERSION (Tansu 0.6 with v5, sent from franz-go's 4.4 on: -max-version 4.3).
 //
@@ -20,6 +21,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -87,6 +89,7 @@ func parseTargets(args []string) ([]target, error) {
 func run() error {
 	noIdempotence := flag.Bool("no-idempotence", false, "disable franz-go's idempotent producer (default on)")
 	maxVersion := flag.String("max-version", "", "cap request versions at this Kafka release's, e.g. 3.9")
+	handshake := flag.Bool("handshake", false, "after the warm-up print \"ready\" and wait for a line on stdin")
 	timeout := flag.Duration("timeout", 300*time.Second, "give up after this long (warm-up and clock each)")
 	flag.Parse()
 	if flag.NArg() < 2 {
@@ -135,6 +138,13 @@ func run() error {
 	}
 	if err := cl.ProduceSync(ctx, warm...).FirstErr(); err != nil {
 		return fmt.Errorf("warm-up produce: %w", err)
+	}
+
+	if *handshake {
+		fmt.Println("ready")
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			return fmt.Errorf("handshake: %w", err)
+		}
 	}
 
 	recs := make([]*kgo.Record, 0, total)
