@@ -34,7 +34,11 @@ sizes = st.one_of(st.integers(0, 20), st.integers(_CHUNKED - 5, _CHUNKED + 5), s
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(sizes, min_size=1, max_size=5), st.lists(st.integers(0, 1 << 30), max_size=12), st.randoms())
+@given(
+    st.lists(sizes, min_size=1, max_size=5),
+    st.lists(st.integers(0, 1 << 30), max_size=12),
+    st.randoms(use_true_random=True),
+)
 def test_any_cut_of_any_stream_gives_its_frames(lengths, cuts, rnd):
     bodies = [rnd.randbytes(n) for n in lengths]
     stream = stream_of(bodies)
