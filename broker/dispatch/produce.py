@@ -167,6 +167,17 @@ def _produce(ctx: RequestContext, req: ProduceRequest):
     services = ctx.services
     acks = req.acks
     v = ctx.api_version
+    topic_data = req.topic_data
+    if (
+        len(topic_data) == 1
+        and len(topic_data[0].partition_data) == 1
+        and (acks == -1 or acks == 1)
+        and not services.nodes.multi
+        and not services.quotas.produce.enabled
+    ):
+        out = _produce_one(ctx, req, topic_data[0], v)
+        if out is not None:
+            return out
     if _has_transactional_records(req) and (
         req.transactional_id is None or not ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id)
     ):
@@ -221,6 +232,8 @@ def _produce(ctx: RequestContext, req: ProduceRequest):
                         hinted.add(leader)
                 else:
                     resp = _append(ctx, name, index, pd.records, req.transactional_id, acks, now, waits)
+                    if type(resp) is tuple:
+                        resp = PartitionProduceResponse(index, 0, *resp)
                 if resp.error_code:
                     any_error = True
                 parts.append(resp)
@@ -259,6 +272,44 @@ def _produce(ctx: RequestContext, req: ProduceRequest):
         if all(w is flush for w in waits):  # every append of a request waits for the same group commit
             return Deferred(_when_durable(body, v, flush))
     return Deferred(_after_flush(body, v, waits, delay_ms))
+
+
+def _produce_one(ctx: RequestContext, req: ProduceRequest, td, v: int):
+    """The request of one partition of one topic (what librdkafka sends: one Produce request per
+    partition batch), on a single node without quotas, with acks 1 or -1: appended and answered with
+    fewer layers than the general loop of ``_produce`` (the same checks, in the same order: the same
+    answer). None, before anything was appended, when it is not that case: a refusal of the whole
+    topic or request is the general path's."""
+    services = ctx.services
+    topic = services.topics.by_id(td.topic_id) if v >= 13 else services.topics.get(td.name)
+    if topic is None or topic.internal:
+        return None
+    name = topic.name
+    if name.startswith("__") or not ctx.allowed(WRITE, TOPIC, name):
+        return None
+    (pd,) = td.partition_data
+    records = pd.records
+    tid = req.transactional_id
+    if (
+        records is not None
+        and len(records) >= HEADER_SIZE
+        and records[16] == 2
+        and records[22] & TRANSACTIONAL_MASK
+        and (tid is None or not ctx.allowed(WRITE, TRANSACTIONAL_ID, tid))
+    ):
+        return None  # refused whole (see _produce)
+    index = pd.index
+    waits: list[asyncio.Future] = []
+    out = _append(ctx, name, index, records, tid, req.acks, services.logs.now_ms(), waits)
+    if type(out) is tuple:
+        body = _ok_one(v, name, td.topic_id, index, *out)
+    else:
+        body = _one_partition(
+            v, TopicProduceResponse(name=name, topic_id=td.topic_id, partition_responses=[out]), 0
+        )
+    if not waits:
+        return body
+    return Deferred(_when_durable(body, v, waits[0]))
 
 
 #: the success answer of one partition after its topic's head, and the response's end (throttle
@@ -309,6 +360,19 @@ def _one_partition(v: int, topic: TopicProduceResponse, throttle: int) -> bytes:
     else:
         tail = _OK_V3.pack(p.index, 0, p.base_offset, p.log_append_time_ms, throttle)
     return head + tail
+
+
+def _ok_one(v: int, name: str, topic_id: UUID, index: int, base: int, append_time: int, start: int) -> bytes:
+    """The encoded success answer of a request of one partition, without a throttle (what
+    ``_one_partition`` writes for it, without building the response objects first)."""
+    head = _topic_head(v, name, topic_id if v >= 13 else None)
+    if v >= 9:
+        return head + _OK_V9.pack(index, 0, base, append_time, start, 1, 0, 0, 0, 0, 0)
+    if v >= 8:
+        return head + _OK_V8.pack(index, 0, base, append_time, start, 0, -1, 0)
+    if v >= 5:
+        return head + _OK_V5.pack(index, 0, base, append_time, start, 0)
+    return head + _OK_V3.pack(index, 0, base, append_time, 0)
 
 
 class _Waiting:
@@ -437,8 +501,12 @@ def _append(
     acks: int,
     now: int,
     waits: list[asyncio.Future],
-) -> PartitionProduceResponse:
-    plog = ctx.services.logs.get(topic, partition)
+) -> PartitionProduceResponse | tuple[int, int, int]:
+    """Validate and append the records of one partition; its refusal (or a duplicate's answer), or
+    on success (base offset, log append time or -1, log start offset); ``waits`` gets the group
+    commit the append waits for."""
+    logs = ctx.services.logs
+    plog = logs.logs.get((topic, partition))
     if plog is None:
         return _error(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if records is None or len(records) == 0:
@@ -455,11 +523,11 @@ def _append(
                 f"The size of the current ISR Set({', '.join(map(str, isr))}) is insufficient to satisfy "
                 f"the min.isr requirement of {config.min_insync_replicas} for partition {topic}-{partition}",
             )
-    if len(records) > plog.config.max_message_bytes:
+    if len(records) > config.max_message_bytes:
         return _error(
             partition,
             ErrorCode.MESSAGE_TOO_LARGE,
-            f"{len(records)} bytes exceed max.message.bytes={plog.config.max_message_bytes}",
+            f"{len(records)} bytes exceed max.message.bytes={config.max_message_bytes}",
         )
     try:
         batches = validate_produce(records)
@@ -513,7 +581,7 @@ def _append(
     if duplicate is not None:
         # already written: answer with the offsets it got then (once it is durable, like the original)
         if duplicate.last_offset >= plog.high_watermark:
-            fut = ctx.services.logs.appended(plog)
+            fut = logs.appended(plog)
             if fut is not None:
                 waits.append(fut)
         return PartitionProduceResponse(
@@ -547,13 +615,7 @@ def _append(
     except OSError as e:
         log.error("%s-%d: append failed: %s", topic, partition, e)
         return _error(partition, ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e}")
-    fut = ctx.services.logs.appended(plog)
+    fut = logs.appended(plog)
     if fut is not None:
         waits.append(fut)
-    return PartitionProduceResponse(
-        index=partition,
-        error_code=0,
-        base_offset=base,
-        log_append_time_ms=now if plog.config.log_append_time else -1,
-        log_start_offset=plog.log_start_offset,
-    )
+    return (base, now if config.log_append_time else -1, plog.log_start_offset)
