@@ -388,8 +388,13 @@ class _Waiting:
         self.versions: list[int] = []
 
     def __call__(self, flush: asyncio.Future) -> None:
-        for out, body, version in zip(self.outs, self.bodies, self.versions, strict=True):
-            _settle(body, version, out, flush)
+        if flush.cancelled() or flush.exception() is not None:
+            for out, body, version in zip(self.outs, self.bodies, self.versions, strict=True):
+                _settle(body, version, out, flush)
+            return
+        for out, body in zip(self.outs, self.bodies, strict=True):  # durable: every answer as it is
+            if not out.cancelled():
+                out.set_result(body)
 
 
 #: the requests waiting for the latest group commit a request waited for (the next ones join them)
