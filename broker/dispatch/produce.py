@@ -30,18 +30,21 @@ from broker.log.batch import HEADER_SIZE, TRANSACTIONAL_MASK, InvalidBatch, read
 from broker.log.manager import StorageError
 from broker.log.streaming import EXPANSION_LIMIT, validate_records
 from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.generated.produce import REQUEST_DECODERS as GENERATED_DECODERS
 from broker.protocol.generated.produce import (
     RESPONSE_DECODERS,
     RESPONSE_ENCODERS,
     BatchIndexAndErrorMessage,
     LeaderIdAndEpoch,
     NodeEndpoint,
+    PartitionProduceData,
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
+    TopicProduceData,
     TopicProduceResponse,
 )
-from broker.protocol.primitives import uvarint
+from broker.protocol.primitives import ZERO_UUID, new, to_uuid, uvarint, uvarint_tail
 from broker.quotas import user_of
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE
 
@@ -54,6 +57,128 @@ VERSIONS = (3, 13)
 CLIENT_THROTTLES = 6
 
 log = logging.getLogger(__name__)
+
+
+#: (the one-partition request decoder) transactional id length, acks and timeout, topic count
+_HEAD_V3 = struct.Struct(">h")
+_ACKS_V3 = struct.Struct(">hii")
+_NAME_V3 = struct.Struct(">h")
+_PART_V3 = struct.Struct(">iii")
+_ACKS_V9 = struct.Struct(">hi")
+_INT = struct.Struct(">i")
+
+
+def _one_partition_request(b: bytes, p: int, v: int) -> tuple[ProduceRequest, int] | None:
+    """The request of one topic and one partition carrying records (librdkafka's Produce) decoded
+    directly from its fixed layout: the generated decoder's result for it, with fewer steps. None for
+    any other shape (more topics or partitions, null records, tagged fields, a length that needs a
+    longer varint than usual, a frame that ends early): the generated decoder decides those."""
+    end = len(b)
+    if v < 9:
+        n = _HEAD_V3.unpack_from(b, p)[0]
+        p += 2
+        if n < 0:
+            tid = None
+        elif p + n > end:
+            return None
+        else:
+            tid = b[p : p + n].decode()
+            p += n
+        acks, timeout, topics = _ACKS_V3.unpack_from(b, p)
+        n = _NAME_V3.unpack_from(b, p + 10)[0]
+        p += 12
+        if topics != 1 or n < 0 or p + n > end:
+            return None
+        name = b[p : p + n].decode()
+        p += n
+        partitions, index, n = _PART_V3.unpack_from(b, p)
+        p += 12
+        if partitions != 1 or n < 0 or p + n > end:
+            return None
+        records = memoryview(b)[p : p + n]
+        p += n
+        topic_id = ZERO_UUID
+    else:
+        n = b[p] - 1
+        p += 1
+        if n > 126:
+            return None
+        if n < 0:
+            tid = None
+        elif p + n > end:
+            return None
+        else:
+            tid = b[p : p + n].decode()
+            p += n
+        acks, timeout = _ACKS_V9.unpack_from(b, p)
+        p += 6
+        if b[p] != 2:  # one topic
+            return None
+        p += 1
+        if v >= 13:
+            name = ""
+            topic_id = to_uuid(b[p : p + 16])
+            p += 16
+        else:
+            n = b[p] - 1
+            p += 1
+            if n > 126 or n < 0 or p + n > end:
+                return None
+            name = b[p : p + n].decode()
+            p += n
+            topic_id = ZERO_UUID
+        if b[p] != 2:  # one partition
+            return None
+        index = _INT.unpack_from(b, p + 1)[0]
+        p += 5
+        n = b[p]
+        p += 1
+        if n > 127:
+            n, p = uvarint_tail(b, p, n)
+        n -= 1
+        if n < 0 or p + n + 3 > end:
+            return None
+        records = memoryview(b)[p : p + n]
+        p += n
+        if b[p] or b[p + 1] or b[p + 2]:  # tagged fields: of the partition, the topic, the request
+            return None
+        p += 3
+    pd = new(PartitionProduceData)
+    pd.index = index
+    pd.records = records
+    pd._unknown_tagged = None
+    td = new(TopicProduceData)
+    td.name = name
+    td.topic_id = topic_id
+    td.partition_data = [pd]
+    td._unknown_tagged = None
+    o = new(ProduceRequest)
+    o.transactional_id = tid
+    o.acks = acks
+    o.timeout_ms = timeout
+    o.topic_data = [td]
+    o._unknown_tagged = None
+    return o, p
+
+
+def _decoder(v: int):
+    generated = GENERATED_DECODERS[v]
+
+    def decode(b: bytes, p: int = 0) -> tuple[ProduceRequest, int]:
+        try:
+            out = _one_partition_request(b, p, v)
+        except (IndexError, struct.error, UnicodeDecodeError, ValueError):
+            out = None  # (the generated decoder names the error)
+        return out if out is not None else generated(b, p)
+
+    decode.__name__ = decode.__qualname__ = f"decode_request_v{v}"
+    return decode
+
+
+#: the request decoders the pipeline uses for Produce (broker/dispatch/registry.py): a request of one
+#: partition is parsed directly (``_one_partition_request``), anything else by the generated decoder;
+#: tests/dispatch/test_produce_decoder.py holds the two to the same result
+REQUEST_DECODERS = {v: _decoder(v) for v in range(VERSIONS[0], VERSIONS[1] + 1)}
 
 
 def _error(
@@ -167,6 +292,17 @@ def _produce(ctx: RequestContext, req: ProduceRequest):
     services = ctx.services
     acks = req.acks
     v = ctx.api_version
+    topic_data = req.topic_data
+    if (
+        len(topic_data) == 1
+        and len(topic_data[0].partition_data) == 1
+        and (acks == -1 or acks == 1)
+        and not services.nodes.multi
+        and not services.quotas.produce.enabled
+    ):
+        out = _produce_one(ctx, req, topic_data[0], v)
+        if out is not None:
+            return out
     if _has_transactional_records(req) and (
         req.transactional_id is None or not ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id)
     ):
@@ -221,6 +357,8 @@ def _produce(ctx: RequestContext, req: ProduceRequest):
                         hinted.add(leader)
                 else:
                     resp = _append(ctx, name, index, pd.records, req.transactional_id, acks, now, waits)
+                    if type(resp) is tuple:
+                        resp = PartitionProduceResponse(index, 0, *resp)
                 if resp.error_code:
                     any_error = True
                 parts.append(resp)
@@ -259,6 +397,44 @@ def _produce(ctx: RequestContext, req: ProduceRequest):
         if all(w is flush for w in waits):  # every append of a request waits for the same group commit
             return Deferred(_when_durable(body, v, flush))
     return Deferred(_after_flush(body, v, waits, delay_ms))
+
+
+def _produce_one(ctx: RequestContext, req: ProduceRequest, td, v: int):
+    """The request of one partition of one topic (what librdkafka sends: one Produce request per
+    partition batch), on a single node without quotas, with acks 1 or -1: appended and answered with
+    fewer layers than the general loop of ``_produce`` (the same checks, in the same order: the same
+    answer). None, before anything was appended, when it is not that case: a refusal of the whole
+    topic or request is the general path's."""
+    services = ctx.services
+    topic = services.topics.by_id(td.topic_id) if v >= 13 else services.topics.get(td.name)
+    if topic is None or topic.internal:
+        return None
+    name = topic.name
+    if name.startswith("__") or not ctx.allowed(WRITE, TOPIC, name):
+        return None
+    (pd,) = td.partition_data
+    records = pd.records
+    tid = req.transactional_id
+    if (
+        records is not None
+        and len(records) >= HEADER_SIZE
+        and records[16] == 2
+        and records[22] & TRANSACTIONAL_MASK
+        and (tid is None or not ctx.allowed(WRITE, TRANSACTIONAL_ID, tid))
+    ):
+        return None  # refused whole (see _produce)
+    index = pd.index
+    waits: list[asyncio.Future] = []
+    out = _append(ctx, name, index, records, tid, req.acks, services.logs.now_ms(), waits)
+    if type(out) is tuple:
+        body = _ok_one(v, name, td.topic_id, index, *out)
+    else:
+        body = _one_partition(
+            v, TopicProduceResponse(name=name, topic_id=td.topic_id, partition_responses=[out]), 0
+        )
+    if not waits:
+        return body
+    return Deferred(_when_durable(body, v, waits[0]))
 
 
 #: the success answer of one partition after its topic's head, and the response's end (throttle
@@ -311,6 +487,19 @@ def _one_partition(v: int, topic: TopicProduceResponse, throttle: int) -> bytes:
     return head + tail
 
 
+def _ok_one(v: int, name: str, topic_id: UUID, index: int, base: int, append_time: int, start: int) -> bytes:
+    """The encoded success answer of a request of one partition, without a throttle (what
+    ``_one_partition`` writes for it, without building the response objects first)."""
+    head = _topic_head(v, name, topic_id if v >= 13 else None)
+    if v >= 9:
+        return head + _OK_V9.pack(index, 0, base, append_time, start, 1, 0, 0, 0, 0, 0)
+    if v >= 8:
+        return head + _OK_V8.pack(index, 0, base, append_time, start, 0, -1, 0)
+    if v >= 5:
+        return head + _OK_V5.pack(index, 0, base, append_time, start, 0)
+    return head + _OK_V3.pack(index, 0, base, append_time, 0)
+
+
 class _Waiting:
     """The requests waiting for one group commit (``flush``): their answer futures, encoded answers
     and versions (parallel lists), settled by one done-callback of ``flush`` (this object)."""
@@ -324,8 +513,13 @@ class _Waiting:
         self.versions: list[int] = []
 
     def __call__(self, flush: asyncio.Future) -> None:
-        for out, body, version in zip(self.outs, self.bodies, self.versions, strict=True):
-            _settle(body, version, out, flush)
+        if flush.cancelled() or flush.exception() is not None:
+            for out, body, version in zip(self.outs, self.bodies, self.versions, strict=True):
+                _settle(body, version, out, flush)
+            return
+        for out, body in zip(self.outs, self.bodies, strict=True):  # durable: every answer as it is
+            if not out.cancelled():
+                out.set_result(body)
 
 
 #: the requests waiting for the latest group commit a request waited for (the next ones join them)
@@ -437,8 +631,12 @@ def _append(
     acks: int,
     now: int,
     waits: list[asyncio.Future],
-) -> PartitionProduceResponse:
-    plog = ctx.services.logs.get(topic, partition)
+) -> PartitionProduceResponse | tuple[int, int, int]:
+    """Validate and append the records of one partition; its refusal (or a duplicate's answer), or
+    on success (base offset, log append time or -1, log start offset); ``waits`` gets the group
+    commit the append waits for."""
+    logs = ctx.services.logs
+    plog = logs.logs.get((topic, partition))
     if plog is None:
         return _error(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if records is None or len(records) == 0:
@@ -455,11 +653,11 @@ def _append(
                 f"The size of the current ISR Set({', '.join(map(str, isr))}) is insufficient to satisfy "
                 f"the min.isr requirement of {config.min_insync_replicas} for partition {topic}-{partition}",
             )
-    if len(records) > plog.config.max_message_bytes:
+    if len(records) > config.max_message_bytes:
         return _error(
             partition,
             ErrorCode.MESSAGE_TOO_LARGE,
-            f"{len(records)} bytes exceed max.message.bytes={plog.config.max_message_bytes}",
+            f"{len(records)} bytes exceed max.message.bytes={config.max_message_bytes}",
         )
     try:
         batches = validate_produce(records)
@@ -513,7 +711,7 @@ def _append(
     if duplicate is not None:
         # already written: answer with the offsets it got then (once it is durable, like the original)
         if duplicate.last_offset >= plog.high_watermark:
-            fut = ctx.services.logs.appended(plog)
+            fut = logs.appended(plog)
             if fut is not None:
                 waits.append(fut)
         return PartitionProduceResponse(
@@ -547,13 +745,7 @@ def _append(
     except OSError as e:
         log.error("%s-%d: append failed: %s", topic, partition, e)
         return _error(partition, ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e}")
-    fut = ctx.services.logs.appended(plog)
+    fut = logs.appended(plog)
     if fut is not None:
         waits.append(fut)
-    return PartitionProduceResponse(
-        index=partition,
-        error_code=0,
-        base_offset=base,
-        log_append_time_ms=now if plog.config.log_append_time else -1,
-        log_start_offset=plog.log_start_offset,
-    )
+    return (base, now if config.log_append_time else -1, plog.log_start_offset)

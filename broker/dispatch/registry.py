@@ -182,7 +182,8 @@ class Api:
             )
         c = codec(self.key)
         self.codec = c
-        self.decoders = c.REQUEST_DECODERS
+        # a handler module may put its own decoders in front of the generated ones (Produce: one partition)
+        self.decoders = getattr(mod, "REQUEST_DECODERS", c.REQUEST_DECODERS)
         self.encoders = c.RESPONSE_ENCODERS
         self.module = mod
         # Per version: (header decoder, body decoder, body encoder, flexible response header?).

@@ -427,18 +427,28 @@ class PartitionLog:
 
     def append(self, data: bytearray, batches: list[BatchInfo], now_ms: int) -> int:
         """Append validated batches (offsets are assigned here); returns the first assigned offset."""
-        active = self.active
-        if active.size > 0 and (
-            active.size + len(data) > self.config.segment_bytes
+        active = self.segments[-1]
+        size = active.size
+        config = self.config
+        if size > 0 and (
+            size + len(data) > config.segment_bytes
             or (now_ms / 1000 - active.created) * 1000 >= self.roll_ms - self._roll_jitter
         ):
             active = self.roll()
         base = self.log_end_offset
         next_offset = assign_offsets(
-            data, batches, base, now_ms if self.config.log_append_time else None, self.leader_epoch
+            data, batches, base, now_ms if config.log_append_time else None, self.leader_epoch
         )
-        max_ts = batches[0].max_timestamp if len(batches) == 1 else max(b.max_timestamp for b in batches)
-        active.append(data, base, next_offset, max_ts)
+        if len(batches) == 1:  # (a Produce request's: one batch)
+            (b,) = batches
+            active.append(data, base, next_offset, b.max_timestamp)
+            self.log_end_offset = next_offset
+            if b.producer_id >= 0:  # (no producer state to keep for a batch without a producer id)
+                first = self.producers.record(b)
+                if first is not None:
+                    self._ended(data, b, first, active)
+            return base
+        active.append(data, base, next_offset, max(b.max_timestamp for b in batches))
         self.log_end_offset = next_offset
         for b in batches:
             first = self.producers.record(b)

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from broker.dispatch.produce import _after_flush, _one_partition, _when_durable
+from broker.dispatch.produce import _after_flush, _ok_one, _one_partition, _when_durable
 from broker.log.manager import StorageError
 from broker.log.records import simple_batch
 from broker.protocol.errors import ErrorCode
@@ -200,3 +200,29 @@ def test_the_one_partition_answer_is_what_the_generated_encoder_writes(version):
         topic.partition_responses = [p]
         want = RESPONSE_ENCODERS[version](ProduceResponse(responses=[topic], throttle_time_ms=throttle))
         assert _one_partition(version, topic, throttle) == want
+
+
+@pytest.mark.parametrize("version", range(3, 14))
+def test_the_fast_success_answer_is_what_the_generated_encoder_writes(version):
+    """The one-partition fast path (``_produce_one``) writes its success answer without response
+    objects: the bytes are the generated encoder's for the same answer."""
+    rng = random.Random(100 + version)
+    for name in ("t", "topic-" + "x" * 200, "ünï"):
+        topic_id = uuid.UUID(int=rng.getrandbits(128))
+        for _ in range(20):
+            index = rng.randrange(0, 1 << 31)
+            base = rng.randrange(0, 1 << 63)
+            append_time = rng.choice([-1, rng.randrange(0, 1 << 62)])
+            start = rng.randrange(-1, 1 << 40)
+            topic = TopicProduceResponse(name=name, topic_id=topic_id)
+            topic.partition_responses = [
+                PartitionProduceResponse(
+                    index=index,
+                    error_code=0,
+                    base_offset=base,
+                    log_append_time_ms=append_time,
+                    log_start_offset=start,
+                )
+            ]
+            want = RESPONSE_ENCODERS[version](ProduceResponse(responses=[topic], throttle_time_ms=0))
+            assert _ok_one(version, name, topic_id, index, base, append_time, start) == want
