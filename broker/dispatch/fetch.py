@@ -222,8 +222,11 @@ def _read(ctx: RequestContext, req: FetchRequest, entries: list) -> _Read:
     key = _UNSET
     topic = name = topic_id = None
     denied = False
+    logs_get = services.logs.get
+    check = leadership.check
     for tkey, fp in entries:
-        if tkey != key or not runs:
+        # the partitions of one request topic share its key object: ``is`` settles most of them
+        if tkey is not key and (tkey != key or not runs):
             key = tkey
             if v >= 13:
                 topic = services.topics.by_id(tkey)
@@ -240,7 +243,7 @@ def _read(ctx: RequestContext, req: FetchRequest, entries: list) -> _Read:
         if denied:
             pds.append(_partition_error(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             continue
-        plog = services.logs.get(name, fp.partition) if topic is not None else None
+        plog = logs_get(name, fp.partition) if topic is not None else None
         if plog is None:
             code = (
                 ErrorCode.UNKNOWN_TOPIC_ID
@@ -249,7 +252,7 @@ def _read(ctx: RequestContext, req: FetchRequest, entries: list) -> _Read:
             )
             pds.append(_partition_error(fp.partition, code))
             continue
-        refused = leadership.check(ctx, topic, fp.partition, fp.current_leader_epoch if v >= 9 else -1)
+        refused = check(ctx, topic, fp.partition, fp.current_leader_epoch if v >= 9 else -1)
         if refused:
             pd = _partition_error(fp.partition, refused, plog)
             if v >= 12 and refused in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
