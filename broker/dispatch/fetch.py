@@ -62,7 +62,9 @@ def handle(ctx: RequestContext, req: FetchRequest):
         forgotten = [
             (t.topic_id if v >= 13 else t.topic, p) for t in req.forgotten_topics_data for p in t.partitions
         ]
-        fctx = fetch_session.new_context(cache, v, req.session_id, req.session_epoch, entries, forgotten)
+        fctx = fetch_session.new_context(
+            cache, v, req.session_id, req.session_epoch, entries, forgotten, ctx.node_id
+        )
         if fctx.kind == "error":
             return FetchResponse(error_code=int(fctx.error), session_id=0, responses=[])
     elif v >= 7 and req.session_epoch not in (0, -1):
@@ -181,7 +183,7 @@ def _respond(ctx: RequestContext, fctx, read: _Read) -> FetchResponse:
     session_id = 0
     keep = None
     if fctx.kind == "full":
-        session_id = fetch_session.full_session(ctx.services.fetch_sessions, fctx, read.pds)
+        session_id = fetch_session.full_session(ctx.services.fetch_sessions, fctx, read.pds, ctx.node_id)
     elif fctx.kind == "incremental":
         keep = fetch_session.incremental_keep(fctx, read.pds)
         if keep is None:

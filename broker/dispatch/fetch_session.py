@@ -85,6 +85,7 @@ class CachedPartition:
 class FetchSession:
     __slots__ = (
         "id",
+        "node",
         "uses_topic_ids",
         "partitions",
         "created_ms",
@@ -94,8 +95,10 @@ class FetchSession:
         "evictable",
     )
 
-    def __init__(self, session_id: int, uses_topic_ids: bool, partitions: dict, now: int):
+    def __init__(self, session_id: int, uses_topic_ids: bool, partitions: dict, now: int, node: int = -1):
         self.id = session_id
+        #: the node (cluster.nodes) whose fetch opened it: sessions are each broker's own
+        self.node = node
         self.uses_topic_ids = uses_topic_ids
         #: (topic key, partition) -> CachedPartition, in fetch order
         self.partitions: dict[tuple[Any, int], CachedPartition] = partitions
@@ -152,14 +155,14 @@ class FetchSessionCache:
         session.cached_size = len(session.partitions)
         session.evictable = now - session.created_ms > self.eviction_ms
 
-    def maybe_create(self, uses_topic_ids: bool, partitions: dict) -> int:
+    def maybe_create(self, uses_topic_ids: bool, partitions: dict, node: int = -1) -> int:
         """A new session of these partitions: its id, or 0 when the cache is full and nothing may
         be evicted for it."""
         now = self.now_ms()
         if len(self.sessions) >= self.max_entries and not self._try_evict(len(partitions), now):
             return INVALID_SESSION_ID
         session_id = self._new_id()
-        session = FetchSession(session_id, uses_topic_ids, partitions, now)
+        session = FetchSession(session_id, uses_topic_ids, partitions, now, node)
         self.sessions[session_id] = session
         self.touch(session, now)
         return session_id
@@ -223,16 +226,20 @@ def new_context(
     epoch: int,
     entries: list[Entry],
     forgotten: list[tuple[Any, int]],
+    node: int = -1,
 ) -> FetchContext:
-    """Kafka's FetchManager.newContext for a consumer's Fetch."""
+    """Kafka's FetchManager.newContext for a consumer's Fetch to ``node`` (each node of a
+    simulated cluster knows only the sessions opened on it, as each Kafka broker)."""
     uses_topic_ids = version >= 13
     if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
         if session_id != INVALID_SESSION_ID:
-            cache.remove(session_id)
+            old = cache.get(session_id)
+            if old is not None and old.node == node:
+                cache.remove(session_id)
         kind = "sessionless" if epoch == FINAL_EPOCH else "full"
         return FetchContext(kind, entries, uses_topic_ids=uses_topic_ids)
     session = cache.get(session_id)
-    if session is None:
+    if session is None or session.node != node:
         return FetchContext("error", [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     if session.epoch != epoch:
         return FetchContext("error", [], ErrorCode.INVALID_FETCH_SESSION_EPOCH)
@@ -249,12 +256,12 @@ def new_context(
     )
 
 
-def full_session(cache: FetchSessionCache, fctx: FetchContext, pds: list) -> int:
+def full_session(cache: FetchSessionCache, fctx: FetchContext, pds: list, node: int = -1) -> int:
     """A full fetch's answer (``pds``, one per entry): the new session's id, or 0."""
     partitions = {}
     for (topic, fp), pd in zip(fctx.entries, pds, strict=True):
         partitions[(topic, fp.partition)] = CachedPartition(topic, fp, pd.high_watermark, pd.log_start_offset)
-    return cache.maybe_create(fctx.uses_topic_ids, partitions)
+    return cache.maybe_create(fctx.uses_topic_ids, partitions, node)
 
 
 def incremental_keep(fctx: FetchContext, pds: list) -> list[bool] | None:

@@ -42,7 +42,7 @@ def _produce(node, topic: str, partition: int, n: int = 1) -> None:
     assert resp.responses[0].partition_responses[0].error_code == 0
 
 
-def _fetch(node, version, topics, *, session_id=0, epoch=0, forgotten=(), max_bytes=1 << 20):
+def _fetch(node, version, topics, *, session_id=0, epoch=0, forgotten=(), max_bytes=1 << 20, to=-1):
     """``topics``: {topic: {partition: offset}}; ``forgotten``: {topic: [partitions]}."""
     registry = node.broker.topics
 
@@ -72,7 +72,7 @@ def _fetch(node, version, topics, *, session_id=0, epoch=0, forgotten=(), max_by
         ],
         rack_id="",
     )
-    with node.client() as c:
+    with node.client(to) as c:
         return c.call(FETCH, version, body)
 
 
@@ -172,6 +172,18 @@ def test_errors_are_always_answered_and_partitions_with_records_rotate(node):
     assert [(k, v[2] > 0) for k, v in _parts(node, 12, first).items()] == [(("a", 0), True)]
     second = _fetch(node, 12, {}, session_id=sid, epoch=4, max_bytes=1)
     assert [(k, v[2] > 0) for k, v in _parts(node, 12, second).items()] == [(("a", 1), True)]
+
+
+def test_each_node_of_a_cluster_knows_only_its_own_sessions(node_factory):
+    cluster = node_factory({"cluster.nodes": 2})
+    cluster.broker.admin.create_topic("a", 2)
+    sid = _fetch(cluster, 12, {"a": {0: 0, 1: 0}}, to=1).session_id
+    assert sid != 0
+    other = _fetch(cluster, 12, {}, session_id=sid, epoch=1, to=2)
+    assert other.error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    # nor does a full fetch to the other node close it
+    _fetch(cluster, 12, {"a": {0: 0}}, session_id=sid, epoch=-1, to=2)
+    assert _fetch(cluster, 12, {}, session_id=sid, epoch=1, to=1).error_code == 0
 
 
 def test_no_session_below_v7_or_with_no_slots(node_factory):
