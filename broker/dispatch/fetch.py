@@ -76,7 +76,7 @@ def handle(ctx: RequestContext, req: FetchRequest):
     quota = ctx.services.quotas.fetch
     if quota.enabled:
         return _with_quota(ctx, req, fctx, quota)
-    read = _read(ctx, req, fctx.entries)
+    read = _read(ctx, req, fctx.entries, fctx.cached)
     if read.total >= req.min_bytes or req.max_wait_ms <= 0 or not read.watch:
         return _respond(ctx, fctx, read)
     return _long_poll(ctx, req, fctx, read.watch)
@@ -91,7 +91,7 @@ def _with_quota(ctx: RequestContext, req: FetchRequest, fctx, quota):
     if cap is not None and cap < req.max_bytes:
         req.max_bytes = cap
         req.min_bytes = min(req.min_bytes, cap)
-    read = _read(ctx, req, fctx.entries)
+    read = _read(ctx, req, fctx.entries, fctx.cached)
     if read.total >= req.min_bytes or req.max_wait_ms <= 0 or not read.watch:
         return _throttled(ctx, quota, user, client_id, fctx, read)
     return _poll_then_throttle(ctx, req, fctx, read.watch, quota, user, client_id)
@@ -153,13 +153,13 @@ async def _poll(ctx: RequestContext, req: FetchRequest, fctx, logs: list) -> _Re
             for plog in logs:
                 plog.waiters.discard(waiter)
         readable = len(logs)
-        read = _read(ctx, req, fctx.entries)
+        read = _read(ctx, req, fctx.entries, fctx.cached)
         logs = read.watch
         # as Kafka's DelayedFetch.tryComplete: enough bytes, or a partition that could be read is no
         # longer (this node lost its leadership, its epoch moved on: the answer says so at once)
         if read.total >= req.min_bytes or len(logs) < readable:
             return read
-    return _read(ctx, req, fctx.entries)
+    return _read(ctx, req, fctx.entries, fctx.cached)
 
 
 class _Read:
@@ -210,8 +210,12 @@ def _respond(ctx: RequestContext, fctx, read: _Read) -> FetchResponse:
     return response
 
 
-def _read(ctx: RequestContext, req: FetchRequest, entries: list) -> _Read:
-    """One pass over the partitions of ``entries`` ((topic key, FetchPartition), in order)."""
+def _read(ctx: RequestContext, req: FetchRequest, entries: list, cached: list | None = None) -> _Read:
+    """One pass over the partitions of ``entries`` ((topic key, FetchPartition), in order).
+
+    ``cached``: an incremental fetch's session partitions (one per entry); a partition without
+    records whose high watermark and log start offset are the ones the session last sent gets no
+    answer (None in ``pds``): the incremental response leaves it out (fetch_session.py)."""
     services = ctx.services
     v = ctx.api_version
     budget = req.max_bytes if v >= 3 else 0x7FFFFFFF
@@ -226,7 +230,7 @@ def _read(ctx: RequestContext, req: FetchRequest, entries: list) -> _Read:
     denied = False
     logs_get = services.logs.get
     check = leadership.check
-    for tkey, fp in entries:
+    for i, (tkey, fp) in enumerate(entries):
         # the partitions of one request topic share its key object: ``is`` settles most of them
         if tkey is not key and (tkey != key or not runs):
             key = tkey
@@ -300,6 +304,11 @@ def _read(ctx: RequestContext, req: FetchRequest, entries: list) -> _Read:
         total += len(records)
         watch.append(plog)  # any readable partition may bring the response up to min_bytes
         hw = plog.high_watermark
+        if cached is not None and not records:
+            c = cached[i]
+            if c.high_watermark == hw and c.log_start_offset == start:
+                pds.append(None)  # unchanged: left out of the incremental answer
+                continue
         aborted = None
         if committed:
             # read_committed: the aborted transactions of the range read (Kafka's

@@ -196,7 +196,7 @@ class FetchContext:
     """How one Fetch is answered: ``kind`` is "sessionless", "full", "incremental" or "error"
     (``error``); ``entries`` the partitions to read, in order."""
 
-    __slots__ = ("kind", "error", "entries", "session", "uses_topic_ids", "epoch")
+    __slots__ = ("kind", "error", "entries", "cached", "session", "uses_topic_ids", "epoch")
 
     def __init__(
         self,
@@ -209,6 +209,8 @@ class FetchContext:
     ):
         self.kind = kind
         self.entries = entries
+        #: incremental: the session's partitions, one per entry (what the answer is compared with)
+        self.cached: list[CachedPartition] | None = None
         self.error = error
         self.session = session
         self.uses_topic_ids = uses_topic_ids
@@ -251,9 +253,11 @@ def new_context(
         return FetchContext("sessionless", entries, uses_topic_ids=uses_topic_ids)
     cache.touch(session, cache.now_ms())
     session.epoch = next_epoch(session.epoch)
-    return FetchContext(
+    fctx = FetchContext(
         "incremental", session.entries(), session=session, uses_topic_ids=uses_topic_ids, epoch=session.epoch
     )
+    fctx.cached = list(session.partitions.values())
+    return fctx
 
 
 def full_session(cache: FetchSessionCache, fctx: FetchContext, pds: list, node: int = -1) -> int:
@@ -274,6 +278,9 @@ def incremental_keep(fctx: FetchContext, pds: list) -> list[bool] | None:
     parts = session.partitions
     keep = []
     for (topic, fp), pd in zip(fctx.entries, pds, strict=True):
+        if pd is None:  # read unchanged (fetch._read): nothing to send, nothing to update
+            keep.append(False)
+            continue
         key = (topic, fp.partition)
         cached = parts.get(key)
         if cached is None:  # forgotten by a later request meanwhile

@@ -158,6 +158,19 @@ def test_session_errors_and_closing(node):
     assert _fetch(node, 13, {}, session_id=0, epoch=3).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
 
 
+def test_a_moved_log_start_offset_is_answered_though_nothing_else_changed(node):
+    node.broker.admin.create_topic("a", 2)
+    _produce(node, "a", 0, 4)
+    sid = _fetch(node, 12, {"a": {0: 4, 1: 0}}).session_id
+    assert _fetch(node, 12, {}, session_id=sid, epoch=1).responses == []
+    plog = node.broker.logs.get("a", 0)
+    node.broker.logs.delete_records(plog, 2)
+    moved = _fetch(node, 12, {}, session_id=sid, epoch=2)
+    (part,) = moved.responses[0].partitions
+    assert (part.partition_index, part.log_start_offset, part.high_watermark, part.records) == (0, 2, 4, b"")
+    assert _fetch(node, 12, {}, session_id=sid, epoch=3).responses == []
+
+
 def test_errors_are_always_answered_and_partitions_with_records_rotate(node):
     node.broker.admin.create_topic("a", 2)
     for p in (0, 1):
