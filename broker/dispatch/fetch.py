@@ -164,7 +164,7 @@ async def _poll(ctx: RequestContext, req: FetchRequest, fctx, logs: list) -> _Re
 
 class _Read:
     """One pass over the partitions of a fetch: an answer per entry (``pds``), in runs of one topic
-    (``runs``: name, topic id, count), the bytes of records, the readable partitions' logs, and the
+    (``runs``: name, topic id, index of its first answer), the bytes of records, the readable partitions' logs, and the
     leaders named in NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH answers."""
 
     __slots__ = ("runs", "pds", "total", "watch", "hinted")
@@ -195,13 +195,13 @@ def _respond(ctx: RequestContext, fctx, read: _Read) -> FetchResponse:
         session_id = fctx.session.id
     topics = []
     pds = read.pds
-    i = 0
-    for name, topic_id, n in read.runs:
+    runs = read.runs
+    for r, (name, topic_id, i) in enumerate(runs):
+        end = runs[r + 1][2] if r + 1 < len(runs) else len(pds)
         if keep is None:
-            parts = pds[i : i + n]
+            parts = pds[i:end]
         else:
-            parts = [pds[j] for j in range(i, i + n) if keep[j]]
-        i += n
+            parts = [pds[j] for j in range(i, end) if keep[j]]
         if parts:
             topics.append(FetchableTopicResponse(topic=name or "", topic_id=topic_id, partitions=parts))
     response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id, responses=topics)
@@ -244,8 +244,7 @@ def _read(ctx: RequestContext, req: FetchRequest, entries: list, cached: list | 
                 topic_id = _ZERO_UUID
             # as Kafka: READ on the topic, checked before its existence
             denied = name is not None and not ctx.allowed(READ, TOPIC, name)
-            runs.append([name, topic_id, 0])
-        runs[-1][2] += 1
+            runs.append((name, topic_id, i))
         if denied:
             pds.append(_partition_error(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             continue
