@@ -41,15 +41,19 @@ from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchT
 FETCH_VERSION = 16  # what librdkafka 2.x sends
 
 
-def fetch_frame(topic_id, offsets: list[int], isolation: int, max_wait_ms: int) -> bytes:
+def fetch_frame(
+    topic_id, offsets: list[int], isolation: int, max_wait_ms: int, session_id: int = 0, epoch: int = -1
+) -> bytes:
+    """The Fetch librdkafka sends (``offsets``: one per partition; empty: no topic listed, as an
+    incremental fetch of a session whose partitions did not move)."""
     body = FetchRequest(
         replica_id=-1,
         max_wait_ms=max_wait_ms,
         min_bytes=1,
         max_bytes=52_428_800,
         isolation_level=isolation,
-        session_id=0,
-        session_epoch=-1,
+        session_id=session_id,
+        session_epoch=epoch,
         topics=[
             FetchTopic(
                 topic_id=topic_id,
@@ -60,7 +64,9 @@ def fetch_frame(topic_id, offsets: list[int], isolation: int, max_wait_ms: int) 
                     for p, o in enumerate(offsets)
                 ],
             )
-        ],
+        ]
+        if offsets
+        else [],
         forgotten_topics_data=[],
         rack_id="",
     )
@@ -89,14 +95,36 @@ async def measure(partitions: int, args: argparse.Namespace) -> dict[str, float]
                 best = min(best, time.process_time() - start)
                 if profiler is not None:
                     profiler.disable()
-                assert type(out) is bytes, out
+                assert type(out) in (bytes, tuple), out  # a large answer: (header, body)
                 if name == "full":
-                    result["bytes"] = len(out)
+                    result["bytes"] = len(out) if type(out) is bytes else len(out[0]) + len(out[1])
             result[name] = best
+        result["incremental"] = incremental(pipeline, client, topic.topic_id, ends, args)
         if profiler is not None:
             print(f"# profile: {partitions} partitions, full fetch, {args.rounds} rounds", file=sys.stderr)
             pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
         return result
+
+
+def incremental(pipeline, client, topic_id, ends: list[int], args: argparse.Namespace) -> float | None:
+    """CPU of an incremental Fetch (KIP-227) of a session holding every partition at its high
+    watermark, listing none (what a caught-up Java or kafka-python consumer sends); None when the
+    broker declines sessions."""
+    out = pipeline.handle(fetch_frame(topic_id, ends, args.isolation, 0, session_id=0, epoch=0), client)
+    assert type(out) is bytes, out
+    opened = fetch.RESPONSE_DECODERS[FETCH_VERSION](out, 9)[0]
+    if opened.session_id == 0:
+        return None
+    best = float("inf")
+    for epoch in range(1, args.rounds + 1):
+        f = fetch_frame(topic_id, [], args.isolation, 0, session_id=opened.session_id, epoch=epoch)
+        start = time.process_time()
+        out = pipeline.handle(f, client)
+        best = min(best, time.process_time() - start)
+        assert type(out) is bytes, out
+        answer = fetch.RESPONSE_DECODERS[FETCH_VERSION](out, 9)[0]
+        assert answer.error_code == 0 and answer.responses == [], answer
+    return best
 
 
 def main() -> None:
@@ -143,6 +171,24 @@ def main() -> None:
             cells.append(f"{r[kind] * 1e3:.2f} ms")
             for o in others.values():
                 cells.append(f"{o[n][kind] * 1e3:.2f} ms ({o[n][kind] / r[kind]:.2f}x)")
+        print("| " + " | ".join(cells) + " |")
+    print()
+    print(
+        "Caught up, nothing new: an incremental Fetch of a session of every partition (KIP-227), against"
+        " the empty full Fetch a client without a session sends"
+    )
+    print("| partitions | incremental: this | " + " | ".join(f"{c}" for c in cols) + " |")
+    print("| --- " * (2 + len(cols)) + "|")
+    for n, r in here.items():
+        inc = r.get("incremental")
+        cells = [f"{n:,}", "declined" if inc is None else f"{inc * 1e3:.3f} ms"]
+        for o in [r, *others.values()]:
+            theirs = o[n].get("incremental") if o is not r else None
+            base = o[n]["empty"] if o is not r else r["empty"]
+            best = theirs if theirs is not None else base
+            what = "incremental" if theirs is not None else "empty full"
+            ratio = f" ({best / inc:.2f}x)" if inc else ""
+            cells.append(f"{what} {best * 1e3:.3f} ms{ratio}")
         print("| " + " | ".join(cells) + " |")
 
 

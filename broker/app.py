@@ -28,6 +28,7 @@ from broker.config import Config, Endpoint
 from broker.coordinator import GroupCoordinator
 from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
+from broker.dispatch.fetch_session import FetchSessionCache
 from broker.dispatch.services import Services
 from broker.log.manager import LogManager
 from broker.log.segment import SYSTEM_OPS, FileOps
@@ -141,6 +142,9 @@ class Broker:
             authorizer=self.authorizer,
             acls=self.acls,
             txns=self.txns,
+            fetch_sessions=FetchSessionCache(
+                config["max.incremental.fetch.session.cache.slots"], self.logs.now_ms
+            ),
         )
         self.pipeline = RequestPipeline(self.registry, self.services)
         self._control: Control | None = None  # see the control property

@@ -396,6 +396,13 @@ _SETTINGS = [
     Setting("group.initial.rebalance.delay.ms", int, 3000, "Wait for more members when a group forms.", 0),
     Setting("group.max.size", int, 2147483647, "Most members in one classic group.", 1),
     Setting("max.request.partition.size.limit", int, 2000, "Most partitions per DescribeTopicPartitions.", 1),
+    Setting(
+        "max.incremental.fetch.session.cache.slots",
+        int,
+        1000,
+        "Most incremental fetch sessions (KIP-227) kept at once.",
+        0,
+    ),
     Setting("quota.window.num", int, 11, "Samples a client quota's rate is measured over.", 1),
     Setting("quota.window.size.seconds", int, 1, "Length of each client quota sample.", 1),
     Setting("offset.metadata.max.bytes", int, 4096, "Largest metadata string kept with an offset.", 0),

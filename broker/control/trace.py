@@ -193,6 +193,8 @@ class TraceJournal:
         else:
             entry["outcome"] = "response"
             api = pipeline.registry.get(entry["api_key"])
+            if type(out) is tuple:  # a large answer: (header, body)
+                out = b"".join(out)
             if api is not None and entry["version"] in api.plans:
                 entry["response"] = to_json(_decode_response(api, entry["version"], out))
             else:  # e.g. ApiVersions at a version we do not serve: answered in v0

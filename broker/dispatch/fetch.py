@@ -12,8 +12,10 @@ partition and ``max_bytes`` in all, except that the first batch found is returne
 larger (KIP-74). With fewer than ``min_bytes`` available the request waits, up to ``max_wait_ms``,
 and is woken by appends (never by polling) and by leader changes: a partition it reads that this
 node no longer leads (or leads at another epoch) ends the wait with NOT_LEADER_OR_FOLLOWER (or
-FENCED_LEADER_EPOCH) for it, as Kafka's DelayedFetch completes on a leader change. Fetch sessions are declined with session id 0, which
-Kafka allows: clients then send full fetches. Every answer carries the last stable offset (LSO:
+FENCED_LEADER_EPOCH) for it, as Kafka's DelayedFetch completes on a leader change. Fetch sessions
+(v7+, KIP-227) are kept as Kafka keeps them (dispatch/fetch_session.py): a full fetch (epoch 0) opens
+one, an incremental fetch lists only the partitions that changed and is answered with only those
+whose answer changed. Every answer carries the last stable offset (LSO:
 below it every transaction is decided); read_committed (isolation level 1) reads only up to it and
 gets the aborted transactions of the range read (producer id, first offset), from the partition's
 aborted-transaction index (broker/log/txnindex.py), which the consumer skips; read_uncommitted
@@ -23,6 +25,7 @@ reads up to the high watermark and gets null.
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.fetch import (
@@ -38,34 +41,48 @@ from broker.protocol.generated.fetch import (
 from broker.quotas import user_of
 from broker.security.authorizer import READ, TOPIC
 
-from . import leadership
+from . import fetch_session, leadership
 from .registry import RequestContext
 
 API_KEY = 1
 VERSIONS = (4, 18)
 #: above every offset: no upper bound
 _NO_OFFSET = 2**63 - 1
+_UNSET = object()
+_ZERO_UUID = uuid.UUID(int=0)
 #: the first version whose clients wait out throttle_time_ms themselves (KIP-219)
 CLIENT_THROTTLES = 8
 
 
 def handle(ctx: RequestContext, req: FetchRequest):
     v = ctx.api_version
-    # No fetch sessions are kept: every fetch is a full one. As in Kafka's FetchManager, epochs 0 and
-    # -1 ask for a full fetch (a session id sent with them is dropped), any other epoch names a
-    # session to continue, and there is none.
-    if v >= 7 and req.session_epoch not in (0, -1):
+    entries = [(ft.topic_id if v >= 13 else ft.topic, fp) for ft in req.topics for fp in ft.partitions]
+    cache = ctx.services.fetch_sessions
+    if v >= 7 and cache is not None:
+        forgotten = [
+            (t.topic_id if v >= 13 else t.topic, p) for t in req.forgotten_topics_data for p in t.partitions
+        ]
+        fctx = fetch_session.new_context(
+            cache, v, req.session_id, req.session_epoch, entries, forgotten, ctx.node_id
+        )
+        if fctx.kind == "error":
+            return FetchResponse(error_code=int(fctx.error), session_id=0, responses=[])
+    elif v >= 7 and req.session_epoch not in (0, -1):
+        # no session cache: every fetch is a full one (epochs 0 and -1), and a session named by
+        # any other epoch does not exist
         return FetchResponse(error_code=int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), session_id=0)
+    else:
+        fctx = fetch_session.FetchContext("sessionless", entries)
     quota = ctx.services.quotas.fetch
     if quota.enabled:
-        return _with_quota(ctx, req, quota)
-    response, size, logs = _read(ctx, req)
-    if size >= req.min_bytes or req.max_wait_ms <= 0 or not logs:
-        return response
-    return _long_poll(ctx, req, logs)
+        return _with_quota(ctx, req, fctx, quota)
+    read = _read(ctx, req, fctx.entries, fctx.cached)
+    if read.total >= req.min_bytes or req.max_wait_ms <= 0 or not read.watch:
+        return _respond(ctx, fctx, read)
+    return _long_poll(ctx, req, fctx, read.watch)
 
 
-def _with_quota(ctx: RequestContext, req: FetchRequest, quota):
+def _with_quota(ctx: RequestContext, req: FetchRequest, fctx, quota):
     """A consumer's fetch under a byte-rate quota, as Kafka's: ``max_bytes`` capped to what one
     quota window allows, the response's bytes recorded, and when that exceeds the quota an empty
     response (the bytes taken back) with the throttle time, the connection muted for as long."""
@@ -74,25 +91,33 @@ def _with_quota(ctx: RequestContext, req: FetchRequest, quota):
     if cap is not None and cap < req.max_bytes:
         req.max_bytes = cap
         req.min_bytes = min(req.min_bytes, cap)
-    response, size, logs = _read(ctx, req)
-    if size >= req.min_bytes or req.max_wait_ms <= 0 or not logs:
-        return _throttled(ctx, quota, user, client_id, response, size)
-    return _poll_then_throttle(ctx, req, logs, quota, user, client_id)
+    read = _read(ctx, req, fctx.entries, fctx.cached)
+    if read.total >= req.min_bytes or req.max_wait_ms <= 0 or not read.watch:
+        return _throttled(ctx, quota, user, client_id, fctx, read)
+    return _poll_then_throttle(ctx, req, fctx, read.watch, quota, user, client_id)
 
 
-async def _poll_then_throttle(ctx, req, logs, quota, user, client_id) -> FetchResponse:
-    response = await _long_poll(ctx, req, logs)
-    size = sum(len(p.records or b"") for t in response.responses for p in t.partitions)
-    out = _throttled(ctx, quota, user, client_id, response, size)
+async def _poll_then_throttle(ctx, req, fctx, watch, quota, user, client_id) -> FetchResponse:
+    read = await _poll(ctx, req, fctx, watch)
+    out = _throttled(ctx, quota, user, client_id, fctx, read)
     return await out if asyncio.iscoroutine(out) else out
 
 
-def _throttled(ctx: RequestContext, quota, user: str, client_id: str, response: FetchResponse, size: int):
+def _throttled(ctx: RequestContext, quota, user: str, client_id: str, fctx, read: _Read):
+    size = read.total
     throttle = quota.record(user, client_id, size)
     if not throttle:
-        return response
+        return _respond(ctx, fctx, read)
     quota.unrecord(user, client_id, size)
-    empty = FetchResponse(throttle_time_ms=throttle, error_code=0, session_id=0, responses=[])
+    # as Kafka's FetchContext.getThrottledResponse: no partitions, the session left as it was (an
+    # incremental fetch keeps its session id; a full one creates none)
+    error = 0
+    session_id = 0
+    if fctx.kind == "incremental":
+        session_id = fctx.session.id
+        if fctx.session.epoch != fctx.epoch:
+            error = int(ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    empty = FetchResponse(throttle_time_ms=throttle, error_code=error, session_id=session_id, responses=[])
     if ctx.api_version >= CLIENT_THROTTLES:
         ctx.client.mute_ms = throttle
         return empty
@@ -106,7 +131,11 @@ async def _after(delay_ms: int, response: FetchResponse) -> FetchResponse:
     return response
 
 
-async def _long_poll(ctx: RequestContext, req: FetchRequest, logs: list) -> FetchResponse:
+async def _long_poll(ctx: RequestContext, req: FetchRequest, fctx, watch: list) -> FetchResponse:
+    return _respond(ctx, fctx, await _poll(ctx, req, fctx, watch))
+
+
+async def _poll(ctx: RequestContext, req: FetchRequest, fctx, logs: list) -> _Read:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000
     while True:
@@ -124,125 +153,189 @@ async def _long_poll(ctx: RequestContext, req: FetchRequest, logs: list) -> Fetc
             for plog in logs:
                 plog.waiters.discard(waiter)
         readable = len(logs)
-        response, size, logs = _read(ctx, req)
+        read = _read(ctx, req, fctx.entries, fctx.cached)
+        logs = read.watch
         # as Kafka's DelayedFetch.tryComplete: enough bytes, or a partition that could be read is no
         # longer (this node lost its leadership, its epoch moved on: the answer says so at once)
-        if size >= req.min_bytes or len(logs) < readable:
-            return response
-    return _read(ctx, req)[0]
+        if read.total >= req.min_bytes or len(logs) < readable:
+            return read
+    return _read(ctx, req, fctx.entries, fctx.cached)
 
 
-def _read(ctx: RequestContext, req: FetchRequest) -> tuple[FetchResponse, int, list]:
-    """One pass over the requested partitions: (response, bytes of records, readable partitions)."""
+class _Read:
+    """One pass over the partitions of a fetch: an answer per entry (``pds``), in runs of one topic
+    (``runs``: name, topic id, index of its first answer), the bytes of records, the readable partitions' logs, and the
+    leaders named in NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH answers."""
+
+    __slots__ = ("runs", "pds", "total", "watch", "hinted")
+
+    def __init__(self, runs: list, pds: list, total: int, watch: list, hinted: set):
+        self.runs = runs
+        self.pds = pds
+        self.total = total
+        self.watch = watch
+        self.hinted = hinted
+
+
+def _respond(ctx: RequestContext, fctx, read: _Read) -> FetchResponse:
+    """The answer to a fetch from its read, as its session context has it (Kafka's
+    FetchContext.updateAndGenerateResponseData)."""
+    session_id = 0
+    keep = None
+    if fctx.kind == "full":
+        session_id = fetch_session.full_session(ctx.services.fetch_sessions, fctx, read.pds, ctx.node_id)
+    elif fctx.kind == "incremental":
+        keep = fetch_session.incremental_keep(fctx, read.pds)
+        if keep is None:
+            return FetchResponse(
+                error_code=int(ErrorCode.INVALID_FETCH_SESSION_EPOCH),
+                session_id=fctx.session.id,
+                responses=[],
+            )
+        session_id = fctx.session.id
+    topics = []
+    pds = read.pds
+    runs = read.runs
+    for r, (name, topic_id, i) in enumerate(runs):
+        end = runs[r + 1][2] if r + 1 < len(runs) else len(pds)
+        if keep is None:
+            parts = pds[i:end]
+        else:
+            parts = [pds[j] for j in range(i, end) if keep[j]]
+        if parts:
+            topics.append(FetchableTopicResponse(topic=name or "", topic_id=topic_id, partitions=parts))
+    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id, responses=topics)
+    if read.hinted and ctx.api_version >= 16:
+        response.node_endpoints = leadership.endpoints(ctx, NodeEndpoint, read.hinted)
+    return response
+
+
+def _read(ctx: RequestContext, req: FetchRequest, entries: list, cached: list | None = None) -> _Read:
+    """One pass over the partitions of ``entries`` ((topic key, FetchPartition), in order).
+
+    ``cached``: an incremental fetch's session partitions (one per entry); a partition without
+    records whose high watermark and log start offset are the ones the session last sent gets no
+    answer (None in ``pds``): the incremental response leaves it out (fetch_session.py)."""
     services = ctx.services
     v = ctx.api_version
     budget = req.max_bytes if v >= 3 else 0x7FFFFFFF
     committed = req.isolation_level == 1
     total = 0
     watch = []
-    topics = []
-    hinted: set[int] = set()  # leaders named in NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH answers
-    for ft in req.topics:
-        if v >= 13:
-            topic = services.topics.by_id(ft.topic_id)
-            name = topic.name if topic is not None else None
-        else:
-            name = ft.topic
-            topic = services.topics.get(name)
-        # as Kafka: READ on the topic, checked before its existence
-        denied = name is not None and not ctx.allowed(READ, TOPIC, name)
-        parts = []
-        for fp in ft.partitions:
-            if denied:
-                parts.append(_partition_error(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                continue
-            plog = services.logs.get(name, fp.partition) if topic is not None else None
-            if plog is None:
-                code = (
-                    ErrorCode.UNKNOWN_TOPIC_ID
-                    if (v >= 13 and topic is None)
-                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
-                parts.append(_partition_error(fp.partition, code))
-                continue
-            refused = leadership.check(ctx, topic, fp.partition, fp.current_leader_epoch if v >= 9 else -1)
-            if refused:
-                pd = _partition_error(fp.partition, refused, plog)
-                if v >= 12 and refused in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
-                    leader, epoch = leadership.leader_hint(ctx, topic, fp.partition)
-                    pd.current_leader = LeaderIdAndEpoch(leader, epoch)
-                    hinted.add(leader)
-                parts.append(pd)
-                continue
-            offset = fp.fetch_offset
-            if v >= 12 and fp.last_fetched_epoch >= 0:
-                # as Kafka's Partition.readRecords: the fetcher's last epoch must end in this log at
-                # or after the fetch offset, else the answer says where the logs diverge
-                epoch, end = leadership.epoch_end(ctx, topic, fp.partition, plog, fp.last_fetched_epoch)
-                if epoch < 0 or end < 0 or offset < plog.log_start_offset:
-                    parts.append(_partition_error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, plog))
-                    continue
-                if epoch < fp.last_fetched_epoch or end < offset:
-                    parts.append(
-                        PartitionData(
-                            partition_index=fp.partition,
-                            error_code=0,
-                            high_watermark=plog.high_watermark,
-                            last_stable_offset=plog.last_stable_offset,
-                            log_start_offset=plog.log_start_offset,
-                            diverging_epoch=EpochEndOffset(epoch, end),
-                            aborted_transactions=None,
-                            preferred_read_replica=-1,
-                            records=b"",
-                        )
-                    )
-                    continue
-            start = plog.log_start_offset
-            if offset < start or offset > plog.log_end_offset:
-                parts.append(_partition_error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, plog))
-                continue
-            limit = min(fp.partition_max_bytes, budget - total)
-            records = b""
-            lso = plog.last_stable_offset
-            if limit > 0 or total == 0:
-                records = plog.read(offset, max(limit, 1), lso if committed else None)
-                if total > 0 and len(records) > limit:
-                    records = b""  # only the first batch of the response may exceed the limits
-            total += len(records)
-            watch.append(plog)  # any readable partition may bring the response up to min_bytes
-            hw = plog.high_watermark
-            aborted = None
-            if committed:
-                # read_committed: the aborted transactions of the range read (Kafka's
-                # collectAbortedTransactions, up to the end of the last batch returned); the end of
-                # the range is found (a walk over the batches read) only when a marker lies after
-                # the fetch offset
-                aborted = []
-                candidates = plog.aborted.overlapping(offset, _NO_OFFSET) if plog.aborted.entries else None
-                if candidates:
-                    upper = _end_offset(records) if records else offset
-                    aborted = [
-                        AbortedTransaction(producer_id=e.producer_id, first_offset=e.first_offset)
-                        for e in candidates
-                        if e.first_offset < upper
-                    ]
-            parts.append(
-                PartitionData(
-                    partition_index=fp.partition,
-                    error_code=0,
-                    high_watermark=hw,
-                    last_stable_offset=lso,
-                    log_start_offset=start,
-                    aborted_transactions=aborted,
-                    preferred_read_replica=-1,
-                    records=records,
-                )
+    pds = []
+    runs = []
+    hinted: set[int] = set()
+    key = _UNSET
+    topic = name = topic_id = None
+    denied = False
+    logs_get = services.logs.get
+    check = leadership.check
+    for i, (tkey, fp) in enumerate(entries):
+        # the partitions of one request topic share its key object: ``is`` settles most of them
+        if tkey is not key and (tkey != key or not runs):
+            key = tkey
+            if v >= 13:
+                topic = services.topics.by_id(tkey)
+                name = topic.name if topic is not None else None
+                topic_id = tkey
+            else:
+                name = tkey
+                topic = services.topics.get(name)
+                topic_id = _ZERO_UUID
+            # as Kafka: READ on the topic, checked before its existence
+            denied = name is not None and not ctx.allowed(READ, TOPIC, name)
+            runs.append((name, topic_id, i))
+        if denied:
+            pds.append(_partition_error(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
+        plog = logs_get(name, fp.partition) if topic is not None else None
+        if plog is None:
+            code = (
+                ErrorCode.UNKNOWN_TOPIC_ID
+                if (v >= 13 and topic is None)
+                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
-        topics.append(FetchableTopicResponse(topic=name or "", topic_id=ft.topic_id, partitions=parts))
-    response = FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
-    if hinted and v >= 16:
-        response.node_endpoints = leadership.endpoints(ctx, NodeEndpoint, hinted)
-    return response, total, watch
+            pds.append(_partition_error(fp.partition, code))
+            continue
+        refused = check(ctx, topic, fp.partition, fp.current_leader_epoch if v >= 9 else -1)
+        if refused:
+            pd = _partition_error(fp.partition, refused, plog)
+            if v >= 12 and refused in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+                leader, epoch = leadership.leader_hint(ctx, topic, fp.partition)
+                pd.current_leader = LeaderIdAndEpoch(leader, epoch)
+                hinted.add(leader)
+            pds.append(pd)
+            continue
+        offset = fp.fetch_offset
+        if v >= 12 and fp.last_fetched_epoch >= 0:
+            # as Kafka's Partition.readRecords: the fetcher's last epoch must end in this log at
+            # or after the fetch offset, else the answer says where the logs diverge
+            epoch, end = leadership.epoch_end(ctx, topic, fp.partition, plog, fp.last_fetched_epoch)
+            if epoch < 0 or end < 0 or offset < plog.log_start_offset:
+                pds.append(_partition_error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, plog))
+                continue
+            if epoch < fp.last_fetched_epoch or end < offset:
+                pds.append(
+                    PartitionData(
+                        partition_index=fp.partition,
+                        error_code=0,
+                        high_watermark=plog.high_watermark,
+                        last_stable_offset=plog.last_stable_offset,
+                        log_start_offset=plog.log_start_offset,
+                        diverging_epoch=EpochEndOffset(epoch, end),
+                        aborted_transactions=None,
+                        preferred_read_replica=-1,
+                        records=b"",
+                    )
+                )
+                continue
+        start = plog.log_start_offset
+        if offset < start or offset > plog.log_end_offset:
+            pds.append(_partition_error(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, plog))
+            continue
+        limit = min(fp.partition_max_bytes, budget - total)
+        records = b""
+        lso = plog.last_stable_offset
+        if limit > 0 or total == 0:
+            records = plog.read(offset, max(limit, 1), lso if committed else None)
+            if total > 0 and len(records) > limit:
+                records = b""  # only the first batch of the response may exceed the limits
+        total += len(records)
+        watch.append(plog)  # any readable partition may bring the response up to min_bytes
+        hw = plog.high_watermark
+        if cached is not None and not records:
+            c = cached[i]
+            if c.high_watermark == hw and c.log_start_offset == start:
+                pds.append(None)  # unchanged: left out of the incremental answer
+                continue
+        aborted = None
+        if committed:
+            # read_committed: the aborted transactions of the range read (Kafka's
+            # collectAbortedTransactions, up to the end of the last batch returned); the end of
+            # the range is found (a walk over the batches read) only when a marker lies after
+            # the fetch offset
+            aborted = []
+            candidates = plog.aborted.overlapping(offset, _NO_OFFSET) if plog.aborted.entries else None
+            if candidates:
+                upper = _end_offset(records) if records else offset
+                aborted = [
+                    AbortedTransaction(producer_id=e.producer_id, first_offset=e.first_offset)
+                    for e in candidates
+                    if e.first_offset < upper
+                ]
+        pds.append(
+            PartitionData(
+                partition_index=fp.partition,
+                error_code=0,
+                high_watermark=hw,
+                last_stable_offset=lso,
+                log_start_offset=start,
+                aborted_transactions=aborted,
+                preferred_read_replica=-1,
+                records=records,
+            )
+        )
+    return _Read(runs, pds, total, watch, hinted)
 
 
 def _end_offset(records: bytes) -> int:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from broker.topic_admin import TopicAdmin
     from broker.txn import TransactionCoordinator
 
+    from .fetch_session import FetchSessionCache
     from .registry import Registry
 
 
@@ -60,3 +61,5 @@ class Services:
     authorizer: Authorizer | None = None
     #: the ACLs' durable store (CreateAcls, DescribeAcls, DeleteAcls), None when authorization is off
     acls: AclStore | None = None
+    #: the incremental fetch sessions (KIP-227; dispatch/fetch_session.py), None: every fetch is full
+    fetch_sessions: FetchSessionCache | None = None

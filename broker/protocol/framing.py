@@ -100,6 +100,19 @@ class FrameReader:
         return frames
 
 
+#: response bodies at least this large are framed as (header, body), written apart: prefixing the
+#: header to the body would copy the body (a Fetch answer of many MB) once more
+LARGE_BODY = 256 * 1024
+
+
+def response_parts(correlation_id: int, flexible_header: bool, body: bytes) -> tuple[bytes, bytes]:
+    """:func:`response_frame` as (size prefix + response header, body), for large bodies: the
+    connection writes the two one after the other and never joins them."""
+    if flexible_header:
+        return _SIZE_CORR.pack(len(body) + 5, correlation_id) + b"\x00", body
+    return _SIZE_CORR.pack(len(body) + 4, correlation_id), body
+
+
 def response_frame(correlation_id: int, flexible_header: bool, body: bytes) -> bytes:
     """Size prefix + response header (v1 if ``flexible_header`` else v0) + body."""
     if flexible_header:

@@ -186,7 +186,7 @@ class KafkaConnection(asyncio.Protocol):
         out, self._out = self._out, None
         self._out_bytes = 0
         if out and not self.closed:
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            self._send(out)
         if self.queue and not self._continue_scheduled and self._can_progress():
             # the rest of a read's requests (held back by MAX_OUT_BATCH) go on at the next loop turn,
             # after other connections had theirs
@@ -237,7 +237,7 @@ class KafkaConnection(asyncio.Protocol):
     def _handle(self, frame: bytes) -> None:
         """Handle one frame: send its response, or park until it is ready."""
         out = self.pipeline.handle(frame, self.client)
-        if type(out) is bytes:
+        if type(out) is bytes or type(out) is tuple:  # a frame, or a large one in two parts
             self._write(out)
         else:
             self._take(out, len(frame))
@@ -269,7 +269,7 @@ class KafkaConnection(asyncio.Protocol):
                 if session.expires_at_ms is not None
                 else "",
             )
-        if type(out) is bytes:
+        if type(out) is bytes or type(out) is tuple:  # a frame, or a large one in two parts
             self._write(out)
         else:
             self._take(out, len(frame))
@@ -378,7 +378,7 @@ class KafkaConnection(asyncio.Protocol):
         if self.closed or task.cancelled():
             return
         out = self.pipeline.complete(pending, *self._result(task))
-        if type(out) is not bytes:
+        if type(out) is not bytes and type(out) is not tuple:
             self.close(out.reason if type(out) is Close else f"{pending.api.name} v{pending.version} failed")
             return
         slot[0] = out
@@ -408,7 +408,7 @@ class KafkaConnection(asyncio.Protocol):
         while ordered and ordered[0][0] is not None:
             ready.append(ordered.popleft()[0])
         if ready:
-            self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))
+            self._send(ready)
 
     def _drain(self) -> None:
         """Handle queued frames until one parks or writing backs up."""
@@ -438,7 +438,8 @@ class KafkaConnection(asyncio.Protocol):
             self.reading_paused = True
             self.transport.pause_reading()
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes | tuple[bytes, bytes]) -> None:
+        """Write a response frame, or a large one as (header, body) (pipeline.py)."""
         if self.closed:
             return
         if self._ordered:  # behind a deferred response: keep the order
@@ -446,9 +447,26 @@ class KafkaConnection(asyncio.Protocol):
             return
         if self._out is not None:
             self._out.append(data)
-            self._out_bytes += len(data)
-        else:
+            self._out_bytes += len(data) if type(data) is bytes else len(data[1])
+        elif type(data) is bytes:
             self.transport.write(data)
+        else:
+            self.transport.writelines(data)
+
+    def _send(self, frames: list) -> None:
+        """Write ``frames`` in order: frames joined into one write; when a large frame (header,
+        body) is among them, all of them as one writelines, so that its body is never copied
+        (uvloop writes the buffers with one writev)."""
+        if len(frames) == 1:
+            frame = frames[0]
+            if type(frame) is bytes:
+                self.transport.write(frame)
+            else:
+                self.transport.writelines(frame)
+        elif all(type(f) is bytes for f in frames):
+            self.transport.write(b"".join(frames))
+        else:
+            self.transport.writelines([p for f in frames for p in ((f,) if type(f) is bytes else f)])
 
     def close(self, reason: str) -> None:
         """Close this connection (never any other) with a log line naming the client."""

@@ -6,6 +6,8 @@ it can be driven by tests frame by frame; the asyncio connection (connection.py)
 keeps responses in order and waits for awaitables. The outcome of a frame is one of:
 
 * ``bytes``: the complete response frame, to be written;
+* ``tuple`` (header, body): a large response frame (a body of at least ``framing.LARGE_BODY``
+  bytes), to be written in two parts, never joined (that would copy the body once more);
 * ``None``: nothing to answer (Produce with acks=0);
 * :class:`Close`: close this connection (a bad frame, an unknown API key or version, an
   undecodable request, a handler that says so), with the reason to log;
@@ -27,7 +29,7 @@ from broker.dispatch.api_versions import unsupported_version_response
 from broker.dispatch.registry import Api, ClientInfo, CloseConnection, Deferred, Registry, RequestContext
 from broker.dispatch.services import Services
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.protocol.framing import REQUEST_PREFIX, peek_client_id, response_frame
+from broker.protocol.framing import LARGE_BODY, REQUEST_PREFIX, peek_client_id, response_frame, response_parts
 from broker.protocol.primitives import DecodeError
 from broker.security.errors import SaslFailure
 
@@ -76,7 +78,7 @@ class Pending:
         self.client = client
 
 
-Outcome = bytes | Close | Pending | None
+Outcome = bytes | tuple[bytes, bytes] | Close | Pending | None
 
 
 class RequestPipeline:
@@ -251,7 +253,7 @@ def _log_request(api: Api, version: int, correlation_id: int, client: ClientInfo
     )
 
 
-def encode(api: Api, version: int, correlation_id: int, response: Any) -> bytes | Close | None:
+def encode(api: Api, version: int, correlation_id: int, response: Any) -> bytes | tuple | Close | None:
     """The response frame for a handler's answer (``None``: no response)."""
     if response is None:  # e.g. Produce with acks=0
         return None
@@ -263,6 +265,8 @@ def encode(api: Api, version: int, correlation_id: int, response: Any) -> bytes 
     except Exception:
         log.exception("%s v%d: cannot encode response %r", api.name, version, response)
         return Close("internal error encoding a response")
+    if len(body) >= LARGE_BODY:
+        return response_parts(correlation_id, flexible_response_header, body)
     return response_frame(correlation_id, flexible_response_header, body)
 
 

@@ -88,7 +88,7 @@ from broker.protocol.generated.describe_user_scram_credentials import (
 )
 from broker.protocol.generated.elect_leaders import ElectLeadersRequest, TopicPartitions
 from broker.protocol.generated.end_txn import EndTxnRequest
-from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
+from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.heartbeat import HeartbeatRequest
 from broker.protocol.generated.incremental_alter_configs import (
@@ -386,8 +386,73 @@ def fetch_cases(v: int, n: Names) -> Iterator[Case]:
         yield "session epoch 5 without a session", [create(t4), Step(1, v, _fetch(v, t4, 0, epoch=5))]
     t5 = n.topic("trunc")
     yield "truncated frame", [create(t5), Step(1, v, _fetch(v, t5, 0), frame=truncate(1))]
+    if v >= 7:
+        yield from fetch_session_cases(v, n)
     yield from lso_cases(v, n, 1)
     yield from fetch_limit_cases(v, n)
+
+
+def _session_fetch(
+    v: int,
+    topic: str,
+    offsets: dict[int, int],
+    epoch: int,
+    forget: tuple[int, ...] = (),
+    session: int | None = None,
+) -> Callable:
+    """A Fetch in the fetch session the peer opened (``p.memory["session"]``; ``session``: this id
+    instead), listing ``offsets`` ({partition: fetch offset}) and forgetting ``forget``."""
+
+    def body(p: Peer) -> FetchRequest:
+        tid = p.topic_id(topic) if v >= 13 else uuid.UUID(int=0)
+        topics = []
+        if offsets:
+            parts = [FetchPartition(q, -1, o, -1, -1, 65536) for q, o in offsets.items()]
+            topics.append(FetchTopic(topic, tid, parts))
+        forgotten = [ForgottenTopic(topic, tid, list(forget))] if forget else []
+        sid = p.memory.get("session", 0) if session is None else session
+        return FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=sid,
+                            session_epoch=epoch, topics=topics, forgotten_topics_data=forgotten,
+                            rack_id="")  # fmt: skip
+
+    return body
+
+
+def _remember_session(resp: Any, mem: dict) -> None:
+    mem["session"] = resp.session_id
+
+
+def fetch_session_cases(v: int, n: Names) -> Iterator[Case]:
+    """KIP-227: a full fetch opens a session; incremental fetches carry only what changed; forgotten
+    partitions leave it; a wrong epoch or an unknown id is refused; epoch -1 closes it."""
+    t = n.topic("fsess")
+    yield (
+        "fetch session: full, incremental, forgotten, bad epoch, closed",
+        [
+            create(t, 2),
+            produce(t, 0, 3),
+            Step(1, v, _session_fetch(v, t, {0: 0, 1: 0}, 0), remember=_remember_session, label="full"),
+            Step(1, v, _session_fetch(v, t, {0: 3}, 1), label="incremental, nothing new"),
+            produce(t, 1, 2),
+            Step(1, v, _session_fetch(v, t, {}, 2), label="incremental, records in 1"),
+            Step(1, v, _session_fetch(v, t, {1: 2}, 3), label="incremental, 1 advanced"),
+            Step(1, v, _session_fetch(v, t, {}, 4, forget=(1,)), label="forget 1"),
+            produce(t, 1, 1),
+            produce(t, 0, 1),
+            Step(1, v, _session_fetch(v, t, {}, 5), label="after forgetting: 0 only"),
+            Step(1, v, _session_fetch(v, t, {}, 9), label="wrong epoch"),
+            Step(1, v, _session_fetch(v, t, {}, 6), label="the expected epoch still continues"),
+            Step(1, v, _session_fetch(v, t, {}, 6), label="the same epoch again"),
+            Step(1, v, _session_fetch(v, t, {0: 4}, -1), label="final epoch closes it"),
+            Step(1, v, _session_fetch(v, t, {}, 7), label="closed"),
+            Step(1, v, _session_fetch(v, t, {}, 1, session=0), label="incremental without a session id"),
+            Step(
+                1, v, _session_fetch(v, t, {0: 4, 1: 3}, 0), remember=_remember_session, label="new session"
+            ),
+            Step(1, v, _session_fetch(v, t, {}, 1, forget=(0, 1)), label="forget every partition"),
+            Step(1, v, _session_fetch(v, t, {}, 2), label="emptied session is closed"),
+        ],
+    )
 
 
 def fetch_limit_cases(v: int, n: Names) -> Iterator[Case]:

@@ -192,3 +192,58 @@ def test_many_pipelined_produces_wait_for_their_group_commits_and_answer_in_orde
                 (part,) = resp.responses[0].partition_responses
                 assert (part.index, part.error_code, part.base_offset) == (i % 3, 0, next_offset[i % 3])
                 next_offset[i % 3] += 1
+
+
+def test_large_answers_are_written_in_order_among_small_and_deferred_ones(broker):
+    """Fetch answers of at least framing.LARGE_BODY go out as header and body written apart
+    (never joined): pipelined between answers written at once and produces deferred for their
+    group commit, every answer arrives whole and in request order."""
+    from broker.protocol.framing import LARGE_BODY
+    from tests.support.produce_consume import fetch_request
+
+    broker.call(lambda: broker.broker.admin.create_topic("large-answers", 1))
+    value = b"x" * 1000
+    with WireClient(broker.port, timeout=120) as c:
+        for i in range(3):  # ~600 kB in partition 0
+            batch = simple_batch([value + b"%d-%d" % (i, j) for j in range(200)])
+            req = ProduceRequest(
+                None,
+                -1,
+                30_000,
+                [TopicProduceData(name="large-answers", partition_data=[PartitionProduceData(0, batch)])],
+            )
+            assert c.call(PRODUCE, 9, req).responses[0].partition_responses[0].error_code == 0
+        whole = c.call(1, 12, fetch_request("large-answers", 1, 0)).responses[0].partitions[0].records
+        assert len(whole) >= LARGE_BODY
+        one = simple_batch([b"tail"])
+        steps = [
+            (1, 12, fetch_request("large-answers", 1, 0)),
+            (API_VERSIONS, 3, ApiVersionsRequest("p", "1")),
+            (
+                PRODUCE,
+                9,
+                ProduceRequest(
+                    None,
+                    -1,
+                    30_000,
+                    [TopicProduceData(name="large-answers", partition_data=[PartitionProduceData(0, one)])],
+                ),
+            ),
+            (1, 12, fetch_request("large-answers", 1, 0)),
+            (METADATA, 9, MetadataRequest(topics=[])),
+            (1, 12, fetch_request("large-answers", 1, 0)),
+        ]
+        c.send_raw(b"".join(request_bytes(api, v, body, 500 + i) for i, (api, v, body) in enumerate(steps)))
+        for i, (api, v, _body) in enumerate(steps):
+            corr, resp = c.recv(api, v)
+            assert corr == 500 + i
+            if api == 1:
+                records = resp.responses[0].partitions[0].records
+                # the answers after the produce may already hold its batch too
+                assert records[: len(whole)] == whole
+            else:
+                assert (
+                    resp.error_code == 0
+                    if api != PRODUCE
+                    else resp.responses[0].partition_responses[0].error_code == 0
+                )

@@ -72,6 +72,8 @@ class InProcessBroker:
         out = self.loop.run_until_complete(task)
         if type(out) is Close:
             raise ConnectionClosed(out.reason)
+        if type(out) is tuple:  # a large answer: (header, body)
+            out = b"".join(out)
         assert type(out) is bytes, f"no answer: {out!r}"
         (size, corr) = struct.unpack_from(">ii", out, 0)
         assert size == len(out) - 4 and corr == correlation_id
