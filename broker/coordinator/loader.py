@@ -1,7 +1,14 @@
 """Start-up replay of the coordinator log, fast.
 
-Restart time is the replay of every live record (the log is compacted, see broker/log/cleaner.py),
-so this walks the record batches itself instead of going through ``iter_records`` and
+Restart time is the replay of every live record (the log is compacted, see broker/log/cleaner.py).
+Where the install compiled broker/coordinator/_replay.c (``native_scan``; PYKBROKER_NATIVE=0 turns it
+off), the records of each batch are walked in C, which takes the common records -- OffsetCommit
+records with a v4 value in Kafka's layout, a group and topic's in a row gathered into one dict that
+``CoordinatorState.replay_offsets`` applies, and GroupMetadata records of Empty groups, applied with
+``CoordinatorState.replay_empty_group`` -- and hands every other record to the Python walk below,
+one at a time (tests/coordinator/test_replay_native.py holds the two to identical state).
+
+Without it, this walks the record batches itself instead of going through ``iter_records`` and
 ``decode_record`` for each record: the records section of each batch is parsed in one loop that
 makes no per-record objects, and OffsetCommit records -- nearly all of a large coordinator log --
 are decoded here directly (the key's group and topic, and topic ids, are looked up in small caches;
@@ -17,6 +24,7 @@ same code the live runtime uses.
 from __future__ import annotations
 
 import gc
+import os
 import re
 from itertools import groupby, islice
 from struct import Struct
@@ -40,6 +48,15 @@ from broker.log.crc import crc32c
 from broker.log.records import _ZZ, InvalidRecords, _read_headers, _read_varint, decompress, iter_records
 
 from .records import GROUP_METADATA, OFFSET_COMMIT, decode_record
+
+try:
+    from . import _replay
+except ImportError:  # not built (no C compiler at install): the Python walk does it all
+    _replay = None
+
+#: ``scan(section, pos, stop, count, base, min_offset)``: the compiled walk of the common records
+#: (broker/coordinator/_replay.c); None when the extension is not built or ``PYKBROKER_NATIVE=0``
+native_scan = _replay.scan if _replay is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
 
 _OFFSET_COMMIT_KEY = OFFSET_COMMIT.to_bytes(2, "big")
 _GROUP_METADATA_KEY = GROUP_METADATA.to_bytes(2, "big")
@@ -433,9 +450,13 @@ def _replay_records(
     last_parts = offsets.last_parts
     runs = _RUNS
     i = 0
+    scan = native_scan
+    state = offsets.state
+    native_stop = -1  # where the compiled walk last stopped: that record is the Python walk's
     last_run = offsets.last_run
     if (
-        whole
+        scan is None
+        and whole
         and last_run is not None
         and n - pos == count * last_run[3]
         and last_run[0].fullmatch(data, pos, n)
@@ -447,6 +468,22 @@ def _replay_records(
         last_size = -1 if last is None else len(last) + 4
     try:
         while i < count:
+            if scan is not None and pos != native_stop:
+                taken, pos, applied, events = scan(data, pos, n, count - i, base, min_offset)
+                native_stop = pos
+                if taken:
+                    i += taken
+                    done += applied
+                    put, empty = state.replay_offsets, state.replay_empty_group
+                    for event in events:
+                        if len(event) == 3:
+                            put(*event)
+                        else:
+                            empty(*event)
+                    offsets.last_prefix = None
+                    last, last_size = None, -1
+                    if i == count:
+                        break
             i += 1
             start = pos
             b = data[pos]

@@ -127,6 +127,13 @@ class PartitionOffsets:
     def __init__(self, items: Any = ()) -> None:
         self.raw: dict[int, CommittedOffset | bytes] = dict(items) if items else {}
 
+    @classmethod
+    def adopt(cls, raw: dict[int, CommittedOffset | bytes]) -> PartitionOffsets:
+        """A PartitionOffsets whose dict is ``raw`` itself (not a copy)."""
+        parts = cls.__new__(cls)
+        parts.raw = raw
+        return parts
+
     def get(self, partition: int, default: Any = None) -> Any:
         c = self.raw.get(partition)
         if c is None:
@@ -418,6 +425,24 @@ class CoordinatorState:
         if group_id not in self.groups and group_id not in self.consumer_groups:
             self.groups[group_id] = ClassicGroup(group_id)
         return parts.raw
+
+    def replay_offsets(self, group_id: str, topic: str, values: dict[int, bytes]) -> None:
+        """Replay of a run of OffsetCommit records of one group and topic, in log order: ``values``
+        is partition -> the v4 value's bytes (the last of each partition), as the compiled walk of
+        the start-up loader gathers them (loader.py). The same as ``offset_partitions(group_id,
+        topic).update(values)``; a group and topic without offsets yet takes ``values`` as its dict."""
+        group = self.offsets.get(group_id)
+        if group is None:
+            self.offsets[group_id] = Offsets({topic: PartitionOffsets.adopt(values)})
+        else:
+            parts = group.by_topic.get(topic)
+            if parts is None:
+                group.by_topic[topic] = PartitionOffsets.adopt(values)
+            else:
+                parts.raw.update(values)
+        # offsets alone keep a group listable (Empty), as in Kafka
+        if group_id not in self.groups and group_id not in self.consumer_groups:
+            self.groups[group_id] = ClassicGroup(group_id)
 
     def remove_offset(self, group_id: str, topic: str, partition: int) -> None:
         """Replay of an OffsetCommit tombstone."""

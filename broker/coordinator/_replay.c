@@ -1,0 +1,353 @@
+/* broker.coordinator._replay: the start-up replay's walk of the coordinator log's records, compiled.
+
+   scan(section, pos, stop, count, base, min_offset) walks at most `count` records of an uncompressed
+   records section, section[pos:stop], of a batch whose base offset is `base`, and decodes the two
+   kinds of record that make up nearly all of a compacted __consumer_offsets, exactly as the Python
+   fast paths of broker/coordinator/loader.py do:
+
+   - an OffsetCommit record (key type 1) whose value is a v4 in Kafka's layout (version 4, offset,
+     leader epoch, a compact metadata string of under 127 bytes, commit timestamp, the topic id as
+     tagged field 0), kept as the value's bytes (state.PartitionOffsets decodes them on first read);
+     the records of one group and topic in a row are gathered into one dict, partition -> value;
+   - a GroupMetadata record (key type 2) whose value is a v4 without members (an Empty group), read
+     into the arguments of CoordinatorState.replay_empty_group.
+
+   Records whose offset is below `min_offset` (a batch the read position starts inside of) are
+   skipped. It stops at the first record it does not take: any other record type, a tombstone, any
+   other value version or layout, headers, a string that is not UTF-8, a varint out of range, a
+   malformed or truncated record. It never raises for the data and reads no byte outside
+   section[pos:stop]: the caller replays the record it stopped at with the Python code (which raises
+   InvalidRecords for a malformed one) and calls scan again after it.
+
+   Returns (records consumed, the position after them, records applied, events), events in log
+   order: (group, topic, {partition: value bytes}) for a run of offsets, (group, protocol type,
+   generation, protocol, leader, state timestamp) for an Empty group.
+
+   Built by `pip install -e .` (setup.py, an optional extension: without a compiler the install goes
+   on and the loader uses its Python walk; PYKBROKER_NATIVE=0 disables it at run time).
+   tests/coordinator/test_replay_native.py holds the two walks to identical replayed state. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* A zigzag varint of at most max_bytes bytes (5: int32, 10: int64) at *pos, below n, as
+   broker/log/records.py's _read_varint reads it (the value must fit the type). 0 and *pos advanced,
+   or -1. */
+static inline int
+read_varint(const unsigned char *d, int64_t n, int64_t *pos, int max_bytes, int64_t *out)
+{
+    int64_t p = *pos;
+    if (p < n && d[p] < 0x80) {
+        unsigned int b = d[p];
+        *out = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
+        *pos = p + 1;
+        return 0;
+    }
+    uint64_t result = 0;
+    int shift = 0;
+    int used = 0;
+    for (;;) {
+        if (p >= n)
+            return -1;
+        unsigned int b = d[p++];
+        if (shift == 63 && (b & 0x7F) > 1)
+            return -1;
+        result |= (uint64_t)(b & 0x7F) << shift;
+        used++;
+        if (!(b & 0x80))
+            break;
+        if (used == max_bytes)
+            return -1;
+        shift += 7;
+    }
+    int64_t value = (int64_t)((result >> 1) ^ (0 - (result & 1)));
+    if (max_bytes == 5 && (value < INT32_MIN || value > INT32_MAX))
+        return -1;
+    *pos = p;
+    *out = value;
+    return 0;
+}
+
+static inline int32_t
+be32(const unsigned char *p)
+{
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3]);
+}
+
+static inline int64_t
+be64(const unsigned char *p)
+{
+    return (int64_t)((uint64_t)(uint32_t)be32(p) << 32 | (uint32_t)be32(p + 4));
+}
+
+/* 1 when s[0:n] is UTF-8 as Python's strict codec takes it, else 0 (an error is cleared). */
+static int
+utf8_ok(const unsigned char *s, int64_t n)
+{
+    int64_t i;
+    for (i = 0; i < n; i++)
+        if (s[i] >= 0x80)
+            break;
+    if (i == n)
+        return 1;
+    PyObject *u = PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, NULL);
+    if (u == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(u);
+    return 1;
+}
+
+/* A compact string of under 127 bytes at v[*p] (length + 1 in one byte; 0 is null when nullable)
+   -> a new str, Py_None (new reference) for null, or NULL (no error set) when it does not decode. */
+static PyObject *
+compact_string(const unsigned char *v, int64_t n, int64_t *p, int nullable)
+{
+    if (*p >= n)
+        return NULL;
+    int len = (int)v[*p] - 1;
+    if (len >= 0x7F || (len < 0 && !nullable))
+        return NULL;
+    if (len < 0) {
+        *p += 1;
+        Py_RETURN_NONE;
+    }
+    if (*p + 1 + len > n)
+        return NULL;
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)v + *p + 1, len, NULL);
+    if (s == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    *p += 1 + len;
+    return s;
+}
+
+/* The fields of an Empty group's GroupMetadata record as loader._apply_empty_group reads them: a
+   new 6-tuple, NULL with no error set when the record is not one, NULL with an error set on memory
+   failure. */
+static PyObject *
+empty_group(const unsigned char *k, int64_t kn, const unsigned char *v, int64_t vn)
+{
+    if (vn < 17 || v[0] != 0 || v[1] != 4 || kn < 4 || k[2] >= 0x80 || ((k[2] << 8) | k[3]) + 4 != kn)
+        return NULL;
+    int64_t p = 2;
+    PyObject *protocol_type = NULL, *protocol = NULL, *leader = NULL, *group = NULL;
+    protocol_type = compact_string(v, vn, &p, 0);
+    if (protocol_type == NULL || p + 4 > vn)
+        goto no;
+    int32_t generation = be32(v + p);
+    p += 4;
+    if ((protocol = compact_string(v, vn, &p, 1)) == NULL)
+        goto no;
+    if ((leader = compact_string(v, vn, &p, 1)) == NULL)
+        goto no;
+    if (p + 10 != vn || v[p + 8] != 1 || v[p + 9] != 0) /* the timestamp, no members, no tags */
+        goto no;
+    int64_t timestamp = be64(v + p);
+    group = PyUnicode_DecodeUTF8((const char *)k + 4, (Py_ssize_t)(kn - 4), NULL);
+    if (group == NULL) {
+        PyErr_Clear();
+        goto no;
+    }
+    PyObject *gen = PyLong_FromLong(generation), *ts = PyLong_FromLongLong(timestamp);
+    if (gen == NULL || ts == NULL) {
+        Py_XDECREF(gen);
+        Py_XDECREF(ts);
+        goto no;
+    }
+    PyObject *t = PyTuple_New(6);
+    if (t == NULL) {
+        Py_DECREF(gen);
+        Py_DECREF(ts);
+        goto no;
+    }
+    PyTuple_SET_ITEM(t, 0, group);
+    PyTuple_SET_ITEM(t, 1, protocol_type);
+    PyTuple_SET_ITEM(t, 2, gen);
+    PyTuple_SET_ITEM(t, 3, protocol);
+    PyTuple_SET_ITEM(t, 4, leader);
+    PyTuple_SET_ITEM(t, 5, ts);
+    return t;
+no:
+    Py_XDECREF(protocol_type);
+    Py_XDECREF(protocol);
+    Py_XDECREF(leader);
+    Py_XDECREF(group);
+    return NULL;
+}
+
+/* 1 when v[0:n] is an OffsetCommitValue v4 the Python fast path keeps as bytes (loader's
+   _OffsetDecoder.apply): metadata of under 127 bytes, valid UTF-8, the topic id as the one tagged
+   field. */
+static int
+offset_value_ok(const unsigned char *v, int64_t n)
+{
+    if (n < 42 || v[0] != 0 || v[1] != 4 || v[14] >= 0x80 || v[14] == 0)
+        return 0;
+    int64_t end = 15 + v[14] - 1;
+    if (end + 27 != n)
+        return 0;
+    if (v[end + 8] != 1 || v[end + 9] != 0 || v[end + 10] != 16)
+        return 0;
+    return end == 15 || utf8_ok(v + 15, end - 15);
+}
+
+/* The group and topic of an OffsetCommit key as loader's _OffsetDecoder._names decodes them; 0, or
+   -1 when the key does not add up or a name is not UTF-8. New references in *group and *topic. */
+static int
+offset_key(const unsigned char *k, int64_t kn, PyObject **group, PyObject **topic)
+{
+    if (kn < 10 || k[2] >= 0x80)
+        return -1;
+    int64_t p = 4 + ((k[2] << 8) | k[3]);
+    if (p + 6 > kn || k[p] >= 0x80 || p + 6 + ((k[p] << 8) | k[p + 1]) != kn)
+        return -1;
+    *group = PyUnicode_DecodeUTF8((const char *)k + 4, (Py_ssize_t)(p - 4), NULL);
+    if (*group == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    *topic = PyUnicode_DecodeUTF8((const char *)k + p + 2, (Py_ssize_t)(kn - p - 6), NULL);
+    if (*topic == NULL) {
+        PyErr_Clear();
+        Py_CLEAR(*group);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "scan(section, pos, stop, count, base, min_offset) takes 6 arguments");
+        return NULL;
+    }
+    long long start = PyLong_AsLongLong(args[1]), stop = PyLong_AsLongLong(args[2]);
+    long long count = PyLong_AsLongLong(args[3]), base = PyLong_AsLongLong(args[4]);
+    long long min_offset = PyLong_AsLongLong(args[5]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    int64_t n = stop < (long long)view.len ? (int64_t)stop : (int64_t)view.len;
+    int64_t pos = start < 0 ? n : (int64_t)start;
+    PyObject *events = PyList_New(0);
+    PyObject *run = NULL; /* the dict of the current run of offsets */
+    const unsigned char *run_key = NULL; /* its key minus the partition */
+    int64_t run_key_len = -1;
+    long long consumed = 0, applied = 0;
+    if (events == NULL)
+        goto fail;
+    while (consumed < count && pos < n) {
+        int64_t p = pos, v, length, key_len, value_len;
+        if (read_varint(d, n, &p, 5, &length) || length < 6 || p + length > n)
+            break;
+        int64_t end = p + length;
+        p += 1; /* attributes */
+        if (read_varint(d, end, &p, 10, &v)) /* timestamp delta */
+            break;
+        if (read_varint(d, end, &p, 5, &v)) /* offset delta */
+            break;
+        long long offset = base + v;
+        if (read_varint(d, end, &p, 5, &key_len) || key_len < -1 || p + (key_len > 0 ? key_len : 0) > end)
+            break;
+        const unsigned char *key = d + p;
+        if (key_len > 0)
+            p += key_len;
+        if (read_varint(d, end, &p, 5, &value_len) || value_len < -1 || p + (value_len > 0 ? value_len : 0) > end)
+            break;
+        const unsigned char *value = d + p;
+        if (value_len > 0)
+            p += value_len;
+        if (p + 1 != end || d[p] != 0) /* no headers, nothing after them */
+            break;
+        if (offset < min_offset) {
+            pos = end;
+            consumed++;
+            continue;
+        }
+        if (key_len < 2 || value_len <= 0 || key[0] != 0)
+            break;
+        if (key[1] == 1) {
+            if (!offset_value_ok(value, value_len))
+                break;
+            if (run == NULL || key_len != run_key_len + 4 || memcmp(key, run_key, (size_t)run_key_len) != 0) {
+                PyObject *group, *topic;
+                if (offset_key(key, key_len, &group, &topic))
+                    break;
+                Py_XDECREF(run);
+                run = PyDict_New();
+                PyObject *ev = run == NULL ? NULL : PyTuple_Pack(3, group, topic, run);
+                Py_DECREF(group);
+                Py_DECREF(topic);
+                if (ev == NULL)
+                    goto fail;
+                int rc = PyList_Append(events, ev);
+                Py_DECREF(ev);
+                if (rc)
+                    goto fail;
+                run_key = key;
+                run_key_len = key_len - 4;
+            }
+            PyObject *part = PyLong_FromLong(be32(key + key_len - 4));
+            PyObject *raw = PyBytes_FromStringAndSize((const char *)value, (Py_ssize_t)value_len);
+            int rc = part == NULL || raw == NULL ? -1 : PyDict_SetItem(run, part, raw);
+            Py_XDECREF(part);
+            Py_XDECREF(raw);
+            if (rc)
+                goto fail;
+        } else if (key[1] == 2) {
+            PyObject *ev = empty_group(key, key_len, value, value_len);
+            if (ev == NULL) {
+                if (PyErr_Occurred())
+                    goto fail;
+                break;
+            }
+            int rc = PyList_Append(events, ev);
+            Py_DECREF(ev);
+            if (rc)
+                goto fail;
+            Py_CLEAR(run);
+        } else {
+            break;
+        }
+        pos = end;
+        consumed++;
+        applied++;
+    }
+    Py_XDECREF(run);
+    PyBuffer_Release(&view);
+    PyObject *out = Py_BuildValue("(LLLN)", consumed, (long long)pos, applied, events);
+    return out;
+fail:
+    Py_XDECREF(run);
+    Py_XDECREF(events);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
+     "scan(section, pos, stop, count, base, min_offset) -> (records consumed, position after them, "
+     "records applied, events): the coordinator log's common records decoded, up to the first it does "
+     "not take"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "broker.coordinator._replay",
+    "The start-up replay's walk of the coordinator log's records, compiled.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__replay(void)
+{
+    return PyModule_Create(&module);
+}
