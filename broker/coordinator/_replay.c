@@ -1,27 +1,27 @@
 /* broker.coordinator._replay: the start-up replay's walk of the coordinator log's records, compiled.
 
-   scan(section, pos, stop, count, base, min_offset) walks at most `count` records of an uncompressed
-   records section, section[pos:stop], of a batch whose base offset is `base`, and decodes the two
-   kinds of record that make up nearly all of a compacted __consumer_offsets, exactly as the Python
-   fast paths of broker/coordinator/loader.py do:
+   scan(section, pos, stop, count, base, min_offset, put_offsets, put_empty_group, unpack) walks at
+   most `count` records of an uncompressed records section, section[pos:stop], of a batch whose base
+   offset is `base`, and applies the two kinds of record that make up nearly all of a compacted
+   __consumer_offsets, exactly as the Python fast paths of broker/coordinator/loader.py read them:
 
-   - an OffsetCommit record (key type 1) whose value is a v4 in Kafka's layout (version 4, offset,
+   - OffsetCommit records (key type 1) whose value is a v4 in Kafka's layout (version 4, offset,
      leader epoch, a compact metadata string of under 127 bytes, commit timestamp, the topic id as
-     tagged field 0), kept as the value's bytes (state.PartitionOffsets decodes them on first read);
-     the records of one group and topic in a row are gathered into one dict, partition -> value;
-   - a GroupMetadata record (key type 2) whose value is a v4 without members (an Empty group), read
-     into the arguments of CoordinatorState.replay_empty_group.
+     tagged field 0): the records of one group and topic in a row are a run, handed over undecoded as
+     put_offsets(group, topic, the run's records as bytes, unpack); unpack(records) (below) turns
+     them into {partition: the last value's bytes} when the state first reads them
+     (state.PartitionOffsets);
+   - GroupMetadata records (key type 2) whose value is a v4 without members (an Empty group):
+     put_empty_group(group, protocol type, generation, protocol, leader, state timestamp), the
+     arguments of CoordinatorState.replay_empty_group.
 
    Records whose offset is below `min_offset` (a batch the read position starts inside of) are
    skipped. It stops at the first record it does not take: any other record type, a tombstone, any
    other value version or layout, headers, a string that is not UTF-8, a varint out of range, a
    malformed or truncated record. It never raises for the data and reads no byte outside
    section[pos:stop]: the caller replays the record it stopped at with the Python code (which raises
-   InvalidRecords for a malformed one) and calls scan again after it.
-
-   Returns (records consumed, the position after them, records applied, events), events in log
-   order: (group, topic, {partition: value bytes}) for a run of offsets, (group, protocol type,
-   generation, protocol, leader, state timestamp) for an Empty group.
+   InvalidRecords for a malformed one) and calls scan again after it. An exception raised by a
+   callback is raised by scan. Returns (records consumed, the position after them, records applied).
 
    Built by `pip install -e .` (setup.py, an optional extension: without a compiler the install goes
    on and the loader uses its Python walk; PYKBROKER_NATIVE=0 disables it at run time).
@@ -220,16 +220,49 @@ offset_key(const unsigned char *k, int64_t kn, PyObject **group, PyObject **topi
     return 0;
 }
 
+/* The run of offsets gathered so far: its records, section[start:end], of one group and topic. */
+struct run {
+    int64_t start, end;
+    PyObject *group, *topic;
+    const unsigned char *key; /* its first record's key minus the partition */
+    int64_t key_len;
+};
+
+/* put(group, topic, the run's records, unpack) for a run gathered; 0, or -1 with an error set. */
+static int
+flush_run(struct run *r, const unsigned char *d, PyObject *put, PyObject *unpack)
+{
+    if (r->group == NULL)
+        return 0;
+    int rc = -1;
+    PyObject *records = PyBytes_FromStringAndSize((const char *)d + r->start, (Py_ssize_t)(r->end - r->start));
+    if (records != NULL) {
+        PyObject *args[4] = {r->group, r->topic, records, unpack};
+        PyObject *res = PyObject_Vectorcall(put, args, 4, NULL);
+        if (res != NULL) {
+            rc = 0;
+            Py_DECREF(res);
+        }
+        Py_DECREF(records);
+    }
+    Py_CLEAR(r->group);
+    Py_CLEAR(r->topic);
+    return rc;
+}
+
 static PyObject *
 scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "scan(section, pos, stop, count, base, min_offset) takes 6 arguments");
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "scan(section, pos, stop, count, base, min_offset, put_offsets, put_empty_group, "
+                        "unpack) takes 9 arguments");
         return NULL;
     }
     long long start = PyLong_AsLongLong(args[1]), stop = PyLong_AsLongLong(args[2]);
     long long count = PyLong_AsLongLong(args[3]), base = PyLong_AsLongLong(args[4]);
     long long min_offset = PyLong_AsLongLong(args[5]);
+    PyObject *put = args[6], *put_group = args[7], *unpack = args[8];
     if (PyErr_Occurred())
         return NULL;
     Py_buffer view;
@@ -238,13 +271,8 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     const unsigned char *d = (const unsigned char *)view.buf;
     int64_t n = stop < (long long)view.len ? (int64_t)stop : (int64_t)view.len;
     int64_t pos = start < 0 ? n : (int64_t)start;
-    PyObject *events = PyList_New(0);
-    PyObject *run = NULL; /* the dict of the current run of offsets */
-    const unsigned char *run_key = NULL; /* its key minus the partition */
-    int64_t run_key_len = -1;
+    struct run run = {0, 0, NULL, NULL, NULL, -1};
     long long consumed = 0, applied = 0;
-    if (events == NULL)
-        goto fail;
     while (consumed < count && pos < n) {
         int64_t p = pos, v, length, key_len, value_len;
         if (read_varint(d, n, &p, 5, &length) || length < 6 || p + length > n)
@@ -261,7 +289,8 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         const unsigned char *key = d + p;
         if (key_len > 0)
             p += key_len;
-        if (read_varint(d, end, &p, 5, &value_len) || value_len < -1 || p + (value_len > 0 ? value_len : 0) > end)
+        if (read_varint(d, end, &p, 5, &value_len) || value_len < -1 ||
+            p + (value_len > 0 ? value_len : 0) > end)
             break;
         const unsigned char *value = d + p;
         if (value_len > 0)
@@ -269,6 +298,8 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         if (p + 1 != end || d[p] != 0) /* no headers, nothing after them */
             break;
         if (offset < min_offset) {
+            if (flush_run(&run, d, put, unpack))
+                goto fail;
             pos = end;
             consumed++;
             continue;
@@ -278,31 +309,22 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         if (key[1] == 1) {
             if (!offset_value_ok(value, value_len))
                 break;
-            if (run == NULL || key_len != run_key_len + 4 || memcmp(key, run_key, (size_t)run_key_len) != 0) {
+            if (run.group == NULL || key_len != run.key_len + 4 || memcmp(key, run.key, (size_t)run.key_len) != 0) {
                 PyObject *group, *topic;
                 if (offset_key(key, key_len, &group, &topic))
                     break;
-                Py_XDECREF(run);
-                run = PyDict_New();
-                PyObject *ev = run == NULL ? NULL : PyTuple_Pack(3, group, topic, run);
-                Py_DECREF(group);
-                Py_DECREF(topic);
-                if (ev == NULL)
+                if (flush_run(&run, d, put, unpack)) {
+                    Py_DECREF(group);
+                    Py_DECREF(topic);
                     goto fail;
-                int rc = PyList_Append(events, ev);
-                Py_DECREF(ev);
-                if (rc)
-                    goto fail;
-                run_key = key;
-                run_key_len = key_len - 4;
+                }
+                run.group = group;
+                run.topic = topic;
+                run.start = pos;
+                run.key = key;
+                run.key_len = key_len - 4;
             }
-            PyObject *part = PyLong_FromLong(be32(key + key_len - 4));
-            PyObject *raw = PyBytes_FromStringAndSize((const char *)value, (Py_ssize_t)value_len);
-            int rc = part == NULL || raw == NULL ? -1 : PyDict_SetItem(run, part, raw);
-            Py_XDECREF(part);
-            Py_XDECREF(raw);
-            if (rc)
-                goto fail;
+            run.end = end;
         } else if (key[1] == 2) {
             PyObject *ev = empty_group(key, key_len, value, value_len);
             if (ev == NULL) {
@@ -310,11 +332,15 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
                     goto fail;
                 break;
             }
-            int rc = PyList_Append(events, ev);
-            Py_DECREF(ev);
-            if (rc)
+            if (flush_run(&run, d, put, unpack)) {
+                Py_DECREF(ev);
                 goto fail;
-            Py_CLEAR(run);
+            }
+            PyObject *res = PyObject_Call(put_group, ev, NULL);
+            Py_DECREF(ev);
+            if (res == NULL)
+                goto fail;
+            Py_DECREF(res);
         } else {
             break;
         }
@@ -322,22 +348,70 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         consumed++;
         applied++;
     }
-    Py_XDECREF(run);
+    if (flush_run(&run, d, put, unpack))
+        goto fail;
     PyBuffer_Release(&view);
-    PyObject *out = Py_BuildValue("(LLLN)", consumed, (long long)pos, applied, events);
-    return out;
+    return Py_BuildValue("(LLL)", consumed, (long long)pos, applied);
 fail:
-    Py_XDECREF(run);
-    Py_XDECREF(events);
+    Py_CLEAR(run.group);
+    Py_CLEAR(run.topic);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* unpack(records) -> {partition: value bytes}: a run of OffsetCommit records that scan took (handed
+   to put_offsets), read again, the last value of each partition in the order of first appearance. */
+static PyObject *
+unpack(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    int64_t n = (int64_t)view.len, pos = 0;
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        goto fail;
+    while (pos < n) {
+        int64_t p = pos, v, length, key_len, value_len;
+        if (read_varint(d, n, &p, 5, &length) || length < 6 || p + length > n)
+            goto bad;
+        int64_t end = p + length;
+        p += 1;
+        if (read_varint(d, end, &p, 10, &v) || read_varint(d, end, &p, 5, &v))
+            goto bad;
+        if (read_varint(d, end, &p, 5, &key_len) || key_len < 10 || p + key_len > end)
+            goto bad;
+        int32_t partition = be32(d + p + key_len - 4);
+        p += key_len;
+        if (read_varint(d, end, &p, 5, &value_len) || value_len < 0 || p + value_len + 1 != end)
+            goto bad;
+        PyObject *part = PyLong_FromLong(partition);
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)d + p, (Py_ssize_t)value_len);
+        int rc = part == NULL || raw == NULL ? -1 : PyDict_SetItem(out, part, raw);
+        Py_XDECREF(part);
+        Py_XDECREF(raw);
+        if (rc)
+            goto fail;
+        pos = end;
+    }
+    PyBuffer_Release(&view);
+    return out;
+bad:
+    PyErr_SetString(PyExc_ValueError, "not a run of OffsetCommit records that scan took");
+fail:
+    Py_XDECREF(out);
     PyBuffer_Release(&view);
     return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
-     "scan(section, pos, stop, count, base, min_offset) -> (records consumed, position after them, "
-     "records applied, events): the coordinator log's common records decoded, up to the first it does "
-     "not take"},
+     "scan(section, pos, stop, count, base, min_offset, put_offsets, put_empty_group, unpack) -> "
+     "(records consumed, position after them, records applied): the coordinator log's common records "
+     "applied through the two callbacks, up to the first record it does not take"},
+    {"unpack", (PyCFunction)unpack, METH_O,
+     "unpack(records) -> {partition: value bytes} of a run of OffsetCommit records scan took"},
     {NULL, NULL, 0, NULL},
 };
 

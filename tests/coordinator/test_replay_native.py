@@ -12,6 +12,7 @@ it off (.ci/run runs this file and test_loader_runs with it off too)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import shutil
@@ -29,7 +30,7 @@ from broker.coordinator import groups, loader
 from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.coordinator.records import OFFSET_COMMIT, CoordinatorRecord, to_batch
-from broker.coordinator.state import CoordinatorState, decode_committed
+from broker.coordinator.state import CoordinatorState, PartitionOffsets, decode_committed
 from broker.coordinator.timers import ManualTimers
 from broker.log import cleaner
 from broker.log.batch import iter_batches
@@ -80,11 +81,15 @@ def both(run: Any) -> tuple[Any, Any]:
     return out[0], out[1]
 
 
-def replay_section(data: bytes, count: int, min_offset: int) -> tuple[dict, int]:
+def replay_section(data: bytes, count: int, min_offset: int, keep: bool = False) -> Any:
+    """The exact view of the state the loader leaves and the records it counted (``keep``: group
+    "g"'s offsets in topic "t", as they are)."""
     state = new_state()
     n = loader._replay_records(
         data, count, BASE, BASE_TS, None, min_offset, loader._OffsetDecoder(state), state.replay
     )
+    if keep:
+        return state.offsets["g"].by_topic["t"]
     return exact_view(state), n
 
 
@@ -133,26 +138,91 @@ def test_a_mutated_section_replays_or_fails_identically_either_way(batch, flips)
         assert native == python
 
 
+def scan(data: bytes, stop: int, count: int, min_offset: int) -> tuple[int, int, int, list]:
+    """``_replay.scan`` of ``data[:stop]`` with callbacks that note what it hands over."""
+    events: list = []
+
+    def put(group: str, topic: str, records: bytes, unpack: Any) -> None:
+        events.append((group, topic, unpack(records)))
+
+    out = _replay.scan(
+        data, 0, stop, count, BASE, min_offset, put, lambda *a: events.append(a), _replay.unpack
+    )
+    return (*out, events)
+
+
 @needs_native
 def test_scan_reads_only_its_window_and_stops_where_it_must():
-    records = [commit("g", "t", p, p) for p in range(6)]
+    records = [commit("g", "t", p, p) for p in (0, 1, 2, 1, 4, 5)]
     data, count = section(records, [(i, 0) for i in range(6)])
-    taken, pos, applied, events = _replay.scan(data, 0, len(data), count, BASE, BASE)
+    taken, pos, applied, events = scan(data, len(data), count, BASE)
     assert (taken, pos, applied) == (6, len(data), 6)
-    assert [(g, t, sorted(d)) for g, t, d in events] == [("g", "t", list(range(6)))]
+    assert [(g, t, list(d)) for g, t, d in events] == [("g", "t", [0, 1, 2, 4, 5])]
+    assert events[0][2][1] == records[3].value_bytes()  # the last value of a partition wins
     # a window that cuts the last record: the first five, then a stop
-    taken, pos, applied, _ = _replay.scan(data, 0, len(data) - 1, count, BASE, BASE)
+    taken, pos, applied, _ = scan(data, len(data) - 1, count, BASE)
     assert taken == 5 and pos < len(data)
     # the count bounds it; records below min_offset are consumed, not applied
-    assert _replay.scan(data, 0, len(data), 2, BASE, BASE)[0::2] == (2, 2)
-    assert _replay.scan(data, 0, len(data), 6, BASE, BASE + 4)[0::2] == (6, 2)
-    # a tombstone, a group with members: not taken
+    assert scan(data, len(data), 2, BASE)[0::2] == (2, 2)
+    taken, _pos, applied, events = scan(data, len(data), 6, BASE + 4)
+    assert (taken, applied, [list(d) for _g, _t, d in events]) == (6, 2, [[4, 5]])
+    # a tombstone, a group with members: not taken; an empty group is
     tomb = CoordinatorRecord(OFFSET_COMMIT, OffsetCommitKey("g", "t", 0), None)
     for other in (tomb, group_record("g", "x", False, 0)):
         data, count = section([commit("g", "t", 0, 1), other], [(0, 0), (1, 0)])
-        assert _replay.scan(data, 0, len(data), count, BASE, BASE)[0::2] == (1, 1)
+        assert scan(data, len(data), count, BASE)[0::2] == (1, 1)
+    data, count = section([group_record("g", "x", True, 0), commit("g", "t", 0, 1)], [(0, 0), (1, 0)])
+    taken, _pos, applied, events = scan(data, len(data), count, BASE)
+    assert (taken, applied, [len(e) for e in events]) == (2, 2, [6, 3])
     with pytest.raises(TypeError):
         _replay.scan(data, 0, len(data), count, BASE)
+    with pytest.raises(ValueError):
+        _replay.unpack(data)
+
+
+@needs_native
+def test_an_error_in_a_callback_is_raised():
+    data, count = section([commit("g", "t", 0, 1)], [(0, 0)])
+
+    def fail(*_args: Any) -> None:
+        raise RuntimeError("state")
+
+    with pytest.raises(RuntimeError):
+        _replay.scan(data, 0, len(data), count, BASE, BASE, fail, fail, _replay.unpack)
+
+
+@needs_native
+def test_packed_offsets_are_unpacked_on_first_use(monkeypatch):
+    """A restart keeps a group and topic's offsets as their records until they are first read; every
+    way of reading them sees them."""
+    records = [commit("g", "t", p, 10 + p) for p in range(4)] + [commit("h", "t", 0, 7)]
+    data, count = section(records, [(i, 0) for i in range(5)])
+    monkeypatch.setattr(loader, "native_scan", _replay.scan)
+    state = new_state()
+    n = loader._replay_records(
+        data, count, BASE, BASE_TS, None, BASE, loader._OffsetDecoder(state), state.replay
+    )
+    assert n == 5
+    parts = state.offsets["g"].by_topic["t"]
+    assert parts._raw is None and parts._records is not None  # not unpacked yet
+    assert len(parts) == 4 and parts._raw is not None and parts._records is None
+    reads = [
+        lambda p: p.get(2),
+        lambda p: p[3],
+        lambda p: 1 in p,
+        lambda p: list(p),
+        lambda p: p.items(),
+        lambda p: p.values(),
+        lambda p: (p.pop(0), p.items()),
+        lambda p: list(p.keys()),
+        lambda p: p == PartitionOffsets({0: decode_committed(records[0].value_bytes())}),
+        lambda p: repr(p),
+        lambda p: (p.__setitem__(9, p[1]), p.items()),
+    ]
+    for read in reads:
+        native, python = both(lambda read=read: read(replay_section(data, count, BASE, keep=True)))
+        assert native == python
+    assert state.offsets["h"].get("t", 0).offset == 7
 
 
 def whole_log(tmp_path: Any, seed: int) -> tuple[PartitionLog, compaction.CoordinatorContext]:
@@ -221,3 +291,24 @@ def test_a_whole_log_replays_identically_either_way_before_and_after_compaction(
     after = both(lambda: load(plog, c))
     assert after[0] == after[1]
     plog.close()
+
+
+def test_a_large_load_freezes_the_heap_after_it(tmp_path, monkeypatch):
+    """``loader.load`` freezes what is in memory after a load of FREEZE_AFTER records or more (the
+    collector does not walk the state it made again), not after a smaller one."""
+    plog, c = whole_log(tmp_path, 1)
+    gc.unfreeze()
+    try:
+        monkeypatch.setattr(loader, "FREEZE_AFTER", 10**9)
+        load(plog, c)
+        assert gc.get_freeze_count() == 0
+        monkeypatch.setattr(loader, "FREEZE_AFTER", 1)
+        load(plog, c)
+        assert gc.get_freeze_count() > 0
+        gc.unfreeze()
+        monkeypatch.setenv("PYKBROKER_GC_FREEZE", "0")
+        load(plog, c)
+        assert gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+        plog.close()
