@@ -196,25 +196,43 @@ offset_value_ok(const unsigned char *v, int64_t n)
     return end == 15 || utf8_ok(v + 15, end - 15);
 }
 
+/* The last topic name decoded by a scan, kept for the next key of the same topic (a topic's name
+   is one str for all its groups' runs). */
+struct topic_cache {
+    const unsigned char *raw;
+    int64_t len;
+    PyObject *name;
+};
+
 /* The group and topic of an OffsetCommit key as loader's _OffsetDecoder._names decodes them; 0, or
    -1 when the key does not add up or a name is not UTF-8. New references in *group and *topic. */
 static int
-offset_key(const unsigned char *k, int64_t kn, PyObject **group, PyObject **topic)
+offset_key(const unsigned char *k, int64_t kn, PyObject **group, PyObject **topic, struct topic_cache *tc)
 {
     if (kn < 10 || k[2] >= 0x80)
         return -1;
     int64_t p = 4 + ((k[2] << 8) | k[3]);
     if (p + 6 > kn || k[p] >= 0x80 || p + 6 + ((k[p] << 8) | k[p + 1]) != kn)
         return -1;
+    const unsigned char *t = k + p + 2;
+    int64_t tn = kn - p - 6;
+    if (tc->name != NULL && tc->len == tn && memcmp(tc->raw, t, (size_t)tn) == 0) {
+        *topic = tc->name;
+        Py_INCREF(*topic);
+    } else {
+        *topic = PyUnicode_DecodeUTF8((const char *)t, (Py_ssize_t)tn, NULL);
+        if (*topic == NULL) {
+            PyErr_Clear();
+            return -1;
+        }
+        Py_XSETREF(tc->name, Py_NewRef(*topic));
+        tc->raw = t;
+        tc->len = tn;
+    }
     *group = PyUnicode_DecodeUTF8((const char *)k + 4, (Py_ssize_t)(p - 4), NULL);
     if (*group == NULL) {
         PyErr_Clear();
-        return -1;
-    }
-    *topic = PyUnicode_DecodeUTF8((const char *)k + p + 2, (Py_ssize_t)(kn - p - 6), NULL);
-    if (*topic == NULL) {
-        PyErr_Clear();
-        Py_CLEAR(*group);
+        Py_CLEAR(*topic);
         return -1;
     }
     return 0;
@@ -272,6 +290,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     int64_t n = stop < (long long)view.len ? (int64_t)stop : (int64_t)view.len;
     int64_t pos = start < 0 ? n : (int64_t)start;
     struct run run = {0, 0, NULL, NULL, NULL, -1};
+    struct topic_cache topics = {NULL, 0, NULL};
     long long consumed = 0, applied = 0;
     while (consumed < count && pos < n) {
         int64_t p = pos, v, length, key_len, value_len;
@@ -311,7 +330,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
                 break;
             if (run.group == NULL || key_len != run.key_len + 4 || memcmp(key, run.key, (size_t)run.key_len) != 0) {
                 PyObject *group, *topic;
-                if (offset_key(key, key_len, &group, &topic))
+                if (offset_key(key, key_len, &group, &topic, &topics))
                     break;
                 if (flush_run(&run, d, put, unpack)) {
                     Py_DECREF(group);
@@ -350,11 +369,13 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     }
     if (flush_run(&run, d, put, unpack))
         goto fail;
+    Py_XDECREF(topics.name);
     PyBuffer_Release(&view);
     return Py_BuildValue("(LLL)", consumed, (long long)pos, applied);
 fail:
     Py_CLEAR(run.group);
     Py_CLEAR(run.topic);
+    Py_XDECREF(topics.name);
     PyBuffer_Release(&view);
     return NULL;
 }
