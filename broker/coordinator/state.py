@@ -42,6 +42,7 @@ from .timers import Timers
 log = logging.getLogger(__name__)
 
 _V4_DECODE = _VALUE_DECODERS[4]
+_EMPTY = GroupState.EMPTY
 
 
 @dataclass(frozen=True)
@@ -567,7 +568,13 @@ class CoordinatorState:
         with the fields it read from the record's bytes)."""
         group = self.groups.get(group_id)
         if group is None:
-            group = self.groups[group_id] = ClassicGroup(group_id)
+            # a new group made with its fields, positionally (group id, state, generation, protocol
+            # type, protocol, leader, state timestamp): a restart makes one per group, and keyword
+            # arguments or setting them after cost more (test_replay_native checks the order)
+            self.groups[group_id] = ClassicGroup(
+                group_id, _EMPTY, generation, protocol_type or None, protocol, leader, state_timestamp
+            )
+            return
         group.generation = generation
         group.protocol_type = protocol_type or None
         group.protocol_name = protocol

@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.coordinator import groups, loader
+from broker.coordinator.classic.group import ClassicGroup, GroupState
 from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.coordinator.records import OFFSET_COMMIT, CoordinatorRecord, to_batch
@@ -312,3 +313,20 @@ def test_a_large_load_freezes_the_heap_after_it(tmp_path, monkeypatch):
     finally:
         gc.unfreeze()
         plog.close()
+
+
+def test_a_new_empty_group_is_the_group_its_fields_make():
+    """``replay_empty_group`` makes a new group with positional arguments: the same group as one made
+    by its id with the fields set by name."""
+    for args in (("g", "consumer", 3, "range", "m-1", 42), ("", "", 0, None, None, -1)):
+        state = new_state()
+        state.replay_empty_group(*args)
+        expected = ClassicGroup(args[0])
+        expected.generation, expected.protocol_type, expected.protocol_name = (
+            args[2],
+            args[1] or None,
+            args[3],
+        )
+        expected.leader_id, expected.state_timestamp, expected.state = args[4], args[5], GroupState.EMPTY
+        assert state.groups[args[0]] == expected
+        assert vars(state.groups[args[0]]) == vars(expected)
