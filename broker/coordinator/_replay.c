@@ -16,7 +16,7 @@
      arguments of CoordinatorState.replay_empty_group.
 
    Records whose offset is below `min_offset` (a batch the read position starts inside of) are
-   skipped. It stops at the first record it does not take: any other record type, a tombstone, any
+   skipped (a negative offset delta stops it). It stops at the first record it does not take: any other record type, a tombstone, any
    other value version or layout, headers, a string that is not UTF-8, a varint out of range, a
    malformed or truncated record. It never raises for the data and reads no byte outside
    section[pos:stop]: the caller replays the record it stopped at with the Python code (which raises
@@ -317,6 +317,8 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         if (p + 1 != end || d[p] != 0) /* no headers, nothing after them */
             break;
         if (offset < min_offset) {
+            if (base >= min_offset)
+                break; /* a negative offset delta: the Python walk's (which takes or skips it as it does) */
             if (flush_run(&run, d, put, unpack))
                 goto fail;
             pos = end;

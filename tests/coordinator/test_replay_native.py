@@ -123,7 +123,11 @@ def test_a_section_replays_identically_either_way(batch):
 
 
 @needs_native
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("REPLAY_MUTATIONS", "400")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(batch=batches(), flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4))
 def test_a_mutated_section_replays_or_fails_identically_either_way(batch, flips):
     """Bytes changed anywhere (lengths, varints, names, value versions, tags): the compiled walk
@@ -179,6 +183,21 @@ def test_scan_reads_only_its_window_and_stops_where_it_must():
         _replay.scan(data, 0, len(data), count, BASE)
     with pytest.raises(ValueError):
         _replay.unpack(data)
+
+
+@needs_native
+@pytest.mark.parametrize("metadata", ["", "m"])
+def test_a_negative_offset_delta_is_left_to_the_python_walk(metadata):
+    """A record below the batch's base offset (a negative offset delta: never written, but bytes can
+    say so) is taken or skipped as the Python walk does (it takes a common record of a batch it
+    replays whole without reading its delta, and skips others): the compiled walk stops there."""
+    records = [commit("g", "t", p, p, metadata) for p in range(4)] + [group_record("h", "x", True, 0)]
+    for bad in range(5):
+        deltas = [(-65 if i == bad else i, 0) for i in range(5)]
+        data, count = section(records, deltas)
+        for min_offset in (BASE, BASE - 100):
+            native, python = both(lambda d=data, c=count, m=min_offset: replay_section(d, c, m))
+            assert native == python
 
 
 @needs_native
