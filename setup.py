@@ -1,7 +1,15 @@
-"""The one compiled part of the package (everything else is in pyproject.toml): broker.log._native, the
-produce path's record walk (broker/log/_native.c). Optional: where it cannot be built (no C compiler)
-the install goes on and the broker uses the same walk in Python (broker/log/streaming.py)."""
+"""The compiled parts of the package (everything else is in pyproject.toml), both optional: where they
+cannot be built (no C compiler) the install goes on and the broker runs the same code in Python.
+
+- broker.log._native: the produce path's record walk (broker/log/_native.c; Python: broker/log/streaming.py)
+- broker.coordinator._replay: the start-up replay's walk of the coordinator log
+  (broker/coordinator/_replay.c; Python: broker/coordinator/loader.py)"""
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("broker.log._native", ["broker/log/_native.c"], optional=True)])
+setup(
+    ext_modules=[
+        Extension("broker.log._native", ["broker/log/_native.c"], optional=True),
+        Extension("broker.coordinator._replay", ["broker/coordinator/_replay.c"], optional=True),
+    ]
+)

@@ -26,8 +26,9 @@ command -v "$py" >/dev/null 2>&1 || apt_install python3 python3-venv python3-pip
 if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv 2>/dev/null || { apt_install python3-venv; rm -rf .venv; "$py" -m venv .venv; }
 fi
-# the install also compiles broker/log/_native.c (setup.py): a change to either installs again
-stamp=.venv/.installed-$(cat pyproject.toml setup.py broker/log/_native.c | sha1sum | cut -c1-12)-${1:-run}
+# the install also compiles broker/log/_native.c and broker/coordinator/_replay.c (setup.py): a change
+# to any of them installs again
+stamp=.venv/.installed-$(cat pyproject.toml setup.py broker/log/_native.c broker/coordinator/_replay.c | sha1sum | cut -c1-12)-${1:-run}
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
   # setuptools' notices about editable installs (a page of asterisks on every first run) say nothing

@@ -1,7 +1,15 @@
 """Start-up replay of the coordinator log, fast.
 
-Restart time is the replay of every live record (the log is compacted, see broker/log/cleaner.py),
-so this walks the record batches itself instead of going through ``iter_records`` and
+Restart time is the replay of every live record (the log is compacted, see broker/log/cleaner.py).
+Where the install compiled broker/coordinator/_replay.c (``native_scan``; PYKBROKER_NATIVE=0 turns it
+off), the records of each batch are walked in C, which takes the common records -- OffsetCommit
+records with a v4 value in Kafka's layout, a group and topic's in a row handed over as their bytes to
+``CoordinatorState.replay_offsets``, which keeps them undecoded until the group's offsets are first
+read, and GroupMetadata records of Empty groups, applied with ``CoordinatorState.replay_empty_group``
+-- and hands every other record to the Python walk below, one at a time
+(tests/coordinator/test_replay_native.py holds the two to identical state).
+
+Without it, this walks the record batches itself instead of going through ``iter_records`` and
 ``decode_record`` for each record: the records section of each batch is parsed in one loop that
 makes no per-record objects, and OffsetCommit records -- nearly all of a large coordinator log --
 are decoded here directly (the key's group and topic, and topic ids, are looked up in small caches;
@@ -17,6 +25,7 @@ same code the live runtime uses.
 from __future__ import annotations
 
 import gc
+import os
 import re
 from itertools import groupby, islice
 from struct import Struct
@@ -41,6 +50,19 @@ from broker.log.records import _ZZ, InvalidRecords, _read_headers, _read_varint,
 
 from .records import GROUP_METADATA, OFFSET_COMMIT, decode_record
 
+try:
+    from . import _replay
+except ImportError:  # not built (no C compiler at install): the Python walk does it all
+    _replay = None
+
+#: ``scan(section, pos, stop, count, base, min_offset)``: the compiled walk of the common records
+#: (broker/coordinator/_replay.c); None when the extension is not built or ``PYKBROKER_NATIVE=0``
+native_scan = _replay.scan if _replay is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
+#: ``unpack(records)``: a run of OffsetCommit records ``native_scan`` took -> {partition: value bytes}
+native_unpack = _replay.unpack if _replay is not None else None
+
+#: a load of at least this many records freezes the heap after it (``load``)
+FREEZE_AFTER = 100_000
 _OFFSET_COMMIT_KEY = OFFSET_COMMIT.to_bytes(2, "big")
 _GROUP_METADATA_KEY = GROUP_METADATA.to_bytes(2, "big")
 #: batches the inline header path of ``_load`` leaves to the general one
@@ -226,12 +248,21 @@ def load(plog: Any, state: Any, coordinator: Any = None, kafka_layout_from: int 
     ``coordinator`` is what the general path replays through (default: ``state``). Records below
     ``kafka_layout_from`` are decoded with the legacy layouts (broker/coordinator/layout.py)."""
     # a million new objects would run the cyclic garbage collector hundreds of times over a growing
-    # heap, for nothing: the state holds all of them; it runs again after the load
+    # heap, for nothing: the state holds all of them; it runs again after the load. After a large
+    # load (FREEZE_AFTER records) what is in memory is frozen (gc.freeze: the collector never walks
+    # it again): else the first collection after the load walks every object it made (0.15 CPU s for
+    # a million offsets) and later full collections walk them again, all of them live. A frozen
+    # object that later becomes part of a garbage cycle is not freed (it is freed when it is not in
+    # a cycle); PYKBROKER_GC_FREEZE=0 turns this off.
     enabled = gc.isenabled()
     gc.disable()
+    n = 0
     try:
-        return _load(plog, state, coordinator, kafka_layout_from)
+        n = _load(plog, state, coordinator, kafka_layout_from)
+        return n
     finally:
+        if n >= FREEZE_AFTER and os.environ.get("PYKBROKER_GC_FREEZE", "1") != "0":
+            gc.freeze()
         if enabled:
             gc.enable()
 
@@ -433,9 +464,14 @@ def _replay_records(
     last_parts = offsets.last_parts
     runs = _RUNS
     i = 0
+    scan = native_scan
+    state = offsets.state
+    put_packed, put_empty, unpack = state.replay_offsets, state.replay_empty_group, native_unpack
+    native_stop = -1  # where the compiled walk last stopped: that record is the Python walk's
     last_run = offsets.last_run
     if (
-        whole
+        scan is None
+        and whole
         and last_run is not None
         and n - pos == count * last_run[3]
         and last_run[0].fullmatch(data, pos, n)
@@ -447,6 +483,18 @@ def _replay_records(
         last_size = -1 if last is None else len(last) + 4
     try:
         while i < count:
+            if scan is not None and pos != native_stop:
+                taken, pos, applied = scan(
+                    data, pos, n, count - i, base, min_offset, put_packed, put_empty, unpack
+                )
+                native_stop = pos
+                if taken:
+                    i += taken
+                    done += applied
+                    offsets.last_prefix = None
+                    last, last_size = None, -1
+                    if i == count:
+                        break
             i += 1
             start = pos
             b = data[pos]

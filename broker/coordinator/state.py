@@ -42,6 +42,7 @@ from .timers import Timers
 log = logging.getLogger(__name__)
 
 _V4_DECODE = _VALUE_DECODERS[4]
+_EMPTY = GroupState.EMPTY
 
 
 @dataclass(frozen=True)
@@ -120,12 +121,43 @@ class PartitionOffsets:
     slices them out of the log, ``to_batch`` leaves them on the record it encoded) in ``raw``, the
     dict underneath; the first read decodes them into a CommittedOffset, kept in their place. So a
     commit and a restart make no object per committed partition beyond those bytes. ``raw`` values
-    are CommittedOffset or bytes of a v4 value in Kafka's layout, nothing else."""
+    are CommittedOffset or bytes of a v4 value in Kafka's layout, nothing else.
 
-    __slots__ = ("raw",)
+    The start-up loader's compiled walk hands over a group and topic's offsets as the bytes of their
+    OffsetCommit records, undecoded, with the function that reads them (``packed``): ``raw`` is made
+    from them on its first use, so a restart makes one object per group and topic until the group's
+    offsets are read (OffsetFetch, expiry, describe, a commit)."""
+
+    __slots__ = ("_raw", "_records", "_unpack")
 
     def __init__(self, items: Any = ()) -> None:
-        self.raw: dict[int, CommittedOffset | bytes] = dict(items) if items else {}
+        self._raw: dict[int, CommittedOffset | bytes] | None = dict(items) if items else {}
+        self._records: bytes | None = None
+        self._unpack: Callable[[bytes], dict[int, bytes]] | None = None
+
+    @classmethod
+    def adopt(cls, raw: dict[int, CommittedOffset | bytes]) -> PartitionOffsets:
+        """A PartitionOffsets whose dict is ``raw`` itself (not a copy)."""
+        parts = cls.__new__(cls)
+        parts._raw, parts._records, parts._unpack = raw, None, None
+        return parts
+
+    @classmethod
+    def packed(cls, records: bytes, unpack: Callable[[bytes], dict[int, bytes]]) -> PartitionOffsets:
+        """The offsets of ``records``, OffsetCommit records of this group and topic in log order:
+        ``unpack(records)`` is partition -> the last v4 value's bytes, called on first use."""
+        parts = cls.__new__(cls)
+        parts._raw, parts._records, parts._unpack = None, records, unpack
+        return parts
+
+    @property
+    def raw(self) -> dict[int, CommittedOffset | bytes]:
+        """partition -> CommittedOffset or a v4 value's bytes (made from packed records on first use)."""
+        raw = self._raw
+        if raw is None:
+            raw = self._raw = self._unpack(self._records)  # type: ignore[misc,arg-type]
+            self._records = self._unpack = None
+        return raw
 
     def get(self, partition: int, default: Any = None) -> Any:
         c = self.raw.get(partition)
@@ -419,6 +451,31 @@ class CoordinatorState:
             self.groups[group_id] = ClassicGroup(group_id)
         return parts.raw
 
+    def replay_offsets(
+        self,
+        group_id: str,
+        topic: str,
+        records: bytes,
+        unpack: Callable[[bytes], dict[int, bytes]],
+    ) -> None:
+        """Replay of a run of OffsetCommit records of one group and topic, as the start-up loader's
+        compiled walk hands them over (loader.py): ``records`` their bytes, in log order;
+        ``unpack(records)`` is partition -> the last v4 value's bytes. The same as
+        ``offset_partitions(group_id, topic).update(unpack(records))``; a group and topic without
+        offsets yet keeps the records and unpacks them on first use (``PartitionOffsets.packed``)."""
+        group = self.offsets.get(group_id)
+        if group is None:
+            self.offsets[group_id] = Offsets({topic: PartitionOffsets.packed(records, unpack)})
+        else:
+            parts = group.by_topic.get(topic)
+            if parts is None:
+                group.by_topic[topic] = PartitionOffsets.packed(records, unpack)
+            else:
+                parts.raw.update(unpack(records))
+        # offsets alone keep a group listable (Empty), as in Kafka
+        if group_id not in self.groups and group_id not in self.consumer_groups:
+            self.groups[group_id] = ClassicGroup(group_id)
+
     def remove_offset(self, group_id: str, topic: str, partition: int) -> None:
         """Replay of an OffsetCommit tombstone."""
         group = self.offsets.get(group_id)
@@ -511,7 +568,13 @@ class CoordinatorState:
         with the fields it read from the record's bytes)."""
         group = self.groups.get(group_id)
         if group is None:
-            group = self.groups[group_id] = ClassicGroup(group_id)
+            # a new group made with its fields, positionally (group id, state, generation, protocol
+            # type, protocol, leader, state timestamp): a restart makes one per group, and keyword
+            # arguments or setting them after cost more (test_replay_native checks the order)
+            self.groups[group_id] = ClassicGroup(
+                group_id, _EMPTY, generation, protocol_type or None, protocol, leader, state_timestamp
+            )
+            return
         group.generation = generation
         group.protocol_type = protocol_type or None
         group.protocol_name = protocol

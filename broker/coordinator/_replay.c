@@ -1,0 +1,450 @@
+/* broker.coordinator._replay: the start-up replay's walk of the coordinator log's records, compiled.
+
+   scan(section, pos, stop, count, base, min_offset, put_offsets, put_empty_group, unpack) walks at
+   most `count` records of an uncompressed records section, section[pos:stop], of a batch whose base
+   offset is `base`, and applies the two kinds of record that make up nearly all of a compacted
+   __consumer_offsets, exactly as the Python fast paths of broker/coordinator/loader.py read them:
+
+   - OffsetCommit records (key type 1) whose value is a v4 in Kafka's layout (version 4, offset,
+     leader epoch, a compact metadata string of under 127 bytes, commit timestamp, the topic id as
+     tagged field 0): the records of one group and topic in a row are a run, handed over undecoded as
+     put_offsets(group, topic, the run's records as bytes, unpack); unpack(records) (below) turns
+     them into {partition: the last value's bytes} when the state first reads them
+     (state.PartitionOffsets);
+   - GroupMetadata records (key type 2) whose value is a v4 without members (an Empty group):
+     put_empty_group(group, protocol type, generation, protocol, leader, state timestamp), the
+     arguments of CoordinatorState.replay_empty_group.
+
+   Records whose offset is below `min_offset` (a batch the read position starts inside of) are
+   skipped (a negative offset delta stops it). It stops at the first record it does not take: any other record type, a tombstone, any
+   other value version or layout, headers, a string that is not UTF-8, a varint out of range, a
+   malformed or truncated record. It never raises for the data and reads no byte outside
+   section[pos:stop]: the caller replays the record it stopped at with the Python code (which raises
+   InvalidRecords for a malformed one) and calls scan again after it. An exception raised by a
+   callback is raised by scan. Returns (records consumed, the position after them, records applied).
+
+   Built by `pip install -e .` (setup.py, an optional extension: without a compiler the install goes
+   on and the loader uses its Python walk; PYKBROKER_NATIVE=0 disables it at run time).
+   tests/coordinator/test_replay_native.py holds the two walks to identical replayed state. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* A zigzag varint of at most max_bytes bytes (5: int32, 10: int64) at *pos, below n, as
+   broker/log/records.py's _read_varint reads it (the value must fit the type). 0 and *pos advanced,
+   or -1. */
+static inline int
+read_varint(const unsigned char *d, int64_t n, int64_t *pos, int max_bytes, int64_t *out)
+{
+    int64_t p = *pos;
+    if (p < n && d[p] < 0x80) {
+        unsigned int b = d[p];
+        *out = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
+        *pos = p + 1;
+        return 0;
+    }
+    uint64_t result = 0;
+    int shift = 0;
+    int used = 0;
+    for (;;) {
+        if (p >= n)
+            return -1;
+        unsigned int b = d[p++];
+        if (shift == 63 && (b & 0x7F) > 1)
+            return -1;
+        result |= (uint64_t)(b & 0x7F) << shift;
+        used++;
+        if (!(b & 0x80))
+            break;
+        if (used == max_bytes)
+            return -1;
+        shift += 7;
+    }
+    int64_t value = (int64_t)((result >> 1) ^ (0 - (result & 1)));
+    if (max_bytes == 5 && (value < INT32_MIN || value > INT32_MAX))
+        return -1;
+    *pos = p;
+    *out = value;
+    return 0;
+}
+
+static inline int32_t
+be32(const unsigned char *p)
+{
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3]);
+}
+
+static inline int64_t
+be64(const unsigned char *p)
+{
+    return (int64_t)((uint64_t)(uint32_t)be32(p) << 32 | (uint32_t)be32(p + 4));
+}
+
+/* 1 when s[0:n] is UTF-8 as Python's strict codec takes it, else 0 (an error is cleared). */
+static int
+utf8_ok(const unsigned char *s, int64_t n)
+{
+    int64_t i;
+    for (i = 0; i < n; i++)
+        if (s[i] >= 0x80)
+            break;
+    if (i == n)
+        return 1;
+    PyObject *u = PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, NULL);
+    if (u == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(u);
+    return 1;
+}
+
+/* A compact string of under 127 bytes at v[*p] (length + 1 in one byte; 0 is null when nullable)
+   -> a new str, Py_None (new reference) for null, or NULL (no error set) when it does not decode. */
+static PyObject *
+compact_string(const unsigned char *v, int64_t n, int64_t *p, int nullable)
+{
+    if (*p >= n)
+        return NULL;
+    int len = (int)v[*p] - 1;
+    if (len >= 0x7F || (len < 0 && !nullable))
+        return NULL;
+    if (len < 0) {
+        *p += 1;
+        Py_RETURN_NONE;
+    }
+    if (*p + 1 + len > n)
+        return NULL;
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)v + *p + 1, len, NULL);
+    if (s == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    *p += 1 + len;
+    return s;
+}
+
+/* The fields of an Empty group's GroupMetadata record as loader._apply_empty_group reads them: a
+   new 6-tuple, NULL with no error set when the record is not one, NULL with an error set on memory
+   failure. */
+static PyObject *
+empty_group(const unsigned char *k, int64_t kn, const unsigned char *v, int64_t vn)
+{
+    if (vn < 17 || v[0] != 0 || v[1] != 4 || kn < 4 || k[2] >= 0x80 || ((k[2] << 8) | k[3]) + 4 != kn)
+        return NULL;
+    int64_t p = 2;
+    PyObject *protocol_type = NULL, *protocol = NULL, *leader = NULL, *group = NULL;
+    protocol_type = compact_string(v, vn, &p, 0);
+    if (protocol_type == NULL || p + 4 > vn)
+        goto no;
+    int32_t generation = be32(v + p);
+    p += 4;
+    if ((protocol = compact_string(v, vn, &p, 1)) == NULL)
+        goto no;
+    if ((leader = compact_string(v, vn, &p, 1)) == NULL)
+        goto no;
+    if (p + 10 != vn || v[p + 8] != 1 || v[p + 9] != 0) /* the timestamp, no members, no tags */
+        goto no;
+    int64_t timestamp = be64(v + p);
+    group = PyUnicode_DecodeUTF8((const char *)k + 4, (Py_ssize_t)(kn - 4), NULL);
+    if (group == NULL) {
+        PyErr_Clear();
+        goto no;
+    }
+    PyObject *gen = PyLong_FromLong(generation), *ts = PyLong_FromLongLong(timestamp);
+    if (gen == NULL || ts == NULL) {
+        Py_XDECREF(gen);
+        Py_XDECREF(ts);
+        goto no;
+    }
+    PyObject *t = PyTuple_New(6);
+    if (t == NULL) {
+        Py_DECREF(gen);
+        Py_DECREF(ts);
+        goto no;
+    }
+    PyTuple_SET_ITEM(t, 0, group);
+    PyTuple_SET_ITEM(t, 1, protocol_type);
+    PyTuple_SET_ITEM(t, 2, gen);
+    PyTuple_SET_ITEM(t, 3, protocol);
+    PyTuple_SET_ITEM(t, 4, leader);
+    PyTuple_SET_ITEM(t, 5, ts);
+    return t;
+no:
+    Py_XDECREF(protocol_type);
+    Py_XDECREF(protocol);
+    Py_XDECREF(leader);
+    Py_XDECREF(group);
+    return NULL;
+}
+
+/* 1 when v[0:n] is an OffsetCommitValue v4 the Python fast path keeps as bytes (loader's
+   _OffsetDecoder.apply): metadata of under 127 bytes, valid UTF-8, the topic id as the one tagged
+   field. */
+static int
+offset_value_ok(const unsigned char *v, int64_t n)
+{
+    if (n < 42 || v[0] != 0 || v[1] != 4 || v[14] >= 0x80 || v[14] == 0)
+        return 0;
+    int64_t end = 15 + v[14] - 1;
+    if (end + 27 != n)
+        return 0;
+    if (v[end + 8] != 1 || v[end + 9] != 0 || v[end + 10] != 16)
+        return 0;
+    return end == 15 || utf8_ok(v + 15, end - 15);
+}
+
+/* The last topic name decoded by a scan, kept for the next key of the same topic (a topic's name
+   is one str for all its groups' runs). */
+struct topic_cache {
+    const unsigned char *raw;
+    int64_t len;
+    PyObject *name;
+};
+
+/* The group and topic of an OffsetCommit key as loader's _OffsetDecoder._names decodes them; 0, or
+   -1 when the key does not add up or a name is not UTF-8. New references in *group and *topic. */
+static int
+offset_key(const unsigned char *k, int64_t kn, PyObject **group, PyObject **topic, struct topic_cache *tc)
+{
+    if (kn < 10 || k[2] >= 0x80)
+        return -1;
+    int64_t p = 4 + ((k[2] << 8) | k[3]);
+    if (p + 6 > kn || k[p] >= 0x80 || p + 6 + ((k[p] << 8) | k[p + 1]) != kn)
+        return -1;
+    const unsigned char *t = k + p + 2;
+    int64_t tn = kn - p - 6;
+    if (tc->name != NULL && tc->len == tn && memcmp(tc->raw, t, (size_t)tn) == 0) {
+        *topic = tc->name;
+        Py_INCREF(*topic);
+    } else {
+        *topic = PyUnicode_DecodeUTF8((const char *)t, (Py_ssize_t)tn, NULL);
+        if (*topic == NULL) {
+            PyErr_Clear();
+            return -1;
+        }
+        Py_XSETREF(tc->name, Py_NewRef(*topic));
+        tc->raw = t;
+        tc->len = tn;
+    }
+    *group = PyUnicode_DecodeUTF8((const char *)k + 4, (Py_ssize_t)(p - 4), NULL);
+    if (*group == NULL) {
+        PyErr_Clear();
+        Py_CLEAR(*topic);
+        return -1;
+    }
+    return 0;
+}
+
+/* The run of offsets gathered so far: its records, section[start:end], of one group and topic. */
+struct run {
+    int64_t start, end;
+    PyObject *group, *topic;
+    const unsigned char *key; /* its first record's key minus the partition */
+    int64_t key_len;
+};
+
+/* put(group, topic, the run's records, unpack) for a run gathered; 0, or -1 with an error set. */
+static int
+flush_run(struct run *r, const unsigned char *d, PyObject *put, PyObject *unpack)
+{
+    if (r->group == NULL)
+        return 0;
+    int rc = -1;
+    PyObject *records = PyBytes_FromStringAndSize((const char *)d + r->start, (Py_ssize_t)(r->end - r->start));
+    if (records != NULL) {
+        PyObject *args[4] = {r->group, r->topic, records, unpack};
+        PyObject *res = PyObject_Vectorcall(put, args, 4, NULL);
+        if (res != NULL) {
+            rc = 0;
+            Py_DECREF(res);
+        }
+        Py_DECREF(records);
+    }
+    Py_CLEAR(r->group);
+    Py_CLEAR(r->topic);
+    return rc;
+}
+
+static PyObject *
+scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "scan(section, pos, stop, count, base, min_offset, put_offsets, put_empty_group, "
+                        "unpack) takes 9 arguments");
+        return NULL;
+    }
+    long long start = PyLong_AsLongLong(args[1]), stop = PyLong_AsLongLong(args[2]);
+    long long count = PyLong_AsLongLong(args[3]), base = PyLong_AsLongLong(args[4]);
+    long long min_offset = PyLong_AsLongLong(args[5]);
+    PyObject *put = args[6], *put_group = args[7], *unpack = args[8];
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    int64_t n = stop < (long long)view.len ? (int64_t)stop : (int64_t)view.len;
+    int64_t pos = start < 0 ? n : (int64_t)start;
+    struct run run = {0, 0, NULL, NULL, NULL, -1};
+    struct topic_cache topics = {NULL, 0, NULL};
+    long long consumed = 0, applied = 0;
+    while (consumed < count && pos < n) {
+        int64_t p = pos, v, length, key_len, value_len;
+        if (read_varint(d, n, &p, 5, &length) || length < 6 || p + length > n)
+            break;
+        int64_t end = p + length;
+        p += 1; /* attributes */
+        if (read_varint(d, end, &p, 10, &v)) /* timestamp delta */
+            break;
+        if (read_varint(d, end, &p, 5, &v)) /* offset delta */
+            break;
+        long long offset = base + v;
+        if (read_varint(d, end, &p, 5, &key_len) || key_len < -1 || p + (key_len > 0 ? key_len : 0) > end)
+            break;
+        const unsigned char *key = d + p;
+        if (key_len > 0)
+            p += key_len;
+        if (read_varint(d, end, &p, 5, &value_len) || value_len < -1 ||
+            p + (value_len > 0 ? value_len : 0) > end)
+            break;
+        const unsigned char *value = d + p;
+        if (value_len > 0)
+            p += value_len;
+        if (p + 1 != end || d[p] != 0) /* no headers, nothing after them */
+            break;
+        if (offset < min_offset) {
+            if (base >= min_offset)
+                break; /* a negative offset delta: the Python walk's (which takes or skips it as it does) */
+            if (flush_run(&run, d, put, unpack))
+                goto fail;
+            pos = end;
+            consumed++;
+            continue;
+        }
+        if (key_len < 2 || value_len <= 0 || key[0] != 0)
+            break;
+        if (key[1] == 1) {
+            if (!offset_value_ok(value, value_len))
+                break;
+            if (run.group == NULL || key_len != run.key_len + 4 || memcmp(key, run.key, (size_t)run.key_len) != 0) {
+                PyObject *group, *topic;
+                if (offset_key(key, key_len, &group, &topic, &topics))
+                    break;
+                if (flush_run(&run, d, put, unpack)) {
+                    Py_DECREF(group);
+                    Py_DECREF(topic);
+                    goto fail;
+                }
+                run.group = group;
+                run.topic = topic;
+                run.start = pos;
+                run.key = key;
+                run.key_len = key_len - 4;
+            }
+            run.end = end;
+        } else if (key[1] == 2) {
+            PyObject *ev = empty_group(key, key_len, value, value_len);
+            if (ev == NULL) {
+                if (PyErr_Occurred())
+                    goto fail;
+                break;
+            }
+            if (flush_run(&run, d, put, unpack)) {
+                Py_DECREF(ev);
+                goto fail;
+            }
+            PyObject *res = PyObject_Call(put_group, ev, NULL);
+            Py_DECREF(ev);
+            if (res == NULL)
+                goto fail;
+            Py_DECREF(res);
+        } else {
+            break;
+        }
+        pos = end;
+        consumed++;
+        applied++;
+    }
+    if (flush_run(&run, d, put, unpack))
+        goto fail;
+    Py_XDECREF(topics.name);
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(LLL)", consumed, (long long)pos, applied);
+fail:
+    Py_CLEAR(run.group);
+    Py_CLEAR(run.topic);
+    Py_XDECREF(topics.name);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* unpack(records) -> {partition: value bytes}: a run of OffsetCommit records that scan took (handed
+   to put_offsets), read again, the last value of each partition in the order of first appearance. */
+static PyObject *
+unpack(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    int64_t n = (int64_t)view.len, pos = 0;
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        goto fail;
+    while (pos < n) {
+        int64_t p = pos, v, length, key_len, value_len;
+        if (read_varint(d, n, &p, 5, &length) || length < 6 || p + length > n)
+            goto bad;
+        int64_t end = p + length;
+        p += 1;
+        if (read_varint(d, end, &p, 10, &v) || read_varint(d, end, &p, 5, &v))
+            goto bad;
+        if (read_varint(d, end, &p, 5, &key_len) || key_len < 10 || p + key_len > end)
+            goto bad;
+        int32_t partition = be32(d + p + key_len - 4);
+        p += key_len;
+        if (read_varint(d, end, &p, 5, &value_len) || value_len < 0 || p + value_len + 1 != end)
+            goto bad;
+        PyObject *part = PyLong_FromLong(partition);
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)d + p, (Py_ssize_t)value_len);
+        int rc = part == NULL || raw == NULL ? -1 : PyDict_SetItem(out, part, raw);
+        Py_XDECREF(part);
+        Py_XDECREF(raw);
+        if (rc)
+            goto fail;
+        pos = end;
+    }
+    PyBuffer_Release(&view);
+    return out;
+bad:
+    PyErr_SetString(PyExc_ValueError, "not a run of OffsetCommit records that scan took");
+fail:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
+     "scan(section, pos, stop, count, base, min_offset, put_offsets, put_empty_group, unpack) -> "
+     "(records consumed, position after them, records applied): the coordinator log's common records "
+     "applied through the two callbacks, up to the first record it does not take"},
+    {"unpack", (PyCFunction)unpack, METH_O,
+     "unpack(records) -> {partition: value bytes} of a run of OffsetCommit records scan took"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "broker.coordinator._replay",
+    "The start-up replay's walk of the coordinator log's records, compiled.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__replay(void)
+{
+    return PyModule_Create(&module);
+}
