@@ -12,7 +12,7 @@ their last batch's timestamp, as Kafka; never one whose transaction is open).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from broker.protocol.errors import ErrorCode, KafkaError
 
@@ -31,16 +31,30 @@ class CachedBatch:
     timestamp: int
 
 
-@dataclass
 class ProducerEntry:
-    epoch: int
-    batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
-    #: first offset of the producer's open transaction in this partition, -1 when none
-    txn_first_offset: int = -1
-    #: the coordinator epoch of the last marker written for it (-1: none yet)
-    coordinator_epoch: int = -1
-    #: the max timestamp of its last batch or marker (Kafka's lastTimestamp: expiry counts from it)
-    last_timestamp: int = -1
+    """One producer's state in one partition. A plain slotted class (one is made for each partition
+    a new producer writes to: one record into each of 10,000 partitions makes 10,000 of them), with
+    no per-instance default factory to call."""
+
+    __slots__ = ("epoch", "batches", "txn_first_offset", "coordinator_epoch", "last_timestamp")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        #: its last MAX_CACHED_BATCHES batches (a retry of one is answered as a duplicate)
+        self.batches: deque[CachedBatch] = deque((), MAX_CACHED_BATCHES)
+        #: first offset of the producer's open transaction in this partition, -1 when none
+        self.txn_first_offset = -1
+        #: the coordinator epoch of the last marker written for it (-1: none yet)
+        self.coordinator_epoch = -1
+        #: the max timestamp of its last batch or marker (Kafka's lastTimestamp: expiry counts from it)
+        self.last_timestamp = -1
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerEntry(epoch={self.epoch}, batches={list(self.batches)!r}, "
+            f"txn_first_offset={self.txn_first_offset}, coordinator_epoch={self.coordinator_epoch}, "
+            f"last_timestamp={self.last_timestamp})"
+        )
 
     @property
     def last_seq(self) -> int:
