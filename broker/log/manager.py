@@ -275,6 +275,8 @@ class LogManager:
                 pass
         self._tasks: list[asyncio.Task] = []
         self.recovery_points = self._read_checkpoint()
+        #: the rows the checkpoint file holds as this broker last wrote it (None: not written yet)
+        self._checkpointed: list[tuple[str, int, int]] | None = None
         self.start_offsets = read_checkpoint(data_dir / START_CHECKPOINT)
         self.cleaner = LogCleaner(broker_config)
         self.cleaner.now_ms = self.now_ms
@@ -510,8 +512,11 @@ class LogManager:
             if not plog.deleted
         ]
         self.recovery_points = {(t, p): o for t, p, o in rows}
+        if rows == self._checkpointed:  # the file already says this: no rewrite, no fsync on the loop
+            return
         body = "0\n" + f"{len(rows)}\n" + "".join(f"{t} {p} {o}\n" for t, p, o in rows)
         _atomic_write(self.data_dir / CHECKPOINT, body.encode())
+        self._checkpointed = rows
 
     def write_start_checkpoint(self, moved: dict[tuple[str, int], int] | None = None) -> None:
         """The log start offsets of every partition whose start is inside its first segment (moved by
