@@ -416,7 +416,8 @@ class LogManager:
         self._dirty.add(plog)
         if self._next is None:
             self._next = asyncio.get_running_loop().create_future()
-        self._schedule()
+        if self._scheduled is None and not self._flushing:  # (else _schedule has nothing to do)
+            self._schedule()
         return self._next
 
     def _flush_in_background(self, plog: PartitionLog) -> None:
