@@ -18,7 +18,10 @@ partition, one record each; ``--batch N``: N records each, the shape librdkafka 
 partitions with linger.ms=5 under load, measured at ~14-18 records a request): for each partition count N, rounds of max(N, ``--requests``) requests,
 the i-th to partition i mod N, ``--in-flight`` of them (default: as many as a connection defers,
 ``MAX_DEFERRED``; 16 otherwise) waiting for their group commit together;
-printed as CPU per request. ``--profile N``: cProfile of the measured rounds, its top N entries by
+printed as CPU per request. ``--idempotent``: the batches carry a producer id and sequences (one idempotent producer, each
+request's sequences following the last's), so producer state is kept and checked as for franz-go or
+librdkafka (idempotent by default); one record into each of 10,000 partitions in one request:
+``--partitions 10000 --records 10000 --requests 1 --idempotent``. ``--profile N``: cProfile of the measured rounds, its top N entries by
 own CPU time (tottime, the event loop thread's) on stderr.
 
 To compare two checkouts, run it from each with ``PYTHONPATH`` set to that checkout.
@@ -58,13 +61,18 @@ from broker.server.pipeline import Pending, RequestPipeline
 VERSION = 9  # what librdkafka 2.x sends
 IN_FLIGHT = 16
 VALUE = b"x" * 100
+PRODUCER_ID = 1000  # --idempotent: what the batches carry (as an idempotent client's InitProducerId gives)
 
 
-def frame_for(topic: str, partitions: int | list[int], records: int) -> bytes:
-    """A Produce request of ``records`` records spread over ``partitions`` (a count: 0..n-1)."""
+def frame_for(topic: str, partitions: int | list[int], records: int, sequence: int = -1) -> bytes:
+    """A Produce request of ``records`` records spread over ``partitions`` (a count: 0..n-1);
+    with ``sequence`` >= 0, idempotent batches of producer ``PRODUCER_ID`` (epoch 0) starting there."""
     indexes = range(partitions) if isinstance(partitions, int) else partitions
     per = max(1, records // len(indexes))
-    batch = simple_batch([VALUE] * per)
+    if sequence >= 0:
+        batch = simple_batch([VALUE] * per, producer_id=PRODUCER_ID, producer_epoch=0, base_sequence=sequence)
+    else:
+        batch = simple_batch([VALUE] * per)
     body = ProduceRequest(
         transactional_id=None,
         acks=-1,
@@ -113,6 +121,13 @@ async def measure(partitions: int, args: argparse.Namespace, gc_frozen: bool | N
                 frames = [frame_for("t", [p], args.batch) for p in range(partitions)]
                 per_request = 1
                 requests = max(partitions, args.requests)
+            elif args.idempotent:  # each request's batches continue the producer's sequences
+                per = max(1, args.records // partitions)
+                requests = args.requests
+                frames = [
+                    frame_for("t", partitions, args.records, i * per) for i in range(requests * args.rounds)
+                ]
+                per_request = per * partitions
             else:
                 frames = [frame_for("t", partitions, args.records)]
                 per_request = max(1, args.records // partitions) * partitions
@@ -125,13 +140,14 @@ async def measure(partitions: int, args: argparse.Namespace, gc_frozen: bool | N
                 if gc_frozen:
                     gc.freeze()
             profiler = cProfile.Profile(time.thread_time) if args.profile else None  # CPU, not wall
-            for _ in range(args.rounds):
+            for round_ in range(args.rounds):
+                sent = round_ * requests if args.idempotent and not args.one_each else 0
                 if profiler is not None:
                     profiler.enable()
                 start = time.process_time()
                 waiting: list = []
                 for i in range(requests):
-                    out = pipeline.handle(frames[i % len(frames)], client)
+                    out = pipeline.handle(frames[(sent + i) % len(frames)], client)
                     if type(out) is Pending:
                         waiting.append(out)
                     else:
@@ -147,6 +163,10 @@ async def measure(partitions: int, args: argparse.Namespace, gc_frozen: bool | N
                 best = min(best, (time.process_time() - start) / (requests * per_request))
                 if profiler is not None:
                     profiler.disable()
+            if not args.one_each:  # every record was appended (none refused: a bench of failures is no bench)
+                want = args.rounds * requests * max(1, args.records // partitions)
+                ends = {broker.logs.get("t", p).log_end_offset for p in range(partitions)}
+                assert ends == {want}, f"log end offsets {sorted(ends)[:5]}, expected {want}"
             if profiler is not None:
                 print(f"# profile: {partitions} partitions, {args.rounds} rounds", file=sys.stderr)
                 pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
@@ -166,6 +186,12 @@ def main() -> None:
     ap.add_argument("--one-each", action="store_true", help="one request of one record per partition")
     ap.add_argument(
         "--batch", type=int, default=1, help="--one-each: records in each request's batch (default 1)"
+    )
+    ap.add_argument(
+        "--idempotent",
+        action="store_true",
+        help="batches of one idempotent producer, sequences continuing request after request "
+        "(as franz-go and librdkafka send by default); not with --one-each",
     )
     ap.add_argument("--in-flight", type=int, default=0, help="requests per group commit wait")
     ap.add_argument("--profile", type=int, default=0, help="print the top N of a cProfile")

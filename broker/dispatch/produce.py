@@ -639,7 +639,8 @@ def _append(
     plog = logs.logs.get((topic, partition))
     if plog is None:
         return _error(partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if records is None or len(records) == 0:
+    size = len(records) if records is not None else 0
+    if size == 0:
         return _error(partition, ErrorCode.INVALID_RECORD, "produce requests must carry a record batch")
     config = plog.config
     if acks == -1 and config.min_insync_replicas > 1:
@@ -653,11 +654,11 @@ def _append(
                 f"The size of the current ISR Set({', '.join(map(str, isr))}) is insufficient to satisfy "
                 f"the min.isr requirement of {config.min_insync_replicas} for partition {topic}-{partition}",
             )
-    if len(records) > config.max_message_bytes:
+    if size > config.max_message_bytes:
         return _error(
             partition,
             ErrorCode.MESSAGE_TOO_LARGE,
-            f"{len(records)} bytes exceed max.message.bytes={config.max_message_bytes}",
+            f"{size} bytes exceed max.message.bytes={config.max_message_bytes}",
         )
     try:
         batches = validate_produce(records)

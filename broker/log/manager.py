@@ -50,7 +50,7 @@ from broker.protocol.errors import ErrorCode, KafkaError
 
 from .cleaner import LogCleaner, fsync_dir
 from .config import LONG_MAX, LogConfig
-from .partition import UNOPENED, PartitionLog, now_ms
+from .partition import UNOPENED, PartitionLog, flush_targets, mark_all_flushed, now_ms
 from .segment import SYSTEM_OPS, FileOps, OpenFiles, Segment, segment_name, starting_open_files_limit
 
 log = logging.getLogger(__name__)
@@ -113,15 +113,14 @@ def _fsync_all(segments: list[Segment], pool: ThreadPoolExecutor | None = None) 
 SYNCFS_MIN_FILES = 32
 
 
-def _syncfs_all(fd: int, segments: list[Segment]) -> None:
-    """Make every segment durable with one syncfs(2) through ``fd`` (the data directory's descriptor,
-    open since the broker started: the error it reports is any write-back error of the file system
-    since then, which fails the group commit as a failed fsync does)."""
-    sizes = [(seg, seg.size) for seg in segments]  # what the sync covers: written before it starts
+def _syncfs_all(fd: int) -> None:
+    """Make every file of the data directory's file system durable with one syncfs(2) through ``fd``
+    (the data directory's descriptor, open since the broker started: the error it reports is any
+    write-back error of the file system since then, which fails the group commit as a failed fsync
+    does). What it covered -- each segment's size when the group commit started, taken on the event
+    loop before it -- is recorded on the event loop once it returns (``mark_all_flushed``): this
+    thread walks no list of files while holding the GIL."""
     _syncfs(fd, "the data directory")
-    for seg, size in sizes:
-        if size > seg.synced_size:
-            seg.synced_size = size
 
 
 def open_files_limit(setting: int) -> int:
@@ -276,6 +275,8 @@ class LogManager:
                 pass
         self._tasks: list[asyncio.Task] = []
         self.recovery_points = self._read_checkpoint()
+        #: the rows the checkpoint file holds as this broker last wrote it (None: not written yet)
+        self._checkpointed: list[tuple[str, int, int]] | None = None
         self.start_offsets = read_checkpoint(data_dir / START_CHECKPOINT)
         self.cleaner = LogCleaner(broker_config)
         self.cleaner.now_ms = self.now_ms
@@ -415,7 +416,8 @@ class LogManager:
         self._dirty.add(plog)
         if self._next is None:
             self._next = asyncio.get_running_loop().create_future()
-        self._schedule()
+        if self._scheduled is None and not self._flushing:  # (else _schedule has nothing to do)
+            self._schedule()
         return self._next
 
     def _flush_in_background(self, plog: PartitionLog) -> None:
@@ -463,11 +465,12 @@ class LogManager:
         self._last_flush_start = self._now()
         fut, self._next = self._next, None
         dirty, self._dirty = self._dirty, set()
-        targets = [(plog, plog.flush_target()) for plog in dirty if not plog.deleted]
-        segments = list({id(t[1]): t[1] for _p, t in targets}.values())
-        if self._syncfs_fd is not None and len(segments) >= SYNCFS_MIN_FILES:
-            job = loop.run_in_executor(self._executor, _syncfs_all, self._syncfs_fd, segments)
+        # (a log's active segment is its own: one segment a log, none shared)
+        targets = flush_targets(dirty)
+        if self._syncfs_fd is not None and len(targets) >= SYNCFS_MIN_FILES:
+            job = loop.run_in_executor(self._executor, _syncfs_all, self._syncfs_fd)
         else:
+            segments = [seg for _plog, _offset, seg, _position in targets]
             job = loop.run_in_executor(self._executor, _fsync_all, segments, self._flushers)
         job.add_done_callback(lambda j: self._flush_done(j, fut, targets))
 
@@ -482,16 +485,14 @@ class LogManager:
             error = StorageError(f"fsync failed: {exc}")
             pending, self._next = self._next, None
             dirty, self._dirty = self._dirty, set()
-            for plog in {plog for plog, _target in targets} | dirty:
+            for plog in {t[0] for t in targets} | dirty:
                 if not plog.deleted:
                     plog.discard_unflushed()
             for f in (fut, pending):
                 if f is not None and not f.done():
                     f.set_exception(error)
         else:
-            for plog, target in targets:
-                if not plog.deleted:
-                    plog.mark_flushed(*target)
+            mark_all_flushed(targets)
             if not fut.done():
                 fut.set_result(None)
         self._schedule()
@@ -512,8 +513,11 @@ class LogManager:
             if not plog.deleted
         ]
         self.recovery_points = {(t, p): o for t, p, o in rows}
+        if rows == self._checkpointed:  # the file already says this: no rewrite, no fsync on the loop
+            return
         body = "0\n" + f"{len(rows)}\n" + "".join(f"{t} {p} {o}\n" for t, p, o in rows)
         _atomic_write(self.data_dir / CHECKPOINT, body.encode())
+        self._checkpointed = rows
 
     def write_start_checkpoint(self, moved: dict[tuple[str, int], int] | None = None) -> None:
         """The log start offsets of every partition whose start is inside its first segment (moved by

@@ -14,7 +14,7 @@ import os
 import random
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -560,6 +560,8 @@ class PartitionLog:
             self.wake()
 
     def wake(self) -> None:
+        if not self.waiters:
+            return
         waiters, self.waiters = self.waiters, set()
         for w in waiters:
             if not w.done():
@@ -831,3 +833,36 @@ def _marker_kind(buf: bytes | bytearray, pos: int) -> bool | None:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+#: what a group commit makes durable, per log: (log, offset, segment, position), as ``flush_target``
+FlushTarget = tuple[PartitionLog, int, Segment, int]
+
+
+def flush_targets(plogs: Iterable[PartitionLog]) -> list[FlushTarget]:
+    """``flush_target`` of every log not deleted, in one pass (a group commit of one record into
+    each of thousands of partitions: one tuple a log, no call per log)."""
+    out = []
+    for plog in plogs:
+        if not plog.deleted:
+            seg = plog.segments[-1]
+            out.append((plog, plog.log_end_offset, seg, seg.size))
+    return out
+
+
+def mark_all_flushed(targets: list[FlushTarget]) -> None:
+    """After the fsync (or syncfs) of ``targets`` succeeded: ``mark_flushed`` of each log not deleted
+    since, and each segment's synced size (what that sync covered), in one pass."""
+    for plog, offset, seg, position in targets:
+        if plog.deleted:
+            continue
+        if position > seg.synced_size:
+            seg.synced_size = position
+        if offset > plog.durable_offset:
+            plog.durable_offset = offset
+        if offset > plog.high_watermark:
+            plog.high_watermark = offset
+            plog._hw_segment = seg
+            plog._hw_position = position
+            if plog.waiters:
+                plog.wake()

@@ -12,11 +12,11 @@ their last batch's timestamp, as Kafka; never one whose transaction is open).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from broker.protocol.errors import ErrorCode, KafkaError
 
-from .batch import BatchInfo
+from .batch import CONTROL_MASK, TRANSACTIONAL_MASK, BatchInfo
 
 MAX_CACHED_BATCHES = 5
 SEQ_MOD = 1 << 31
@@ -31,16 +31,30 @@ class CachedBatch:
     timestamp: int
 
 
-@dataclass
 class ProducerEntry:
-    epoch: int
-    batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
-    #: first offset of the producer's open transaction in this partition, -1 when none
-    txn_first_offset: int = -1
-    #: the coordinator epoch of the last marker written for it (-1: none yet)
-    coordinator_epoch: int = -1
-    #: the max timestamp of its last batch or marker (Kafka's lastTimestamp: expiry counts from it)
-    last_timestamp: int = -1
+    """One producer's state in one partition. A plain slotted class (one is made for each partition
+    a new producer writes to: one record into each of 10,000 partitions makes 10,000 of them), with
+    no per-instance default factory to call."""
+
+    __slots__ = ("epoch", "batches", "txn_first_offset", "coordinator_epoch", "last_timestamp")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        #: its last MAX_CACHED_BATCHES batches (a retry of one is answered as a duplicate)
+        self.batches: deque[CachedBatch] = deque((), MAX_CACHED_BATCHES)
+        #: first offset of the producer's open transaction in this partition, -1 when none
+        self.txn_first_offset = -1
+        #: the coordinator epoch of the last marker written for it (-1: none yet)
+        self.coordinator_epoch = -1
+        #: the max timestamp of its last batch or marker (Kafka's lastTimestamp: expiry counts from it)
+        self.last_timestamp = -1
+
+    def __repr__(self) -> str:
+        return (
+            f"ProducerEntry(epoch={self.epoch}, batches={list(self.batches)!r}, "
+            f"txn_first_offset={self.txn_first_offset}, coordinator_epoch={self.coordinator_epoch}, "
+            f"last_timestamp={self.last_timestamp})"
+        )
 
     @property
     def last_seq(self) -> int:
@@ -91,30 +105,37 @@ class ProducerState:
 
     def record(self, b: BatchInfo) -> int | None:
         """Apply an appended batch; for a transaction marker, returns the first offset of the
-        transaction it ends (the marker's own offset when the producer wrote nothing here)."""
-        if b.producer_id < 0:
+        transaction it ends (the marker's own offset when the producer wrote nothing here).
+        (BatchInfo's derived properties are computed inline: this runs once per appended batch.)"""
+        pid = b.producer_id
+        if pid < 0:
             return None
-        entry = self.producers.get(b.producer_id)
-        if b.is_control:
+        entry = self.producers.get(pid)
+        attributes = b.attributes
+        epoch = b.producer_epoch
+        if attributes & CONTROL_MASK:
             # a transaction marker (Kafka's appendEndTxnMarker): ends the open transaction and
             # moves the epoch; it has no sequence
-            first = self.ongoing.pop(b.producer_id, b.base_offset)
-            if entry is None or b.producer_epoch > entry.epoch:
-                entry = self.producers[b.producer_id] = ProducerEntry(b.producer_epoch)
+            first = self.ongoing.pop(pid, b.base_offset)
+            if entry is None or epoch > entry.epoch:
+                entry = self.producers[pid] = ProducerEntry(epoch)
             entry.txn_first_offset = -1
             entry.coordinator_epoch = 0  # this node has always coordinated every transaction
             entry.last_timestamp = b.max_timestamp
             return first
-        if entry is None or b.producer_epoch > entry.epoch:
-            entry = ProducerEntry(b.producer_epoch)
-            self.producers[b.producer_id] = entry
-        if b.is_transactional and entry.txn_first_offset < 0:
-            entry.txn_first_offset = b.base_offset
-            self.ongoing[b.producer_id] = b.base_offset
+        if entry is None or epoch > entry.epoch:
+            entry = self.producers[pid] = ProducerEntry(epoch)
+        base = b.base_offset
+        if attributes & TRANSACTIONAL_MASK and entry.txn_first_offset < 0:
+            entry.txn_first_offset = base
+            self.ongoing[pid] = base
+        delta = b.last_offset_delta
+        seq = b.base_sequence
+        timestamp = b.max_timestamp
         entry.batches.append(
-            CachedBatch(b.base_sequence, b.last_sequence, b.base_offset, b.last_offset, b.max_timestamp)
+            CachedBatch(seq, -1 if seq < 0 else (seq + delta) % SEQ_MOD, base, base + delta, timestamp)
         )
-        entry.last_timestamp = b.max_timestamp
+        entry.last_timestamp = timestamp
         return None
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:

@@ -296,3 +296,23 @@ async def test_a_failed_syncfs_fails_every_append_of_its_group_commit(tmp_path, 
     await asyncio.wait_for(futs.pop(), 5)
     assert [plog.high_watermark for plog in logs] == [1] * 10
     await m.close()
+
+
+async def test_checkpoint_is_rewritten_only_when_a_recovery_point_moved(tmp_path):
+    """The periodic checkpoint of 10,000 logs rewrites (and fsyncs, on the event loop) its file only
+    when what it would write differs from what it last wrote."""
+    m = manager(tmp_path)
+    m.open_topic("t", 3, {})
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    m.write_checkpoint()
+    first = os.stat(path).st_ino
+    m.write_checkpoint()
+    assert os.stat(path).st_ino == first, "nothing moved: the file is left as it is"
+    _, fut = append(m, m.get("t", 1))
+    await fut
+    m.write_checkpoint()
+    assert os.stat(path).st_ino != first
+    assert path.read_text().splitlines()[2:] == ["t 0 0", "t 1 1", "t 2 0"]
+    m.delete_topic("t")  # a log fewer: written again
+    assert path.read_text().splitlines() == ["0", "0"]
+    await m.close()
