@@ -14,6 +14,7 @@ this one kept for comparison).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import uuid
 from collections.abc import Callable, Iterable
@@ -747,3 +748,25 @@ class CoordinatorContext:
             assert resp is not None and resp.error_code == 0, resp
             out.append(JoinedMember(resp.member_id, resp.generation_id, resp.leader, m.instance))
         return out
+
+
+class FakeLogs:
+    """The log manager's group commit (``log.flush=interval``): every append waits for the same future."""
+
+    policy = "interval"
+
+    def __init__(self) -> None:
+        self.flush: asyncio.Future | None = None
+
+    def appended(self, plog) -> asyncio.Future:
+        if self.flush is None:
+            self.flush = asyncio.get_running_loop().create_future()
+        return self.flush
+
+
+class Replayed:
+    def __init__(self) -> None:
+        self.records: list[tuple[int, int]] = []
+
+    def replay(self, record, offset: int, timestamp: int) -> None:
+        self.records.append((record.key.partition, offset))

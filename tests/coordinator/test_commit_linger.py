@@ -19,6 +19,7 @@ from broker.log.batch import iter_batches
 from broker.log.manager import StorageError
 from broker.log.records import iter_records
 from broker.protocol.errors import ErrorCode, KafkaError
+from tests.coordinator.context import FakeLogs, Replayed
 
 
 class FakeLog:
@@ -36,26 +37,6 @@ class FakeLog:
         self.end += sum(b.records_count for b in batches)
         self.batches.append(bytes(data))
         return base
-
-
-class FakeLogs:
-    policy = "interval"
-
-    def __init__(self) -> None:
-        self.flush: asyncio.Future | None = None
-
-    def appended(self, plog) -> asyncio.Future:
-        if self.flush is None:
-            self.flush = asyncio.get_running_loop().create_future()
-        return self.flush
-
-
-class Replayed:
-    def __init__(self) -> None:
-        self.records: list[tuple[int, int]] = []
-
-    def replay(self, record, offset: int, timestamp: int) -> None:
-        self.records.append((record.key.partition, offset))
 
 
 def record(partition: int, now: int) -> CoordinatorRecord:

@@ -17,6 +17,7 @@ from broker.coordinator.result import Result
 from broker.coordinator.runtime import CoordinatorRuntime, ManualClock
 from broker.log.manager import StorageError
 from broker.protocol.errors import ErrorCode, KafkaError
+from tests.coordinator.context import FakeLogs, Replayed
 
 
 class FakeLog:
@@ -31,26 +32,6 @@ class FakeLog:
         self.end += sum(b.records_count for b in batches)
         self.batches.append(bytes(data))
         return base
-
-
-class FakeLogs:
-    """The log manager's group commit: every append waits for the same future."""
-
-    def __init__(self) -> None:
-        self.flush: asyncio.Future | None = None
-
-    def appended(self, plog) -> asyncio.Future:
-        if self.flush is None:
-            self.flush = asyncio.get_running_loop().create_future()
-        return self.flush
-
-
-class Replayed:
-    def __init__(self) -> None:
-        self.records: list[tuple[int, int]] = []
-
-    def replay(self, record, offset: int, timestamp: int) -> None:
-        self.records.append((record.key.partition, offset))
 
 
 def commit_op(partition: int, response: object):
