@@ -341,8 +341,7 @@ class CoordinatorRuntime:
                 return
             e = f.exception()
             if isinstance(e, KafkaError):
-                error = KafkaError(ErrorCode.NOT_COORDINATOR, e.message)
-                error.__cause__ = e
+                error = _not_coordinator(e)
                 fail(result.completions, error)
                 out.set_exception(error)
             elif e is not None:
@@ -359,7 +358,7 @@ class CoordinatorRuntime:
             # shielded: the group commit's future is shared, a cancelled request must not cancel it
             await asyncio.shield(fut)
         except KafkaError as e:
-            error = KafkaError(ErrorCode.NOT_COORDINATOR, e.message)
+            error = _not_coordinator(e)
             fail(result.completions, error)
             raise error from e
         complete(result.completions)
@@ -380,6 +379,14 @@ class CoordinatorRuntime:
             task.add_done_callback(lambda t: t.exception() if not t.cancelled() else None)
 
 
+def _not_coordinator(e: KafkaError) -> KafkaError:
+    """A failed group commit (a storage error) as the coordinator answers it: NOT_COORDINATOR, so the
+    client looks its coordinator up again, with the storage error as the cause."""
+    error = KafkaError(ErrorCode.NOT_COORDINATOR, e.message)
+    error.__cause__ = e
+    return error
+
+
 def _answer(flushed: asyncio.Future | None, pending: list[tuple[Result, asyncio.Future, int]]) -> None:
     """Answer the commits of one drained batch once ``flushed`` (the group commit) is done."""
     error: BaseException | None = None
@@ -389,11 +396,7 @@ def _answer(flushed: asyncio.Future | None, pending: list[tuple[Result, asyncio.
                 out.cancel()
             return
         e = flushed.exception()
-        if isinstance(e, KafkaError):
-            error = KafkaError(ErrorCode.NOT_COORDINATOR, e.message)
-            error.__cause__ = e
-        else:
-            error = e
+        error = _not_coordinator(e) if isinstance(e, KafkaError) else e
     for result, out, _now in pending:
         if error is not None:
             fail(result.completions, error)
