@@ -9,7 +9,14 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension("broker.log._native", ["broker/log/_native.c"], optional=True),
-        Extension("broker.coordinator._replay", ["broker/coordinator/_replay.c"], optional=True),
+        Extension(
+            "broker.log._native", ["broker/log/_native.c"], depends=["broker/log/_varint.h"], optional=True
+        ),
+        Extension(
+            "broker.coordinator._replay",
+            ["broker/coordinator/_replay.c"],
+            depends=["broker/log/_varint.h"],
+            optional=True,
+        ),
     ]
 )

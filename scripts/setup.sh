@@ -28,7 +28,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # the install also compiles broker/log/_native.c and broker/coordinator/_replay.c (setup.py): a change
 # to any of them installs again
-stamp=.venv/.installed-$(cat pyproject.toml setup.py broker/log/_native.c broker/coordinator/_replay.c | sha1sum | cut -c1-12)-${1:-run}
+stamp=.venv/.installed-$(cat pyproject.toml setup.py broker/log/_native.c broker/log/_varint.h broker/coordinator/_replay.c | sha1sum | cut -c1-12)-${1:-run}
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
   # setuptools' notices about editable installs (a page of asterisks on every first run) say nothing

@@ -32,43 +32,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* A zigzag varint of at most max_bytes bytes (5: int32, 10: int64) at *pos, below n, as
-   broker/log/records.py's _read_varint reads it (the value must fit the type). 0 and *pos advanced,
-   or -1. */
-static inline int
-read_varint(const unsigned char *d, int64_t n, int64_t *pos, int max_bytes, int64_t *out)
-{
-    int64_t p = *pos;
-    if (p < n && d[p] < 0x80) {
-        unsigned int b = d[p];
-        *out = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
-        *pos = p + 1;
-        return 0;
-    }
-    uint64_t result = 0;
-    int shift = 0;
-    int used = 0;
-    for (;;) {
-        if (p >= n)
-            return -1;
-        unsigned int b = d[p++];
-        if (shift == 63 && (b & 0x7F) > 1)
-            return -1;
-        result |= (uint64_t)(b & 0x7F) << shift;
-        used++;
-        if (!(b & 0x80))
-            break;
-        if (used == max_bytes)
-            return -1;
-        shift += 7;
-    }
-    int64_t value = (int64_t)((result >> 1) ^ (0 - (result & 1)));
-    if (max_bytes == 5 && (value < INT32_MIN || value > INT32_MAX))
-        return -1;
-    *pos = p;
-    *out = value;
-    return 0;
-}
+#include "../log/_varint.h"
 
 static inline int32_t
 be32(const unsigned char *p)
