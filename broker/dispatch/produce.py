@@ -74,16 +74,22 @@ def _one_partition_request(b: bytes, p: int, v: int) -> tuple[ProduceRequest, in
     any other shape (more topics or partitions, null records, tagged fields, a length that needs a
     longer varint than usual, a frame that ends early): the generated decoder decides those."""
     end = len(b)
-    if v < 9:
+    if v < 9:  # the transactional id: an int16 length, or a compact (varint length + 1) one below
         n = _HEAD_V3.unpack_from(b, p)[0]
         p += 2
-        if n < 0:
-            tid = None
-        elif p + n > end:
+    else:
+        n = b[p] - 1
+        p += 1
+        if n > 126:
             return None
-        else:
-            tid = b[p : p + n].decode()
-            p += n
+    if n < 0:
+        tid = None
+    elif p + n > end:
+        return None
+    else:
+        tid = b[p : p + n].decode()
+        p += n
+    if v < 9:
         acks, timeout, topics = _ACKS_V3.unpack_from(b, p)
         n = _NAME_V3.unpack_from(b, p + 10)[0]
         p += 12
@@ -99,17 +105,6 @@ def _one_partition_request(b: bytes, p: int, v: int) -> tuple[ProduceRequest, in
         p += n
         topic_id = ZERO_UUID
     else:
-        n = b[p] - 1
-        p += 1
-        if n > 126:
-            return None
-        if n < 0:
-            tid = None
-        elif p + n > end:
-            return None
-        else:
-            tid = b[p : p + n].decode()
-            p += n
         acks, timeout = _ACKS_V9.unpack_from(b, p)
         p += 6
         if b[p] != 2:  # one topic
