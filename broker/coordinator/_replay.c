@@ -1,6 +1,6 @@
 /* broker.coordinator._replay: the start-up replay's walk of the coordinator log's records, compiled.
 
-   scan(section, pos, stop, count, base, min_offset, put_offsets, put_empty_group, unpack) walks at
+   scan(section, pos, stop, count, base, min_offset, put_offsets, put_empty_group, unpack[, targets]) walks at
    most `count` records of an uncompressed records section, section[pos:stop], of a batch whose base
    offset is `base`, and applies the two kinds of record that make up nearly all of a compacted
    __consumer_offsets, exactly as the Python fast paths of broker/coordinator/loader.py read them:
@@ -14,6 +14,14 @@
    - GroupMetadata records (key type 2) whose value is a v4 without members (an Empty group):
      put_empty_group(group, protocol type, generation, protocol, leader, state timestamp), the
      arguments of CoordinatorState.replay_empty_group.
+
+   With a 10th argument `targets` (CoordinatorState.native_targets(): the state's dicts and classes),
+   the two commonest cases are applied here instead of through the callbacks, making the objects
+   those make: a new group's Empty GroupMetadata record makes its ClassicGroup as
+   ClassicGroup.replayed does (object.__new__, the fields set in order, the containers left to first
+   use), and a run of a group without offsets yet makes its Offsets({topic:
+   PartitionOffsets.packed(records, unpack)}) and lists the group (replay_offsets); anything else
+   (an existing group, a group's second topic) still goes through the callbacks.
 
    Records whose offset is below `min_offset` (a batch the read position starts inside of) are
    skipped (a negative offset delta stops it). It stops at the first record it does not take: any other record type, a tombstone, any
@@ -202,6 +210,88 @@ offset_key(const unsigned char *k, int64_t kn, PyObject **group, PyObject **topi
     return 0;
 }
 
+/* The state a scan given `targets` makes its objects in directly (CoordinatorState.native_targets):
+   groups, consumer_groups and offsets (its dicts), ClassicGroup and GroupState.EMPTY, Offsets and
+   PartitionOffsets. Borrowed references, valid for the scan. */
+struct targets {
+    PyObject *groups, *consumer_groups, *offsets, *group_cls, *empty, *offsets_cls, *parts_cls;
+};
+
+/* Attribute names, interned once (module init). */
+static PyObject *s_group_id, *s_state, *s_generation, *s_protocol_type, *s_protocol_name, *s_leader_id,
+    *s_state_timestamp, *s_by_topic, *s_raw, *s_records, *s_unpack, *s_empty_tuple;
+
+/* object.__new__(cls): a new instance, no __init__ run. */
+static PyObject *
+new_instance(PyObject *cls)
+{
+    return PyBaseObject_Type.tp_new((PyTypeObject *)cls, s_empty_tuple, NULL);
+}
+
+/* groups[group] = an Empty group with these fields, made as ClassicGroup.replayed makes it (the
+   fields set in its order, the containers left to first use); 0, or -1 with an error set. */
+static int
+make_group(struct targets *t, PyObject *group, PyObject *protocol_type, PyObject *generation,
+           PyObject *protocol, PyObject *leader, PyObject *timestamp)
+{
+    PyObject *g = new_instance(t->group_cls);
+    if (g == NULL)
+        return -1;
+    int rc = -1;
+    if (PyObject_SetAttr(g, s_group_id, group) == 0 && PyObject_SetAttr(g, s_state, t->empty) == 0 &&
+        PyObject_SetAttr(g, s_generation, generation) == 0 &&
+        PyObject_SetAttr(g, s_protocol_type, protocol_type) == 0 &&
+        PyObject_SetAttr(g, s_protocol_name, protocol) == 0 && PyObject_SetAttr(g, s_leader_id, leader) == 0 &&
+        PyObject_SetAttr(g, s_state_timestamp, timestamp) == 0)
+        rc = PyDict_SetItem(t->groups, group, g);
+    Py_DECREF(g);
+    return rc;
+}
+
+/* CoordinatorState.replay_offsets for a group without offsets yet, done here: offsets[group] =
+   Offsets({topic: PartitionOffsets.packed(records, unpack)}), and the group listed (an Empty group
+   with the defaults) unless a classic or consumer group of that id is. 1 when done, 0 when the
+   group has offsets already (the callback's case), -1 with an error set. */
+static int
+put_offsets_direct(struct targets *t, PyObject *group, PyObject *topic, PyObject *records, PyObject *unpack)
+{
+    int has = PyDict_Contains(t->offsets, group);
+    if (has != 0)
+        return has < 0 ? -1 : 0;
+    PyObject *parts = new_instance(t->parts_cls);
+    if (parts == NULL)
+        return -1;
+    PyObject *by_topic = NULL, *off = NULL;
+    int rc = -1;
+    if (PyObject_SetAttr(parts, s_raw, Py_None) || PyObject_SetAttr(parts, s_records, records) ||
+        PyObject_SetAttr(parts, s_unpack, unpack))
+        goto done;
+    if ((by_topic = PyDict_New()) == NULL || PyDict_SetItem(by_topic, topic, parts))
+        goto done;
+    if ((off = new_instance(t->offsets_cls)) == NULL || PyObject_SetAttr(off, s_by_topic, by_topic) ||
+        PyDict_SetItem(t->offsets, group, off))
+        goto done;
+    int listed = PyDict_Contains(t->groups, group);
+    if (listed == 0)
+        listed = PyDict_Contains(t->consumer_groups, group);
+    if (listed < 0)
+        goto done;
+    if (listed == 0) {
+        PyObject *zero = PyLong_FromLong(0), *minus = PyLong_FromLong(-1);
+        if (zero != NULL && minus != NULL)
+            rc = make_group(t, group, Py_None, zero, Py_None, Py_None, minus) ? -1 : 1;
+        Py_XDECREF(zero);
+        Py_XDECREF(minus);
+    } else {
+        rc = 1;
+    }
+done:
+    Py_DECREF(parts);
+    Py_XDECREF(by_topic);
+    Py_XDECREF(off);
+    return rc;
+}
+
 /* The run of offsets gathered so far: its records, section[start:end], of one group and topic. */
 struct run {
     int64_t start, end;
@@ -212,13 +302,17 @@ struct run {
 
 /* put(group, topic, the run's records, unpack) for a run gathered; 0, or -1 with an error set. */
 static int
-flush_run(struct run *r, const unsigned char *d, PyObject *put, PyObject *unpack)
+flush_run(struct run *r, const unsigned char *d, PyObject *put, PyObject *unpack, struct targets *t)
 {
     if (r->group == NULL)
         return 0;
     int rc = -1;
     PyObject *records = PyBytes_FromStringAndSize((const char *)d + r->start, (Py_ssize_t)(r->end - r->start));
-    if (records != NULL) {
+    int direct = records == NULL || t == NULL ? 0 : put_offsets_direct(t, r->group, r->topic, records, unpack);
+    if (direct) {
+        rc = direct < 0 ? -1 : 0;
+        Py_DECREF(records);
+    } else if (records != NULL) {
         PyObject *args[4] = {r->group, r->topic, records, unpack};
         PyObject *res = PyObject_Vectorcall(put, args, 4, NULL);
         if (res != NULL) {
@@ -235,11 +329,32 @@ flush_run(struct run *r, const unsigned char *d, PyObject *put, PyObject *unpack
 static PyObject *
 scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
+    if (nargs != 9 && nargs != 10) {
         PyErr_SetString(PyExc_TypeError,
                         "scan(section, pos, stop, count, base, min_offset, put_offsets, put_empty_group, "
-                        "unpack) takes 9 arguments");
+                        "unpack[, targets]) takes 9 or 10 arguments");
         return NULL;
+    }
+    struct targets targets, *tp = NULL;
+    if (nargs == 10 && args[9] != Py_None) {
+        PyObject *a = args[9];
+        if (!PyTuple_Check(a) || PyTuple_GET_SIZE(a) != 7 || !PyDict_CheckExact(PyTuple_GET_ITEM(a, 0)) ||
+            !PyDict_CheckExact(PyTuple_GET_ITEM(a, 1)) || !PyDict_CheckExact(PyTuple_GET_ITEM(a, 2)) ||
+            !PyType_Check(PyTuple_GET_ITEM(a, 3)) || !PyType_Check(PyTuple_GET_ITEM(a, 5)) ||
+            !PyType_Check(PyTuple_GET_ITEM(a, 6))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "targets: (groups, consumer_groups, offsets dicts, ClassicGroup, GroupState.EMPTY, "
+                            "Offsets, PartitionOffsets)");
+            return NULL;
+        }
+        targets.groups = PyTuple_GET_ITEM(a, 0);
+        targets.consumer_groups = PyTuple_GET_ITEM(a, 1);
+        targets.offsets = PyTuple_GET_ITEM(a, 2);
+        targets.group_cls = PyTuple_GET_ITEM(a, 3);
+        targets.empty = PyTuple_GET_ITEM(a, 4);
+        targets.offsets_cls = PyTuple_GET_ITEM(a, 5);
+        targets.parts_cls = PyTuple_GET_ITEM(a, 6);
+        tp = &targets;
     }
     long long start = PyLong_AsLongLong(args[1]), stop = PyLong_AsLongLong(args[2]);
     long long count = PyLong_AsLongLong(args[3]), base = PyLong_AsLongLong(args[4]);
@@ -283,7 +398,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         if (offset < min_offset) {
             if (base >= min_offset)
                 break; /* a negative offset delta: the Python walk's (which takes or skips it as it does) */
-            if (flush_run(&run, d, put, unpack))
+            if (flush_run(&run, d, put, unpack, tp))
                 goto fail;
             pos = end;
             consumed++;
@@ -298,7 +413,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
                 PyObject *group, *topic;
                 if (offset_key(key, key_len, &group, &topic, &topics))
                     break;
-                if (flush_run(&run, d, put, unpack)) {
+                if (flush_run(&run, d, put, unpack, tp)) {
                     Py_DECREF(group);
                     Py_DECREF(topic);
                     goto fail;
@@ -317,15 +432,30 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
                     goto fail;
                 break;
             }
-            if (flush_run(&run, d, put, unpack)) {
+            if (flush_run(&run, d, put, unpack, tp)) {
                 Py_DECREF(ev);
                 goto fail;
             }
-            PyObject *res = PyObject_Call(put_group, ev, NULL);
+            int known = tp == NULL ? 1 : PyDict_Contains(tp->groups, PyTuple_GET_ITEM(ev, 0));
+            if (known == 0) {
+                /* a new group: made here, as replay_empty_group makes it (protocol type "" is None) */
+                PyObject *pt = PyTuple_GET_ITEM(ev, 1);
+                known = make_group(tp, PyTuple_GET_ITEM(ev, 0), PyUnicode_GET_LENGTH(pt) ? pt : Py_None,
+                                   PyTuple_GET_ITEM(ev, 2), PyTuple_GET_ITEM(ev, 3), PyTuple_GET_ITEM(ev, 4),
+                                   PyTuple_GET_ITEM(ev, 5));
+                if (known < 0) {
+                    Py_DECREF(ev);
+                    goto fail;
+                }
+            } else if (known > 0) {
+                PyObject *res = PyObject_Call(put_group, ev, NULL);
+                if (res == NULL)
+                    known = -1;
+                Py_XDECREF(res);
+            }
             Py_DECREF(ev);
-            if (res == NULL)
+            if (known < 0)
                 goto fail;
-            Py_DECREF(res);
         } else {
             break;
         }
@@ -333,7 +463,7 @@ scan(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         consumed++;
         applied++;
     }
-    if (flush_run(&run, d, put, unpack))
+    if (flush_run(&run, d, put, unpack, tp))
         goto fail;
     Py_XDECREF(topics.name);
     PyBuffer_Release(&view);
@@ -410,5 +540,14 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__replay(void)
 {
+    static PyObject **names[] = {&s_group_id, &s_state, &s_generation, &s_protocol_type, &s_protocol_name,
+                                 &s_leader_id, &s_state_timestamp, &s_by_topic, &s_raw, &s_records, &s_unpack};
+    static const char *strs[] = {"group_id",  "state",    "generation", "protocol_type", "protocol_name", "leader_id",
+                                 "state_timestamp", "by_topic", "_raw", "_records", "_unpack"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (*names[i] == NULL && (*names[i] = PyUnicode_InternFromString(strs[i])) == NULL)
+            return NULL;
+    if (s_empty_tuple == NULL && (s_empty_tuple = PyTuple_New(0)) == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -81,7 +81,8 @@ def restore_timers(st: CoordinatorState, now: int, only: set[str] | None = None)
     and offset expiry is scheduled. ``only``: just these groups' members (a group loaded by a
     coordinator that took it over)."""
     for group in st.groups.values():
-        if only is None or group.group_id in only:
+        # has_members first: a replayed Empty group's members' dict is not made for nothing
+        if group.has_members and (only is None or group.group_id in only):
             for member in group.members.values():
                 classic_join.schedule_session(st, group, member, now)
     if only is None:

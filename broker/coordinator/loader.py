@@ -6,7 +6,9 @@ off), the records of each batch are walked in C, which takes the common records 
 records with a v4 value in Kafka's layout, a group and topic's in a row handed over as their bytes to
 ``CoordinatorState.replay_offsets``, which keeps them undecoded until the group's offsets are first
 read, and GroupMetadata records of Empty groups, applied with ``CoordinatorState.replay_empty_group``
--- and hands every other record to the Python walk below, one at a time
+-- (a new group and a group's first offsets are made by the C walk itself, the objects those two
+methods make: ``CoordinatorState.native_targets``) and hands every other record to the Python walk
+below, one at a time
 (tests/coordinator/test_replay_native.py holds the two to identical state).
 
 Without it, this walks the record batches itself instead of going through ``iter_records`` and
@@ -100,6 +102,9 @@ class _OffsetDecoder:
         #: the last run of common records taken (``_run_layout``'s pattern and struct, the record's
         #: size): the next batch is tried as a whole with it, its first record included
         self.last_run: tuple[re.Pattern, Struct, Struct, int] | None = None
+        #: where the compiled walk makes new groups and offsets itself (``state.native_targets``)
+        targets = getattr(state, "native_targets", None)
+        self.targets = targets() if targets is not None else None
 
     def apply(self, key: bytes, value: bytes | None) -> bool:
         """Apply one OffsetCommit record; False when it must take the general path."""
@@ -485,7 +490,7 @@ def _replay_records(
         while i < count:
             if scan is not None and pos != native_stop:
                 taken, pos, applied = scan(
-                    data, pos, n, count - i, base, min_offset, put_packed, put_empty, unpack
+                    data, pos, n, count - i, base, min_offset, put_packed, put_empty, unpack, offsets.targets
                 )
                 native_stop = pos
                 if taken:

@@ -42,7 +42,7 @@ from .timers import Timers
 log = logging.getLogger(__name__)
 
 _V4_DECODE = _VALUE_DECODERS[4]
-_EMPTY = GroupState.EMPTY
+_replayed = ClassicGroup.replayed
 
 
 @dataclass(frozen=True)
@@ -448,7 +448,7 @@ class CoordinatorState:
                 parts = group.by_topic[topic] = PartitionOffsets()
         # offsets alone keep a group listable (Empty), as in Kafka
         if group_id not in self.groups and group_id not in self.consumer_groups:
-            self.groups[group_id] = ClassicGroup(group_id)
+            self.groups[group_id] = _replayed(group_id)
         return parts.raw
 
     def replay_offsets(
@@ -474,7 +474,32 @@ class CoordinatorState:
                 parts.raw.update(unpack(records))
         # offsets alone keep a group listable (Empty), as in Kafka
         if group_id not in self.groups and group_id not in self.consumer_groups:
-            self.groups[group_id] = ClassicGroup(group_id)
+            self.groups[group_id] = _replayed(group_id)
+
+    def native_targets(self) -> tuple | None:
+        """What the start-up loader's compiled walk (loader.py, _replay.c's ``scan``) makes objects in
+        directly instead of calling ``replay_empty_group`` for a new group's Empty GroupMetadata record
+        and ``replay_offsets`` for a run of offsets of a group without offsets yet -- the same objects
+        those two make (``ClassicGroup.replayed``, ``Offsets`` of a ``PartitionOffsets.packed``):
+        (groups, consumer_groups, offsets, ClassicGroup, GroupState.EMPTY, Offsets, PartitionOffsets).
+        None when either method is replaced (a subclass or an instance's own): the walk calls them."""
+        cls = type(self)
+        if (
+            cls.replay_offsets is not CoordinatorState.replay_offsets
+            or cls.replay_empty_group is not CoordinatorState.replay_empty_group
+            or "replay_offsets" in vars(self)
+            or "replay_empty_group" in vars(self)
+        ):
+            return None
+        return (
+            self.groups,
+            self.consumer_groups,
+            self.offsets,
+            ClassicGroup,
+            GroupState.EMPTY,
+            Offsets,
+            PartitionOffsets,
+        )
 
     def remove_offset(self, group_id: str, topic: str, partition: int) -> None:
         """Replay of an OffsetCommit tombstone."""
@@ -568,11 +593,10 @@ class CoordinatorState:
         with the fields it read from the record's bytes)."""
         group = self.groups.get(group_id)
         if group is None:
-            # a new group made with its fields, positionally (group id, state, generation, protocol
-            # type, protocol, leader, state timestamp): a restart makes one per group, and keyword
-            # arguments or setting them after cost more (test_replay_native checks the order)
-            self.groups[group_id] = ClassicGroup(
-                group_id, _EMPTY, generation, protocol_type or None, protocol, leader, state_timestamp
+            # a restart makes one per group: made with its fields and its containers left to first
+            # use (ClassicGroup.replayed; test_replay_native checks it is the same group)
+            self.groups[group_id] = _replayed(
+                group_id, generation, protocol_type or None, protocol, leader, state_timestamp
             )
             return
         group.generation = generation

@@ -59,6 +59,9 @@ def exact_view(state: CoordinatorState) -> dict[str, Any]:
             for gid, o in state.offsets.items()
         ],
         "groups": list(state.groups.items()),
+        # each group's attributes as replay set them, in order (a replayed group's containers are
+        # made on first use: the same ones made either way); read before the groups are compared
+        "group_fields": [(gid, list(vars(g))) for gid, g in state.groups.items()],
         "consumer": compaction.full_view(state)["consumer_groups"],
         "consumer_ids": list(state.consumer_groups),
         "pending": state.pending_txn,
@@ -335,8 +338,8 @@ def test_a_large_load_freezes_the_heap_after_it(tmp_path, monkeypatch):
 
 
 def test_a_new_empty_group_is_the_group_its_fields_make():
-    """``replay_empty_group`` makes a new group with positional arguments: the same group as one made
-    by its id with the fields set by name."""
+    """``replay_empty_group`` makes a new group with ``ClassicGroup.replayed``: the same group as one
+    made by its id with the fields set by name, its containers made empty on first use."""
     for args in (("g", "consumer", 3, "range", "m-1", 42), ("", "", 0, None, None, -1)):
         state = new_state()
         state.replay_empty_group(*args)
@@ -347,5 +350,66 @@ def test_a_new_empty_group_is_the_group_its_fields_make():
             args[3],
         )
         expected.leader_id, expected.state_timestamp, expected.state = args[4], args[5], GroupState.EMPTY
-        assert state.groups[args[0]] == expected
-        assert vars(state.groups[args[0]]) == vars(expected)
+        group = state.groups[args[0]]
+        lazy = ("members", "static_members", "pending_members", "pending_sync")
+        assert not any(name in vars(group) for name in lazy)
+        assert not group.has_members and "members" not in vars(group)
+        assert (group.initial_delay_phase, group.new_member_added, group.initial_delay_remaining_ms) == (
+            False,
+            False,
+            0,
+        )
+        assert group == expected  # reads every field: the containers are made
+        for name in lazy:
+            assert type(vars(group)[name]) is type(getattr(expected, name))
+        assert {k: v for k, v in vars(group).items()} == {
+            k: v for k, v in vars(expected).items() if k in vars(group)
+        }
+        with pytest.raises(AttributeError):
+            group.no_such_field  # noqa: B018
+
+
+def test_a_replayed_groups_containers_are_its_own():
+    """A container made on first use is kept, and is not shared with another group."""
+    state = new_state()
+    state.replay_empty_group("a", "consumer", 1, None, None, 5)
+    state.replay_empty_group("b", "consumer", 1, None, None, 5)
+    a, b = state.groups["a"], state.groups["b"]
+    a.pending_members.add("m")
+    a.static_members["i"] = "m"
+    assert a.pending_members == {"m"} and a.static_members == {"i": "m"}
+    assert b.pending_members == set() and b.static_members == {}
+    assert a.pending_members is a.pending_members
+    state.replay_offsets("c", "t", b"", dict)  # offsets alone: an Empty group with the defaults
+    assert state.groups["c"] == ClassicGroup("c")
+
+
+@needs_native
+def test_the_compiled_walk_makes_new_groups_and_offsets_as_the_state_methods_do(monkeypatch):
+    """With ``state.native_targets()`` the compiled walk makes a new group's Empty group and a group's
+    first offsets itself; with the methods replaced (None) it calls them: the same state either way,
+    and the same as the Python walk's."""
+    records = [group_record("e", "p", True, 0), commit("e", "t", 0, 1), commit("e", "u", 0, 2)]
+    records += [commit("o", "t", p, p) for p in range(3)] + [group_record("e", "q", True, 1)]
+    data, count = section(records, [(i, 0) for i in range(len(records))])
+    monkeypatch.setattr(loader, "native_scan", _replay.scan)
+    views, calls = [], []
+    for replaced in (False, True):
+        state = new_state()
+        assert state.native_targets() is not None
+        if replaced:
+            for name in ("replay_offsets", "replay_empty_group"):
+                method = getattr(state, name)
+                monkeypatch.setattr(
+                    state, name, lambda *a, m=method, n=name: (calls.append(n), m(*a))[1], raising=False
+                )
+            assert state.native_targets() is None
+        decoder = loader._OffsetDecoder(state)
+        assert loader._replay_records(data, count, BASE, BASE_TS, None, BASE, decoder, state.replay) == 7
+        views.append(exact_view(state))
+    # replaced: every new group and every run went through the methods
+    assert calls.count("replay_empty_group") == 2 and calls.count("replay_offsets") == 3
+    assert views[0] == views[1]
+    assert views[0] == both(lambda: replay_section(data, count, BASE))[1][0]
+    with pytest.raises(TypeError):
+        _replay.scan(data, 0, len(data), count, BASE, BASE, print, print, _replay.unpack, ("no",))

@@ -24,6 +24,8 @@ from enum import Enum
 from ..result import Waiter
 from ..timers import session_key
 
+_new = object.__new__
+
 
 class GroupState(Enum):
     EMPTY = "Empty"
@@ -91,8 +93,23 @@ class Member:
         return self.sync is not None
 
 
+#: the containers of a group made on the fly on first use (``ClassicGroup.__getattr__``)
+_LAZY: dict[str, type] = {
+    "members": dict,
+    "static_members": dict,
+    "pending_members": set,
+    "pending_sync": set,
+}
+
+
 @dataclass
 class ClassicGroup:
+    """A classic group. A group made by ``replayed`` (start-up replay: one per group of the log, most
+    of them Empty) has no ``members``, ``static_members``, ``pending_members`` or ``pending_sync`` until
+    one is first read: ``__getattr__`` makes it empty then (two dicts and two sets are ~560 bytes a
+    group, most of a restart's memory for the groups), so every reader sees the same group as one
+    made by ``ClassicGroup(group_id)``; ``has_members`` asks without making one."""
+
     group_id: str
     state: GroupState = GroupState.EMPTY
     generation: int = 0
@@ -107,6 +124,43 @@ class ClassicGroup:
     initial_delay_phase: bool = False  # joining out of Empty: wait group.initial.rebalance.delay.ms
     new_member_added: bool = False  # a member arrived during the current initial delay
     initial_delay_remaining_ms: int = 0
+
+    @classmethod
+    def replayed(
+        cls,
+        group_id: str,
+        generation: int = 0,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        leader_id: str | None = None,
+        state_timestamp: int = -1,
+    ) -> ClassicGroup:
+        """An Empty group with these fields, as replay of its GroupMetadata record (or of offsets
+        alone) makes it: equal to ``ClassicGroup(group_id, GroupState.EMPTY, ...)``, its containers
+        made on first use. The fields are set in ``__init__``'s order (the instances share their
+        attribute keys); the last three keep their class defaults until set."""
+        group = _new(cls)
+        group.group_id = group_id
+        group.state = GroupState.EMPTY
+        group.generation = generation
+        group.protocol_type = protocol_type
+        group.protocol_name = protocol_name
+        group.leader_id = leader_id
+        group.state_timestamp = state_timestamp
+        return group
+
+    def __getattr__(self, name: str) -> dict | set:
+        # only called for an attribute the instance does not have: a container ``replayed`` left out
+        factory = _LAZY.get(name)
+        if factory is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = self.__dict__[name] = factory()
+        return value
+
+    @property
+    def has_members(self) -> bool:
+        """Whether the group has members (without making the members' dict of a replayed group)."""
+        return bool(self.__dict__.get("members"))
 
     # ------------------------------------------------------------------ state
 
