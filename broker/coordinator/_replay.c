@@ -18,8 +18,8 @@
    With a 10th argument `targets` (CoordinatorState.native_targets(): the state's dicts and classes),
    the two commonest cases are applied here instead of through the callbacks, making the objects
    those make: a new group's Empty GroupMetadata record makes its ClassicGroup as
-   ClassicGroup.replayed does (object.__new__, the fields set in order, the containers left to first
-   use), and a run of a group without offsets yet makes its Offsets({topic:
+   ClassicGroup.replayed does (object.__new__, the fields set in order and the mark of its
+   containers left to first use), and a run of a group without offsets yet makes its Offsets({topic:
    PartitionOffsets.packed(records, unpack)}) and lists the group (replay_offsets); anything else
    (an existing group, a group's second topic) still goes through the callbacks.
 
@@ -219,7 +219,7 @@ struct targets {
 
 /* Attribute names, interned once (module init). */
 static PyObject *s_group_id, *s_state, *s_generation, *s_protocol_type, *s_protocol_name, *s_leader_id,
-    *s_state_timestamp, *s_by_topic, *s_raw, *s_records, *s_unpack, *s_empty_tuple;
+    *s_state_timestamp, *s_no_members_yet, *s_by_topic, *s_raw, *s_records, *s_unpack, *s_empty_tuple;
 
 /* object.__new__(cls): a new instance, no __init__ run. */
 static PyObject *
@@ -242,7 +242,8 @@ make_group(struct targets *t, PyObject *group, PyObject *protocol_type, PyObject
         PyObject_SetAttr(g, s_generation, generation) == 0 &&
         PyObject_SetAttr(g, s_protocol_type, protocol_type) == 0 &&
         PyObject_SetAttr(g, s_protocol_name, protocol) == 0 && PyObject_SetAttr(g, s_leader_id, leader) == 0 &&
-        PyObject_SetAttr(g, s_state_timestamp, timestamp) == 0)
+        PyObject_SetAttr(g, s_state_timestamp, timestamp) == 0 &&
+        PyObject_SetAttr(g, s_no_members_yet, Py_True) == 0)
         rc = PyDict_SetItem(t->groups, group, g);
     Py_DECREF(g);
     return rc;
@@ -541,9 +542,9 @@ PyMODINIT_FUNC
 PyInit__replay(void)
 {
     static PyObject **names[] = {&s_group_id, &s_state, &s_generation, &s_protocol_type, &s_protocol_name,
-                                 &s_leader_id, &s_state_timestamp, &s_by_topic, &s_raw, &s_records, &s_unpack};
+                                 &s_leader_id, &s_state_timestamp, &s_no_members_yet, &s_by_topic, &s_raw, &s_records, &s_unpack};
     static const char *strs[] = {"group_id",  "state",    "generation", "protocol_type", "protocol_name", "leader_id",
-                                 "state_timestamp", "by_topic", "_raw", "_records", "_unpack"};
+                                 "state_timestamp", "_no_members_yet", "by_topic", "_raw", "_records", "_unpack"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (*names[i] == NULL && (*names[i] = PyUnicode_InternFromString(strs[i])) == NULL)
             return NULL;

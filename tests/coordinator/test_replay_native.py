@@ -354,6 +354,7 @@ def test_a_new_empty_group_is_the_group_its_fields_make():
         lazy = ("members", "static_members", "pending_members", "pending_sync")
         assert not any(name in vars(group) for name in lazy)
         assert not group.has_members and "members" not in vars(group)
+        assert group._no_members_yet and not ClassicGroup("x")._no_members_yet
         assert (group.initial_delay_phase, group.new_member_added, group.initial_delay_remaining_ms) == (
             False,
             False,
@@ -362,9 +363,9 @@ def test_a_new_empty_group_is_the_group_its_fields_make():
         assert group == expected  # reads every field: the containers are made
         for name in lazy:
             assert type(vars(group)[name]) is type(getattr(expected, name))
-        assert {k: v for k, v in vars(group).items()} == {
-            k: v for k, v in vars(expected).items() if k in vars(group)
-        }
+        assert vars(group).pop("_no_members_yet") is False  # the members' dict was made
+        defaults = ("initial_delay_phase", "new_member_added", "initial_delay_remaining_ms")  # class's
+        assert vars(group) == {k: v for k, v in vars(expected).items() if k not in defaults}
         with pytest.raises(AttributeError):
             group.no_such_field  # noqa: B018
 
@@ -380,6 +381,9 @@ def test_a_replayed_groups_containers_are_its_own():
     assert a.pending_members == {"m"} and a.static_members == {"i": "m"}
     assert b.pending_members == set() and b.static_members == {}
     assert a.pending_members is a.pending_members
+    assert not a.has_members and "members" not in vars(a)
+    a.members["m"] = "member"
+    assert a.has_members and not b.has_members
     state.replay_offsets("c", "t", b"", dict)  # offsets alone: an Empty group with the defaults
     assert state.groups["c"] == ClassicGroup("c")
 

@@ -25,6 +25,7 @@ from ..result import Waiter
 from ..timers import session_key
 
 _new = object.__new__
+_setattr = object.__setattr__
 
 
 class GroupState(Enum):
@@ -138,7 +139,8 @@ class ClassicGroup:
         """An Empty group with these fields, as replay of its GroupMetadata record (or of offsets
         alone) makes it: equal to ``ClassicGroup(group_id, GroupState.EMPTY, ...)``, its containers
         made on first use. The fields are set in ``__init__``'s order (the instances share their
-        attribute keys); the last three keep their class defaults until set."""
+        attribute keys); the last three keep their class defaults until set; ``_no_members_yet``
+        marks the members' dict as not made."""
         group = _new(cls)
         group.group_id = group_id
         group.state = GroupState.EMPTY
@@ -147,6 +149,7 @@ class ClassicGroup:
         group.protocol_name = protocol_name
         group.leader_id = leader_id
         group.state_timestamp = state_timestamp
+        group._no_members_yet = True
         return group
 
     def __getattr__(self, name: str) -> dict | set:
@@ -154,13 +157,21 @@ class ClassicGroup:
         factory = _LAZY.get(name)
         if factory is None:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        value = self.__dict__[name] = factory()
+        value = factory()
+        # set as any attribute is (reading ``__dict__`` would turn the instance's inline attribute
+        # values into a dict object of their own)
+        _setattr(self, name, value)
+        if name == "members":
+            self._no_members_yet = False
         return value
+
+    #: True on a replayed group until its members' dict is made (``has_members`` asks it first)
+    _no_members_yet = False
 
     @property
     def has_members(self) -> bool:
         """Whether the group has members (without making the members' dict of a replayed group)."""
-        return bool(self.__dict__.get("members"))
+        return not self._no_members_yet and bool(self.members)
 
     # ------------------------------------------------------------------ state
 
