@@ -8,8 +8,9 @@
    - OffsetCommit records (key type 1) whose value is a v4 in Kafka's layout (version 4, offset,
      leader epoch, a compact metadata string of under 127 bytes, commit timestamp, the topic id as
      tagged field 0): the records of one group and topic in a row are a run, handed over undecoded as
-     put_offsets(group, topic, the run's records as bytes, unpack); unpack(records) (below) turns
-     them into {partition: the last value's bytes} when the state first reads them
+     put_offsets(group, topic, the run's partitions and values packed as bytes (pack_run), unpack);
+     unpack(records) (below) turns them into {partition: the last value's bytes} when the state
+     first reads them
      (state.PartitionOffsets);
    - GroupMetadata records (key type 2) whose value is a v4 without members (an Empty group):
      put_empty_group(group, protocol type, generation, protocol, leader, state timestamp), the
@@ -302,13 +303,46 @@ struct run {
 };
 
 /* put(group, topic, the run's records, unpack) for a run gathered; 0, or -1 with an error set. */
+/* A run's records as handed over, packed: per record in log order its partition (4 bytes, big
+   endian), its value's length (1 byte: a value scan takes is under 256 bytes) and the value. Half
+   the bytes of the records themselves (the key, the record's framing are not kept): the packed
+   runs are most of the memory a restart touches. A new bytes object, NULL with an error set. */
+static PyObject *
+pack_run(struct run *r, const unsigned char *d)
+{
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(r->end - r->start));
+    if (out == NULL)
+        return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out), *w = o;
+    int64_t pos = r->start;
+    while (pos < r->end) { /* records scan took: every field checked already */
+        int64_t p = pos, v = 0, length = 0, key_len = 0, value_len = 0;
+        read_varint(d, r->end, &p, 5, &length);
+        int64_t end = p + length;
+        p += 1;
+        read_varint(d, end, &p, 10, &v);
+        read_varint(d, end, &p, 5, &v);
+        read_varint(d, end, &p, 5, &key_len);
+        memcpy(w, d + p + key_len - 4, 4);
+        p += key_len;
+        read_varint(d, end, &p, 5, &value_len);
+        w[4] = (unsigned char)value_len;
+        memcpy(w + 5, d + p, (size_t)value_len);
+        w += 5 + value_len;
+        pos = end;
+    }
+    if (_PyBytes_Resize(&out, (Py_ssize_t)(w - o)) < 0)
+        return NULL;
+    return out;
+}
+
 static int
 flush_run(struct run *r, const unsigned char *d, PyObject *put, PyObject *unpack, struct targets *t)
 {
     if (r->group == NULL)
         return 0;
     int rc = -1;
-    PyObject *records = PyBytes_FromStringAndSize((const char *)d + r->start, (Py_ssize_t)(r->end - r->start));
+    PyObject *records = pack_run(r, d);
     int direct = records == NULL || t == NULL ? 0 : put_offsets_direct(t, r->group, r->topic, records, unpack);
     if (direct) {
         rc = direct < 0 ? -1 : 0;
@@ -477,8 +511,9 @@ fail:
     return NULL;
 }
 
-/* unpack(records) -> {partition: value bytes}: a run of OffsetCommit records that scan took (handed
-   to put_offsets), read again, the last value of each partition in the order of first appearance. */
+/* unpack(records) -> {partition: value bytes}: a run of OffsetCommit records that scan took, as it
+   handed them to put_offsets (pack_run), read again: the last value of each partition in the order
+   of first appearance. ValueError for anything else (each value must be a v4 of 42 bytes or more). */
 static PyObject *
 unpack(PyObject *Py_UNUSED(self), PyObject *arg)
 {
@@ -491,27 +526,20 @@ unpack(PyObject *Py_UNUSED(self), PyObject *arg)
     if (out == NULL)
         goto fail;
     while (pos < n) {
-        int64_t p = pos, v, length, key_len, value_len;
-        if (read_varint(d, n, &p, 5, &length) || length < 6 || p + length > n)
+        if (pos + 5 > n)
             goto bad;
-        int64_t end = p + length;
-        p += 1;
-        if (read_varint(d, end, &p, 10, &v) || read_varint(d, end, &p, 5, &v))
+        int64_t value_len = d[pos + 4];
+        const unsigned char *value = d + pos + 5;
+        if (value_len < 42 || pos + 5 + value_len > n || value[0] != 0 || value[1] != 4)
             goto bad;
-        if (read_varint(d, end, &p, 5, &key_len) || key_len < 10 || p + key_len > end)
-            goto bad;
-        int32_t partition = be32(d + p + key_len - 4);
-        p += key_len;
-        if (read_varint(d, end, &p, 5, &value_len) || value_len < 0 || p + value_len + 1 != end)
-            goto bad;
-        PyObject *part = PyLong_FromLong(partition);
-        PyObject *raw = PyBytes_FromStringAndSize((const char *)d + p, (Py_ssize_t)value_len);
+        PyObject *part = PyLong_FromLong(be32(d + pos));
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)value, (Py_ssize_t)value_len);
         int rc = part == NULL || raw == NULL ? -1 : PyDict_SetItem(out, part, raw);
         Py_XDECREF(part);
         Py_XDECREF(raw);
         if (rc)
             goto fail;
-        pos = end;
+        pos += 5 + value_len;
     }
     PyBuffer_Release(&view);
     return out;

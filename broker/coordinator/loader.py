@@ -3,7 +3,8 @@
 Restart time is the replay of every live record (the log is compacted, see broker/log/cleaner.py).
 Where the install compiled broker/coordinator/_replay.c (``native_scan``; PYKBROKER_NATIVE=0 turns it
 off), the records of each batch are walked in C, which takes the common records -- OffsetCommit
-records with a v4 value in Kafka's layout, a group and topic's in a row handed over as their bytes to
+records with a v4 value in Kafka's layout, a group and topic's in a row handed over as their partitions
+and values packed in one bytes object to
 ``CoordinatorState.replay_offsets``, which keeps them undecoded until the group's offsets are first
 read, and GroupMetadata records of Empty groups, applied with ``CoordinatorState.replay_empty_group``
 -- (a new group and a group's first offsets are made by the C walk itself, the objects those two

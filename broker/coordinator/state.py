@@ -459,7 +459,8 @@ class CoordinatorState:
         unpack: Callable[[bytes], dict[int, bytes]],
     ) -> None:
         """Replay of a run of OffsetCommit records of one group and topic, as the start-up loader's
-        compiled walk hands them over (loader.py): ``records`` their bytes, in log order;
+        compiled walk hands them over (loader.py): ``records`` their partitions and values in log order,
+        packed (_replay.c's pack_run);
         ``unpack(records)`` is partition -> the last v4 value's bytes. The same as
         ``offset_partitions(group_id, topic).update(unpack(records))``; a group and topic without
         offsets yet keeps the records and unpacks them on first use (``PartitionOffsets.packed``)."""
