@@ -216,21 +216,36 @@ def _decoder(v: int) -> Callable[[bytes, int], tuple[OffsetCommitRequest, int]]:
 REQUEST_DECODERS = tuple(_decoder(v) for v in range(len(GENERATED_DECODERS)))
 
 
+_Future = asyncio.Future
+
+
 def handle(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
+    services = ctx.services
+    if services.authorizer is not None:
+        return _handle_authorized(ctx, req)
+    coordinating.require(ctx, req.group_id)
+    # an answer committing everything may come encoded (bytes)
+    result = services.groups.commit_offsets(ctx, req, True)
+    if type(result) is _Future or asyncio.isfuture(result) or asyncio.iscoroutine(result):
+        # the commit is applied; only its flush is awaited: the connection may go on meanwhile
+        return Deferred(result)
+    return result
+
+
+def _handle_authorized(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
     # as Kafka: READ on the group (else every partition fails), then READ on each topic: only the
     # authorized topics are committed, the others get TOPIC_AUTHORIZATION_FAILED
     if not ctx.allowed(READ, GROUP, req.group_id):
         return error_response(req, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     denied = []
-    if ctx.services.authorizer is not None:
-        kept = []
-        for t in req.topics:
-            name = t.name if ctx.api_version < 10 else ctx.services.topics.name_of(t.topic_id)
-            (kept if name is None or ctx.allowed(READ, TOPIC, name) else denied).append(t)
-        if denied:
-            req.topics = kept
-            if not kept:
-                return OffsetCommitResponse(throttle_time_ms=0, topics=_denied_topics(denied))
+    kept = []
+    for t in req.topics:
+        name = t.name if ctx.api_version < 10 else ctx.services.topics.name_of(t.topic_id)
+        (kept if name is None or ctx.allowed(READ, TOPIC, name) else denied).append(t)
+    if denied:
+        req.topics = kept
+        if not kept:
+            return OffsetCommitResponse(throttle_time_ms=0, topics=_denied_topics(denied))
     coordinating.require(ctx, req.group_id)
     # without denied topics to add, an answer committing everything may come encoded (bytes)
     result = ctx.services.groups.commit_offsets(ctx, req, not denied)
