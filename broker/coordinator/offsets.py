@@ -47,6 +47,7 @@ from broker.protocol.generated.txn_offset_commit import (
     TxnOffsetCommitResponseTopic,
 )
 from broker.protocol.primitives import ZERO_UUID
+from broker.protocol.primitives import new as _new
 
 from .classic.group import ClassicGroup, GroupState
 from .classic.join import schedule_session
@@ -151,16 +152,14 @@ def commit(
         code = _commit_check(group, req, version)
     result = Result()
     records = result.records
+    add = records.append
     ok = code is _NONE
-    all_ok = ok
-    out_topics = []
+    #: (topic's position, id of a partition of it) -> its error code, for the partitions not committed
+    failed: dict[tuple[int, int], int] = {}
     max_metadata = st.config.offset_metadata_max_bytes
     leader_epochs = version >= 6
-    for t in req.topics:
-        name, topic_id = t.name, t.topic_id
-        if version >= 10:
-            name = topics.name_for_id(topic_id)
-        parts = []
+    for pos, t in enumerate(req.topics):
+        name = t.name if version < 10 else topics.name_for_id(t.topic_id)
         if ok and name is not None:
             # looked up once per topic: its partition count, and its id as Kafka writes it in the value
             info = topics.registry.get(name)
@@ -170,41 +169,36 @@ def commit(
                 index = p.partition_index
                 metadata = p.committed_metadata
                 if not 0 <= index < count:
-                    pcode = _UNKNOWN_TOPIC_OR_PARTITION
+                    failed[pos, id(p)] = _UNKNOWN_TOPIC_OR_PARTITION
                 elif (
                     metadata is not None
                     and len(metadata) * 4 > max_metadata
                     and len(metadata.encode()) > max_metadata
                 ):
-                    pcode = _OFFSET_METADATA_TOO_LARGE
+                    failed[pos, id(p)] = _OFFSET_METADATA_TOO_LARGE
                 else:
-                    records.append(
-                        OffsetCommitRecord(
-                            group_id,
-                            name,
-                            index,
-                            p.committed_offset,
-                            p.committed_leader_epoch if leader_epochs else -1,
-                            metadata or "",
-                            now,
-                            stored_id,
-                        )
-                    )
-                    parts.append((index, 0))
-                    continue
-                all_ok = False
-                parts.append((index, pcode))
+                    # OffsetCommitRecord(group_id, name, index, ...) without its __init__ call
+                    r = _new(OffsetCommitRecord)
+                    r.group = group_id
+                    r.topic = name
+                    r.partition = index
+                    r.offset = p.committed_offset
+                    r.leader_epoch = p.committed_leader_epoch if leader_epochs else -1
+                    r.metadata = metadata or ""
+                    r.commit_timestamp = now
+                    r.topic_id = stored_id
+                    r.raw = None
+                    add(r)
         else:
-            all_ok = False
             pcode = int(code) if not ok else _UNKNOWN_TOPIC_ID
-            parts = [(p.partition_index, pcode) for p in t.partitions]
-        out_topics.append(parts)
+            for p in t.partitions:
+                failed[pos, id(p)] = pcode
     if ok and group is not None:
         member = group.members.get(req.member_id)
         if member is not None:  # a commit is a heartbeat too
             if not st.timers.extend(member.session_key(group.group_id), now + member.session_timeout_ms):
                 schedule_session(st, group, member, now)
-    if all_ok and encoded:
+    if not failed and encoded:
         result.response = _ok_body(req, version)
         return result
     result.response = OffsetCommitResponse(
@@ -213,9 +207,12 @@ def commit(
             OffsetCommitResponseTopic(
                 name=t.name,
                 topic_id=t.topic_id,
-                partitions=[OffsetCommitResponsePartition(index, pcode) for index, pcode in parts],
+                partitions=[
+                    OffsetCommitResponsePartition(p.partition_index, failed.get((pos, id(p)), 0))
+                    for p in t.partitions
+                ],
             )
-            for t, parts in zip(req.topics, out_topics, strict=True)
+            for pos, t in enumerate(req.topics)
         ],
     )
     return result

@@ -289,32 +289,36 @@ def to_batch(records: list[Any], now_ms: int, producer: tuple[int, int] | None =
     out: list[bytes] = []
     w = out.append
     zv = _ZIGZAG
-    last_gt: tuple[str, str] | None = None
+    heads = _RECORD_HEADS
+    # the group and topic of the key last encoded (None: none yet), its key's bytes without the
+    # partition, those with the key length's varint, and that plus a common record's tail's length
+    last_group: str | None = None
+    last_topic: str | None = None
     prefix = key_head = b""
+    key_tail_len = 0
     last_tid: Any = None
     tid_bytes = b""
     tid_zero = True
+    pack_tail = _COMMON_TAIL.pack
     for i, r in enumerate(records):
         value: bytes | None
         if type(r) is OffsetCommitRecord:
-            if last_gt is None or last_gt[0] != r.group or last_gt[1] != r.topic:
-                last_gt = (r.group, r.topic)
-                prefix, key_head = _key_heads(r.group, r.topic)
+            if r.group != last_group or r.topic != last_topic:
+                last_group, last_topic = r.group, r.topic
+                prefix, key_head = _key_heads(last_group, last_topic)
+                key_tail_len = len(key_head) + 48
             tid = r.topic_id
             if tid is not last_tid:
                 last_tid, tid_bytes, tid_zero = tid, tid.bytes, tid == ZERO_UUID
             if r.metadata == "" and not tid_zero:
                 # the common record: from its key's partition on in one pack, whose value part is
                 # kept for replay; its length known without joining it first
-                tail = _COMMON_TAIL.pack(r.partition, 0x54, 4, r.offset, r.leader_epoch, 1, r.commit_timestamp,
-                                         _TOPIC_ID_TAG, tid_bytes, 0)  # fmt: skip
+                tail = pack_tail(r.partition, 0x54, 4, r.offset, r.leader_epoch, 1, r.commit_timestamp,
+                                 _TOPIC_ID_TAG, tid_bytes, 0)  # fmt: skip
                 r.raw = tail[5:47]
-                head = _RECORD_HEADS[i] if i < 4096 else _ATTR_TS0 + _varint(i)
-                n = len(head) + len(key_head) + 48
-                w(zv[n] if n < 4096 else _varint(n))
-                w(head)
-                w(key_head)
-                w(tail)
+                head = heads[i] if i < 4096 else _ATTR_TS0 + _varint(i)
+                n = len(head) + key_tail_len
+                out += (zv[n] if n < 4096 else _varint(n), head, key_head, tail)
                 continue
             meta = r.metadata.encode()
             n = len(meta) + 1
@@ -330,11 +334,12 @@ def to_batch(records: list[Any], now_ms: int, producer: tuple[int, int] | None =
             key = prefix + _I32.pack(r.partition)
         elif type(r) is CoordinatorRecord and r.type == OFFSET_COMMIT:
             k = r.key
-            if last_gt is None or last_gt[0] != k.group or last_gt[1] != k.topic:
-                last_gt = (k.group, k.topic)
+            if k.group != last_group or k.topic != last_topic:
+                last_group, last_topic = k.group, k.topic
                 g, t = k.group.encode(), k.topic.encode()
                 prefix = _OFFSET_COMMIT_TYPE + _I16.pack(len(g)) + g + _I16.pack(len(t)) + t
                 key_head = _varint(len(prefix) + 4) + prefix
+                key_tail_len = len(key_head) + 48
             v = r.value
             if v is not None and _OFFSET_VALUE_V4 and not v._unknown_tagged and type(v.topic_id) is UUID:
                 tid = v.topic_id

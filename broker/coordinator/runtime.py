@@ -266,14 +266,20 @@ class CoordinatorRuntime:
                 if not out.done():
                     out.set_exception(error)
             return
-        replay = self.coordinator.replay
-        offset = base
-        for result, _out, op_now in pending:
-            for record in result.records:
-                replay(record, offset, op_now)
-                offset += 1
-            for step in result.after:
-                step(op_now)
+        replay_commits = getattr(self.coordinator, "replay_commits", None)
+        if replay_commits is not None and not any(result.after for result, _out, _now in pending):
+            # the commits' records in one pass (a commit's timestamp is not replayed: its records'
+            # own commit times are in them)
+            replay_commits(records, base, now)
+        else:
+            replay = self.coordinator.replay
+            offset = base
+            for result, _out, op_now in pending:
+                for record in result.records:
+                    replay(record, offset, op_now)
+                    offset += 1
+                for step in result.after:
+                    step(op_now)
         fut = self.logs.appended(self.plog)
         if fut is None:
             _answer(None, pending)
@@ -397,15 +403,17 @@ def _answer(flushed: asyncio.Future | None, pending: list[tuple[Result, asyncio.
             return
         e = flushed.exception()
         error = _not_coordinator(e) if isinstance(e, KafkaError) else e
-    for result, out, _now in pending:
-        if error is not None:
+    if error is not None:
+        for result, out, _now in pending:
             fail(result.completions, error)
             if not out.done():
                 out.set_exception(error)
-        else:
+        return
+    for result, out, _now in pending:
+        if result.completions:
             complete(result.completions)
-            if not out.done():
-                out.set_result(result.response)
+        if not out.done():
+            out.set_result(result.response)
 
 
 class Slot:

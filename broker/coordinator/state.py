@@ -381,6 +381,33 @@ class CoordinatorState:
         else:
             log.warning("skipping coordinator record of type %d at offset %d", record.type, offset)
 
+    def replay_commits(self, records: list[Any], base_offset: int, timestamp: int) -> None:
+        """Replay of a run of appended records (the commits a lingering batch holds, runtime.py
+        ``drain``), the first at ``base_offset``: the same as ``replay`` of each in order, with
+        OffsetCommitRecords that ``to_batch`` has encoded stored in bulk (their group and topic's
+        offsets looked up once per run of the same group and topic, not per record)."""
+        if self.pending_txn:  # a plain commit after a pending one is recorded per offset
+            for i, record in enumerate(records):
+                self.replay(record, base_offset + i, timestamp)
+            return
+        groups, consumer_groups, offsets = self.groups, self.consumer_groups, self.offsets
+        group_id = topic = None
+        parts: dict[int, CommittedOffset | bytes] = {}
+        for i, record in enumerate(records):
+            if type(record) is not OffsetCommitRecord or record.raw is None:
+                self.replay(record, base_offset + i, timestamp)
+                group_id = None  # (a record replayed another way may change any group)
+                continue
+            if record.group != group_id or record.topic != topic:
+                group_id, topic = record.group, record.topic
+                group = offsets.get(group_id)
+                held = group.by_topic.get(topic) if group is not None else None
+                if held is None or (group_id not in groups and group_id not in consumer_groups):
+                    parts = self.offset_partitions(group_id, topic)
+                else:
+                    parts = held.raw
+            parts[record.partition] = record.raw
+
     def replay_transactional(
         self, producer_id: int, record: CoordinatorRecord, offset: int = -1, timestamp: int = -1
     ) -> None:

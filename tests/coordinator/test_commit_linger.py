@@ -7,19 +7,25 @@ byte for byte, as the commits' own batches would."""
 from __future__ import annotations
 
 import asyncio
+import random
+import uuid
 
 import pytest
 
+from broker.coordinator.classic.group import ClassicGroup
 from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
-from broker.coordinator.records import OFFSET_COMMIT, CoordinatorRecord, to_batch
+from broker.coordinator.records import OFFSET_COMMIT, CoordinatorRecord, OffsetCommitRecord, to_batch
 from broker.coordinator.result import Result
 from broker.coordinator.runtime import LINGER_MAX_RECORDS, CoordinatorRuntime, ManualClock
+from broker.coordinator.state import CoordinatorState, PartitionOffsets
 from broker.log.batch import iter_batches
 from broker.log.manager import StorageError
 from broker.log.records import iter_records
 from broker.protocol.errors import ErrorCode, KafkaError
 from tests.coordinator.context import FakeLogs, Replayed
+from tests.coordinator.test_loader_runs import new_state
+from tests.coordinator.test_replay_native import exact_view
 
 
 class FakeLog:
@@ -170,3 +176,63 @@ def test_without_an_event_loop_a_commit_runs_as_any_operation():
     rt = CoordinatorRuntime(state, NoFlush(), plog, ManualClock(1000))
     assert rt.run_lingering(commit_op([1], "now")) == "now"
     assert state.records == [(1, 0)]
+
+
+# ---------------------------------------------------------------------- replay of a drained batch
+
+
+def _mixed_records(rng, n: int) -> list:
+    """OffsetCommitRecords (as offsets.commit writes them) of a few groups and topics, in runs and
+    interleaved, metadata or none, topic id or none, and now and then a tombstone."""
+    out = []
+    while len(out) < n:
+        group, topic = rng.choice(["g", "h", "new", "other"]), rng.choice(["t", "u"])
+        for _ in range(rng.choice([1, 1, 3, 10])):
+            p = rng.randrange(6)
+            if rng.random() < 0.05:
+                out.append(CoordinatorRecord(OFFSET_COMMIT, OffsetCommitKey(group, topic, p), None))
+                continue
+            tid = rng.choice([uuid.UUID(int=0), uuid.UUID(int=5 << 64)])
+            out.append(
+                OffsetCommitRecord(
+                    group,
+                    topic,
+                    p,
+                    rng.randrange(1 << 40),
+                    rng.choice([-1, 2]),
+                    rng.choice(["", "", "meta"]),
+                    1000 + len(out),
+                    tid,
+                )  # fmt: skip
+            )
+    return out
+
+
+def _states(pending: bool) -> list[CoordinatorState]:
+    states = []
+    for _ in range(2):
+        st = new_state()
+        st.groups["g"] = ClassicGroup("g")
+        st.groups["h"] = ClassicGroup("h")
+        st.replay(record(0, 900))  # group "g", topic "t" has offsets
+        st.offsets["g"].by_topic["u"] = PartitionOffsets()
+        if pending:
+            st.replay_transactional(7, record(3, 950), 0, 950)
+        states.append(st)
+    return states
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_drained_batch_replays_as_its_records_one_by_one(seed):
+    """``CoordinatorState.replay_commits`` (what ``drain`` calls) leaves the state that replaying each
+    record in order leaves: the same offsets, as the same bytes, in the same order, the same groups
+    (an unknown group is made by its first commit), pending transactional offsets kept apart."""
+    rng = random.Random(seed)
+    records = _mixed_records(rng, 60)
+    to_batch(records, 1000)  # leaves each OffsetCommitRecord's value bytes on it, as drain does
+    one, bulk = _states(pending=seed % 3 == 0)
+    for i, r in enumerate(records):
+        one.replay(r, 100 + i, 1000)
+    bulk.replay_commits(records, 100, 1000)
+    assert exact_view(bulk) == exact_view(one)
+    assert list(bulk.groups) == list(one.groups)
