@@ -55,10 +55,15 @@ def cost_marker(item: pytest.Item) -> str:
 # one unit of work, so a module's fixtures start once. The stages that start a JVM for the whole
 # session (the real Kafka broker: tests/differential and Spark's connector test; Spark: tests/spark)
 # form one unit, so each starts once per run, on one worker, as in a serial run; that unit is the
-# longest, so the workers collect it first and it starts first.
+# longest, so the workers collect it first and it starts first. The other units follow heaviest first
+# by their costliest marker (UNIT_ORDER: durability, integration, fuzz, sim, server, unit), so that
+# the last units handed out are the short socket-free modules and neither worker idles long at the end
+# while the other finishes a long module (xdist hands out units in collection order).
 
 #: test directories whose modules share one worker
 SHARED_SESSION_GROUPS = {"differential": "real-kafka-and-spark", "spark": "real-kafka-and-spark"}
+#: the cost markers, the longest-running units first (a unit ranks by its costliest test)
+UNIT_ORDER = ("spark", "durability", "integration", "fuzz", "sim", "server", "unit")
 
 
 def work_unit(nodeid: str) -> str:
@@ -85,9 +90,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:  # a module or test may say its cost itself (pytestmark = pytest.mark.server)
         if not any(item.get_closest_marker(m) for m in COST_MARKERS):
             item.add_marker(cost_marker(item))
-    if hasattr(config, "workerinput"):  # an xdist worker: the shared-stage groups first
+    if hasattr(config, "workerinput"):  # an xdist worker: the shared-stage groups, then the costliest
         shared = set(SHARED_SESSION_GROUPS.values())
-        items.sort(key=lambda item: work_unit(item.nodeid) not in shared)
+        rank: dict[str, int] = {}
+        for item in items:
+            unit = work_unit(item.nodeid)
+            cost = (
+                -1
+                if unit in shared
+                else min(UNIT_ORDER.index(m) for m in COST_MARKERS if item.get_closest_marker(m))
+            )
+            rank[unit] = min(rank.get(unit, cost), cost)
+        items.sort(key=lambda item: rank[work_unit(item.nodeid)])  # stable: a unit's tests keep their order
 
 
 #: the per-session tallies printed at the end (counters keyed by tuples of strings)

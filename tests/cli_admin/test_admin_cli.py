@@ -15,6 +15,12 @@ from broker.cli_admin.common import EXIT_KAFKA_ERROR, EXIT_UNREACHABLE
 
 
 @pytest.fixture
+def broker(broker_factory):
+    """No initial rebalance delay: the consumers' groups form at once, not after Kafka's default 3 s."""
+    return broker_factory({"group.initial.rebalance.delay.ms": 0})
+
+
+@pytest.fixture
 def cli(broker):
     runner = CliRunner()
 

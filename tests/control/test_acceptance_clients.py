@@ -12,7 +12,8 @@ TOPIC = "t"
 
 @pytest.fixture
 def bt(broker_factory):
-    b = broker_factory({"control.port": 0})
+    # no initial rebalance delay: the consumers' groups form at once, not after Kafka's default 3 s
+    b = broker_factory({"control.port": 0, "group.initial.rebalance.delay.ms": 0})
     b.call(b.broker.create_topic, TOPIC, 1)
     return b
 

@@ -23,6 +23,7 @@ OUR_SETTINGS = {
         "default.replication.factor",
         "auto.create.topics.enable",
         "log.segment.bytes",
+        "log.cleaner.backoff.ms",
     )
 }
 

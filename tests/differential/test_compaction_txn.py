@@ -1,7 +1,7 @@
 """Transactions on a compacted topic, pykbroker beside Apache Kafka (client-level, confluent-kafka
 only): the same writes -- a transactional producer commits some keys, aborts others, a second one
 leaves its transaction open, plain records around them -- then each broker's own log cleaner runs
-(log.cleaner.backoff.ms at its default on both: the waits are long, a hang guard only); what
+(log.cleaner.backoff.ms 500 on both, tests/support/real_kafka.py; the waits are hang guards); what
 read_uncommitted and read_committed consumers read from the beginning (offsets, keys, values) and the
 watermarks must be the same on both once each has cleaned: aborted records gone, each key's latest
 committed value kept at its offset, the open transaction's records untouched; then again after the
@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.differential import tally
 from tests.support.transactions import read_isolated
 
-GUARD = 180.0  # hang guard for one wait (the cleaners look every 15 s), never a timing assertion
+GUARD = 180.0  # hang guard for one wait (the cleaners look every 0.5 s), never a timing assertion
 CONFIGS = {
     "cleanup.policy": "compact",
     "segment.ms": "1",

@@ -627,8 +627,24 @@ def peak_of(fn: Any, *args: Any) -> int:
     return tracemalloc.get_traced_memory()[1] - base
 
 
+@functools.cache
+def _decode_paths_loaded() -> None:
+    """Load every API's handler module and codec (``Api.load``: otherwise on the API's first request)
+    and decode a header-only frame and a valid sample of every served version once. A peak measured
+    afterwards is then the decode's own, never a module import's (the Produce handler alone imports
+    the log, the compression codecs and ctypes: over 1 MiB) -- the same whichever tests ran before in
+    this process, alone, in another order or on another xdist worker."""
+    for api in REGISTRY.apis.values():
+        api.load()
+    for key, version in SERVED:
+        route(header_bytes(key, version))
+        route(sample_frame(key, version, False, 0))
+
+
 @contextmanager
 def traced() -> Iterator[None]:
+    """Trace allocations (for ``peak_of``), with the decode paths loaded before tracing starts."""
+    _decode_paths_loaded()
     tracemalloc.start()
     try:
         yield

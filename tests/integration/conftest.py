@@ -1,5 +1,9 @@
 """Fixtures shared by the integration modules (real clients over TCP against a broker the test starts).
 
+``broker`` (tests/conftest.py's, for tests that need no module settings) starts without the initial
+rebalance delay too: a classic group's first JoinGroup is answered at once instead of after Kafka's
+default 3 s (which tests/coordinator and tests/server test with the injectable clock).
+
 A module describes its broker with module-level names, read by ``bt``:
 
 - ``BROKER_CONFIG``: config overrides (default: no initial rebalance delay, so groups form at once);
@@ -22,6 +26,12 @@ def pool():
     p = MemberPool()
     yield p
     p.cleanup()
+
+
+@pytest.fixture
+def broker(broker_factory):
+    """A started broker with ``DEFAULT_CONFIG`` (no initial rebalance delay)."""
+    return broker_factory(DEFAULT_CONFIG)
 
 
 def _module_broker(request, broker_factory, **overrides):

@@ -32,6 +32,11 @@ pykbroker the tests run beside it, with no waits:
   pykbroker do, so that scripted steps compare the assignments rather than the timing.
 - ``log.dirs`` under the test's tmp dir, ``log.segment.bytes`` 16 MiB (1 GiB preallocated index
   files are avoided), ``log.flush.*`` at Kafka's defaults (no fsync per write).
+- ``log.cleaner.backoff.ms=500``: the log cleaner looks for a dirty log twice a second, not every
+  15 s, so a test of compaction (tests/differential/test_compaction_txn.py) waits for a cleaning
+  pass a fraction of a second rather than up to 15 s. It changes only when a pass runs: active
+  segments are never cleaned, so topics without ``segment.ms``/``segment.bytes`` small enough to roll
+  read the same.
 - ``log.retention.check.interval.ms`` one day: the broker lives for the whole session, and many
   tests write records with fixed CreateTimes from 2023 (so that fetched batches are byte-identical);
   every 5 minutes (the default) Kafka deletes those as older than the 7-day retention, active
@@ -70,6 +75,7 @@ TEST_SETTINGS: dict[str, str] = {
     "auto.create.topics.enable": "true",
     "log.segment.bytes": str(16 * 1024 * 1024),
     "log.retention.check.interval.ms": str(24 * 3600 * 1000),
+    "log.cleaner.backoff.ms": "500",
     "group.consumer.assignment.interval.ms": "0",
     "group.consumer.assignor.offload.enable": "false",
 }

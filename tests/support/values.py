@@ -84,6 +84,7 @@ class Sampler:
         self.big = big
         self.depth = 0
         self.rng = random.Random(f"{m.name}/{version}/{nulls}/{seed}/{big}")
+        self.classes: dict[str, type] = {}  # struct name -> generated class (class_for is not cheap)
 
     def message(self) -> Any:
         return self.struct(self.m.root)
@@ -94,7 +95,10 @@ class Sampler:
             kwargs = {f.attr: self.value(f) for f in s.fields if f.present(self.v)}
         finally:
             self.depth -= 1
-        return class_for(self.m, s)(**kwargs)
+        cls = self.classes.get(s.name)
+        if cls is None:
+            cls = self.classes[s.name] = class_for(self.m, s)
+        return cls(**kwargs)
 
     def value(self, f: FieldSpec) -> Any:
         if self.nulls and self.v in f.nullable:
@@ -114,11 +118,22 @@ class Sampler:
         if type_name == "bool":
             return not default
         if type_name in INT_RANGES:
-            lo, hi = INT_RANGES[type_name]
-            pool = [lo, hi, -1, 1, 2, 127, 128, -129, 255, 300, 16383, 16384, -70000, 2**31 - 1, -(2**31)]
-            pool += [rng.randint(lo, hi) for _ in range(4)]
-            pool = [x for x in pool if lo <= x <= hi and x != 0 and x != default]
-            return rng.choice(pool)
+            lo, width, bits, fixed = _int_pool(type_name, default)
+            # the boundary values, then four uniform draws in [lo, hi]; one of them, never 0 or the
+            # default (the draws as random.randint and the pick as random.choice make them, inlined:
+            # big samples draw hundreds of thousands)
+            pool = list(fixed)
+            for _ in range(4):
+                r = rng.getrandbits(bits)
+                while r >= width:
+                    r = rng.getrandbits(bits)
+                if lo + r != 0 and lo + r != default:
+                    pool.append(lo + r)
+            n = len(pool)
+            r = rng.getrandbits(n.bit_length())
+            while r >= n:
+                r = rng.getrandbits(n.bit_length())
+            return pool[r]
         if type_name == "float64":
             return rng.choice([1.5, -2.25, 1e300, -1e-300, rng.uniform(-1e9, 1e9)])
         if type_name == "uuid":
@@ -135,6 +150,15 @@ class Sampler:
             assert s != default
             return s
         raise AssertionError(f"no sample for type {type_name}")
+
+
+@cache
+def _int_pool(type_name: str, default: object) -> tuple[int, int, int, tuple[int, ...]]:
+    """(lo, hi - lo + 1, its bit length, the boundary values in range but not 0 or ``default``)."""
+    lo, hi = INT_RANGES[type_name]
+    fixed = [lo, hi, -1, 1, 2, 127, 128, -129, 255, 300, 16383, 16384, -70000, 2**31 - 1, -(2**31)]
+    width = hi - lo + 1
+    return lo, width, width.bit_length(), tuple(x for x in fixed if lo <= x <= hi and x != 0 and x != default)
 
 
 def sample(m: MessageSpec, version: int, nulls: bool, seed: int = 0, big: bool = False) -> Any:
