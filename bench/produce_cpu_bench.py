@@ -24,6 +24,13 @@ librdkafka (idempotent by default); one record into each of 10,000 partitions in
 ``--partitions 10000 --records 10000 --requests 1 --idempotent``. ``--profile N``: cProfile of the measured rounds, its top N entries by
 own CPU time (tottime, the event loop thread's) on stderr.
 
+``--fresh``: every round writes into partitions nobody wrote to before (a topic created for the round,
+outside the measured time; with ``--idempotent`` each partition's sequences start at 0), as a client
+started against a new topic does (franz-go's one record into each of 10,000 partitions, peers_bench's
+one-each phase; the round's topic is deleted after it): the first append's costs (a new producer entry, the handle cache cycling through
+files under ``log.max.open.files``) are measured instead of a steady state's. ``--max-open-files N``
+sets ``log.max.open.files`` (default: the broker's, half the soft limit: 512 under ``ulimit -Sn 1024``).
+
 To compare two checkouts, run it from each with ``PYTHONPATH`` set to that checkout.
 
 The collector runs with the thresholds ``serve`` sets (``broker.runtime.GC_THRESHOLD``; CPython's
@@ -112,10 +119,15 @@ class GcTimer:
 
 async def measure(partitions: int, args: argparse.Namespace, gc_frozen: bool | None = None) -> float:
     with tempfile.TemporaryDirectory(prefix="produce-cpu-bench-") as d:
-        broker = Broker(Config({"port": 0, "log.dirs": d, "log.flush": args.flush}), listen=False)
+        props = {"port": 0, "log.dirs": d, "log.flush": args.flush}
+        if args.max_open_files:
+            props["log.max.open.files"] = args.max_open_files
+        broker = Broker(Config(props), listen=False)
         broker.logs.start()
         try:
             pipeline = RequestPipeline(broker.registry, broker.services)
+            if args.fresh:  # a topic per round, created before it (see fresh_round)
+                return await fresh_rounds(broker, pipeline, partitions, args, gc_frozen)
             broker.admin.create_topic("t", partitions)
             if args.one_each:  # one request per partition, one record each; cost per request
                 frames = [frame_for("t", [p], args.batch) for p in range(partitions)]
@@ -176,6 +188,80 @@ async def measure(partitions: int, args: argparse.Namespace, gc_frozen: bool | N
             await broker.stop()
 
 
+async def fresh_rounds(
+    broker: Broker,
+    pipeline: RequestPipeline,
+    partitions: int,
+    args: argparse.Namespace,
+    gc_frozen: bool | None,
+) -> float:
+    """--fresh: each round ``--requests`` requests of ``--records`` records over the ``partitions`` partitions of a
+    topic created for the round (not measured), the first append into each; the best round's CPU
+    per record (or per request with ``--one-each``)."""
+    client = ClientInfo(peer="bench")
+    best = float("inf")
+    profiler = cProfile.Profile(time.thread_time) if args.profile else None
+    in_flight = args.in_flight or (MAX_DEFERRED if args.one_each else IN_FLIGHT)
+    for round_ in range(args.rounds):
+        topic = f"fresh{round_}"
+        broker.admin.create_topic(topic, partitions)
+        if args.one_each:
+            frames = [
+                frame_for(topic, [p], args.batch, 0 if args.idempotent else -1) for p in range(partitions)
+            ]
+            per_request = 1
+        else:
+            per = max(1, args.records // partitions)
+            frames = [
+                frame_for(topic, partitions, args.records, i * per if args.idempotent else -1)
+                for i in range(args.requests)
+            ]
+            per_request = per * partitions
+        if gc_frozen is not None:
+            gc.collect()
+            if gc_frozen:
+                gc.freeze()
+        if profiler is not None:
+            profiler.enable()
+        collector = GcTimer().__enter__()
+        start = time.process_time()
+        handling = 0.0  # the event loop thread's CPU in the request path (decode, appends, answer)
+        waiting: list = []
+        for frame in frames:
+            t0 = time.thread_time()
+            out = pipeline.handle(frame, client)
+            handling += time.thread_time() - t0
+            if type(out) is Pending:
+                waiting.append(out)
+            else:
+                assert type(out) is bytes, out
+            if len(waiting) >= in_flight:
+                for p, r in zip(waiting, await asyncio.gather(*(p.awaitable for p in waiting)), strict=True):
+                    pipeline.complete(p, r, None)
+                waiting = []
+        for p, r in zip(waiting, await asyncio.gather(*(p.awaitable for p in waiting)), strict=True):
+            pipeline.complete(p, r, None)
+        cost = (time.process_time() - start) / (len(frames) * per_request)
+        collector.__exit__()
+        best = min(best, cost)
+        if profiler is not None:
+            profiler.disable()
+        print(
+            f"# {partitions} fresh partitions, round {round_ + 1}: {cost * 1e6:.2f} us, "
+            f"request path {handling / (len(frames) * per_request) * 1e6:.2f} us "
+            f"(collector {sum(collector.seconds) * 1e3:.0f} ms wall, collections {collector.count})",
+            file=sys.stderr,
+        )
+        want = len(frames) * per_request // partitions
+        ends = {broker.logs.get(topic, p).log_end_offset for p in range(partitions)}
+        assert ends == {want}, f"log end offsets {sorted(ends)[:5]}, expected {want}"
+        broker.admin.delete_topic(topic)  # (its files closed: the next round's open as many)
+    if profiler is not None:
+        print(f"# profile: {partitions} fresh partitions, {args.rounds} rounds", file=sys.stderr)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(args.profile)
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", default="1,100,1000")
@@ -192,6 +278,14 @@ def main() -> None:
         action="store_true",
         help="batches of one idempotent producer, sequences continuing request after request "
         "(as franz-go and librdkafka send by default); not with --one-each",
+    )
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="every round into the partitions of a topic created for it (the first append into each)",
+    )
+    ap.add_argument(
+        "--max-open-files", type=int, default=0, help="log.max.open.files (default: the broker's)"
     )
     ap.add_argument("--in-flight", type=int, default=0, help="requests per group commit wait")
     ap.add_argument("--profile", type=int, default=0, help="print the top N of a cProfile")

@@ -308,8 +308,11 @@ def _produce(ctx: RequestContext, req: ProduceRequest):
         return _refuse_all(req, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     now = services.logs.now_ms()  # the broker clock (broker/clock.py)
     waits: list[asyncio.Future] = []
-    responses: list[TopicProduceResponse] = []
+    #: (name, topic id, partitions): each partition's response object, or the tuple of an append
+    #: (``_append``): a request of thousands of partitions builds no object for each success
+    responses: list[tuple[str, UUID, list]] = []
     any_error = False
+    objects = False  # whether some partition has a response object (a refusal, a duplicate, a hint)
     hinted: set[int] = set()  # leaders named in NOT_LEADER_OR_FOLLOWER answers
     # a single node leads every partition (leadership.check); simulated nodes may not
     multi = services.nodes.multi
@@ -337,6 +340,7 @@ def _produce(ctx: RequestContext, req: ProduceRequest):
             code, message = refuse
             parts = [_error(pd.index, code, message) for pd in td.partition_data]
             any_error = any_error or bool(parts)
+            objects = True
         else:
             for pd in td.partition_data:
                 index = pd.index
@@ -352,14 +356,14 @@ def _produce(ctx: RequestContext, req: ProduceRequest):
                         hinted.add(leader)
                 else:
                     resp = _append(ctx, name, index, pd.records, req.transactional_id, acks, now, waits)
-                    if type(resp) is tuple:
-                        resp = PartitionProduceResponse(index, 0, *resp)
+                    if type(resp) is tuple:  # appended: (index, base, append time, start), no object
+                        parts.append(resp)
+                        continue
+                objects = True
                 if resp.error_code:
                     any_error = True
                 parts.append(resp)
-        responses.append(
-            TopicProduceResponse(name=name or "", topic_id=td.topic_id, partition_responses=parts)
-        )
+        responses.append((name or "", td.topic_id, parts))
     throttle = 0
     quota = services.quotas.produce
     if quota.enabled:  # the request's bytes count against the producer byte rate (acks=0 too)
@@ -375,10 +379,14 @@ def _produce(ctx: RequestContext, req: ProduceRequest):
     # the collector does not track), not a tree of response objects (thousands of requests are in
     # flight with one record into each of thousands of partitions, and every object they hold
     # makes the collector's full passes over the partitions' own objects come sooner).
-    if not hinted and len(responses) == 1 and len(responses[0].partition_responses) == 1:
-        body = _one_partition(v, responses[0], throttle)
+    if not objects:  # every partition appended: written without response objects
+        body = _ok_many(v, responses, throttle)
+    elif not hinted and len(responses) == 1 and len(responses[0][2]) == 1:
+        body = _one_partition(v, _topic_response(responses[0]), throttle)
     else:
-        response = ProduceResponse(responses=responses, throttle_time_ms=throttle)
+        response = ProduceResponse(
+            responses=[_topic_response(t) for t in responses], throttle_time_ms=throttle
+        )
         if hinted:
             response.node_endpoints = leadership.endpoints(ctx, NodeEndpoint, hinted)
         body = RESPONSE_ENCODERS[v](response)
@@ -422,7 +430,7 @@ def _produce_one(ctx: RequestContext, req: ProduceRequest, td, v: int):
     waits: list[asyncio.Future] = []
     out = _append(ctx, name, index, records, tid, req.acks, services.logs.now_ms(), waits)
     if type(out) is tuple:
-        body = _ok_one(v, name, td.topic_id, index, *out)
+        body = _ok_one(v, name, td.topic_id, *out)
     else:
         body = _one_partition(
             v, TopicProduceResponse(name=name, topic_id=td.topic_id, partition_responses=[out]), 0
@@ -493,6 +501,74 @@ def _ok_one(v: int, name: str, topic_id: UUID, index: int, base: int, append_tim
     if v >= 5:
         return head + _OK_V5.pack(index, 0, base, append_time, start, 0)
     return head + _OK_V3.pack(index, 0, base, append_time, 0)
+
+
+#: one appended partition's answer in a request of many, per version (see ``_OK_V3``..``_OK_V9``),
+#: and a topic's tail: v9+ the partition's (no record errors, null message, no tagged fields), the
+#: topic's tagged fields
+_ANSWER_V3 = struct.Struct(">ihqq")
+_ANSWER_V5 = struct.Struct(">ihqqq")
+_ANSWER_V8 = struct.Struct(">ihqqqih")
+_ANSWER_V9 = struct.Struct(">ihqqq3B")
+_COUNT = struct.Struct(">i")
+
+
+def _ok_many(v: int, topics: list[tuple[str, UUID, list[tuple[int, int, int, int]]]], throttle: int) -> bytes:
+    """The encoded answer of a request whose every partition was appended, from ``_append``'s
+    tuples (partition, base offset, log append time, log start offset) per topic: the generated
+    encoder's bytes for the same answer (tests compare the two), without a response object per
+    partition."""
+    out: list[bytes] = []
+    add = out.append
+    if v >= 9:
+        add(uvarint(len(topics) + 1))
+        pack = _ANSWER_V9.pack
+        for name, topic_id, parts in topics:
+            if v >= 13:
+                add(topic_id.bytes)
+            else:
+                raw = name.encode()
+                add(uvarint(len(raw) + 1))
+                add(raw)
+            add(uvarint(len(parts) + 1))
+            for index, base, append_time, start in parts:
+                add(pack(index, 0, base, append_time, start, 1, 0, 0))
+            add(b"\x00")
+        add(_COUNT.pack(throttle))
+        add(b"\x00")
+        return b"".join(out)
+    add(_COUNT.pack(len(topics)))
+    for name, _topic_id, parts in topics:
+        raw = name.encode()
+        add(_NAME_V3.pack(len(raw)))
+        add(raw)
+        add(_COUNT.pack(len(parts)))
+        if v >= 8:
+            pack = _ANSWER_V8.pack
+            for index, base, append_time, start in parts:
+                add(pack(index, 0, base, append_time, start, 0, -1))
+        elif v >= 5:
+            pack = _ANSWER_V5.pack
+            for index, base, append_time, start in parts:
+                add(pack(index, 0, base, append_time, start))
+        else:
+            pack = _ANSWER_V3.pack
+            for index, base, append_time, _start in parts:
+                add(pack(index, 0, base, append_time))
+    add(_COUNT.pack(throttle))
+    return b"".join(out)
+
+
+def _topic_response(topic: tuple[str, UUID, list]) -> TopicProduceResponse:
+    """One topic's answer as response objects (``_produce``'s tuples of appends made objects)."""
+    name, topic_id, parts = topic
+    return TopicProduceResponse(
+        name=name,
+        topic_id=topic_id,
+        partition_responses=[
+            PartitionProduceResponse(p[0], 0, p[1], p[2], p[3]) if type(p) is tuple else p for p in parts
+        ],
+    )
 
 
 class _Waiting:
@@ -628,8 +704,8 @@ def _append(
     waits: list[asyncio.Future],
 ) -> PartitionProduceResponse | tuple[int, int, int]:
     """Validate and append the records of one partition; its refusal (or a duplicate's answer), or
-    on success (base offset, log append time or -1, log start offset); ``waits`` gets the group
-    commit the append waits for."""
+    on success (partition, base offset, log append time or -1, log start offset); ``waits`` gets
+    the group commit the append waits for."""
     logs = ctx.services.logs
     plog = logs.logs.get((topic, partition))
     if plog is None:
@@ -744,4 +820,4 @@ def _append(
     fut = logs.appended(plog)
     if fut is not None:
         waits.append(fut)
-    return (base, now if config.log_append_time else -1, plog.log_start_offset)
+    return (partition, base, now if config.log_append_time else -1, plog.log_start_offset)

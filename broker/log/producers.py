@@ -11,7 +11,6 @@ their last batch's timestamp, as Kafka; never one whose transaction is open).
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 from broker.protocol.errors import ErrorCode, KafkaError
@@ -40,8 +39,10 @@ class ProducerEntry:
 
     def __init__(self, epoch: int) -> None:
         self.epoch = epoch
-        #: its last MAX_CACHED_BATCHES batches (a retry of one is answered as a duplicate)
-        self.batches: deque[CachedBatch] = deque((), MAX_CACHED_BATCHES)
+        #: its last MAX_CACHED_BATCHES batches, oldest first (a retry of one is answered as a
+        #: duplicate); a list, not a bounded deque, whose first block of 64 slots a new entry
+        #: would allocate for at most five
+        self.batches: list[CachedBatch] = []
         #: first offset of the producer's open transaction in this partition, -1 when none
         self.txn_first_offset = -1
         #: the coordinator epoch of the last marker written for it (-1: none yet)
@@ -132,9 +133,12 @@ class ProducerState:
         delta = b.last_offset_delta
         seq = b.base_sequence
         timestamp = b.max_timestamp
-        entry.batches.append(
+        batches = entry.batches
+        batches.append(
             CachedBatch(seq, -1 if seq < 0 else (seq + delta) % SEQ_MOD, base, base + delta, timestamp)
         )
+        if len(batches) > MAX_CACHED_BATCHES:
+            del batches[0]
         entry.last_timestamp = timestamp
         return None
 
@@ -170,7 +174,7 @@ class ProducerState:
         st = cls()
         for pid, e in doc.items():
             entry = ProducerEntry(e["epoch"])
-            for fs, ls, bo, lo, ts in e["batches"]:
+            for fs, ls, bo, lo, ts in e["batches"][-MAX_CACHED_BATCHES:]:
                 entry.batches.append(CachedBatch(fs, ls, bo, lo, ts))
             entry.txn_first_offset = e.get("txn", -1)
             entry.coordinator_epoch = e.get("ce", -1)
@@ -192,4 +196,4 @@ class ProducerState:
             if not kept and e.txn_first_offset < 0:
                 del self.producers[pid]
             else:
-                e.batches = deque(kept, maxlen=MAX_CACHED_BATCHES)
+                e.batches = kept

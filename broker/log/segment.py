@@ -96,11 +96,17 @@ class OpenFiles:
         return len(self._open)
 
     def acquire(self, seg: Segment) -> int:
-        """``seg``'s descriptor, opened now if it was closed for room (event-loop thread)."""
+        """``seg``'s descriptor, opened now if it was closed for room (event-loop thread). (One
+        record into each of 10,000 partitions under a bound of 512 is 10,000 re-opens, each closing
+        another file: the open is inlined, the path a ``str``.)"""
         with self._lock:
             fd = seg._fd
             if fd is None:
-                fd = self._open_locked(seg)
+                if seg.closed:  # never use a descriptor number that may have been reused
+                    raise OSError(errno.EBADF, f"{seg.path} is closed")
+                fd = seg._fd = os.open(seg._os_path, _FLAGS)
+                self._open[seg] = None
+                self.opened += 1
             if self.limit and len(self._open) > self.limit:
                 self._make_room(seg)
             return fd
@@ -117,22 +123,24 @@ class OpenFiles:
     def _open_locked(self, seg: Segment) -> int:
         if seg.closed:  # never use a descriptor number that may have been reused
             raise OSError(errno.EBADF, f"{seg.path} is closed")
-        fd = os.open(seg.path, _FLAGS)
+        fd = os.open(seg._os_path, _FLAGS)
         seg._fd = fd
         self._open[seg] = None
         self.opened += 1
         return fd
 
     def _make_room(self, keep: Segment) -> None:
-        for _ in range(2 * len(self._open)):
-            if len(self._open) <= self.limit:
+        files = self._open
+        limit = self.limit
+        pop = files.popitem
+        for _ in range(2 * len(files)):
+            if len(files) <= limit:
                 return
-            seg = next(iter(self._open))
+            seg = pop(last=False)[0]  # the least recently opened (or passed over)
             if seg is keep or seg._pins or seg._used:
                 seg._used = False
-                self._open.move_to_end(seg)
+                files[seg] = None  # (to the end: passed over once)
                 continue
-            del self._open[seg]
             fd, seg._fd = seg._fd, None
             if fd is not None:
                 os.close(fd)
@@ -149,7 +157,7 @@ class OpenFiles:
                 return fd, False
             if seg.closed:
                 raise OSError(errno.EBADF, f"{seg.path} is closed")
-        return os.open(seg.path, _FLAGS), True
+        return os.open(seg._os_path, _FLAGS), True
 
     def give_back(self, seg: Segment, fd: int, own: bool) -> None:
         if own:
@@ -220,6 +228,7 @@ class Segment:
         self.dir = directory
         self.base_offset = base_offset
         self.path = directory / (segment_name(base_offset) + ".log")
+        self._os_path = os.fspath(self.path)  # (what a re-open after a close for room opens)
         self.index_path = directory / (segment_name(base_offset) + ".index")
         #: its aborted transactions (broker/log/txnindex.py), when it has any
         self.txnindex_path = directory / (segment_name(base_offset) + ".txnindex")
@@ -228,7 +237,7 @@ class Segment:
         self._pins = 0
         self._used = True
         self.closed = False
-        fd = os.open(self.path, _FLAGS | os.O_CREAT, 0o644)
+        fd = os.open(self._os_path, _FLAGS | os.O_CREAT, 0o644)
         st = os.fstat(fd)
         self.size = st.st_size
         self.created = st.st_mtime

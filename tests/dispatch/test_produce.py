@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from broker.dispatch.produce import _after_flush, _ok_one, _one_partition, _when_durable
+from broker.dispatch.produce import _after_flush, _ok_many, _ok_one, _one_partition, _when_durable
 from broker.log.manager import StorageError
 from broker.log.records import simple_batch
 from broker.protocol.errors import ErrorCode
@@ -226,3 +226,45 @@ def test_the_fast_success_answer_is_what_the_generated_encoder_writes(version):
             ]
             want = RESPONSE_ENCODERS[version](ProduceResponse(responses=[topic], throttle_time_ms=0))
             assert _ok_one(version, name, topic_id, index, base, append_time, start) == want
+
+
+@pytest.mark.parametrize("version", range(3, 14))
+def test_the_many_partition_success_answer_is_what_the_generated_encoder_writes(version):
+    """A request whose every partition was appended is answered from the appends' tuples, without
+    response objects (``_ok_many``): the bytes are the generated encoder's for the same answer, for
+    any number of topics and partitions (none, one, hundreds: varint counts past one byte)."""
+    rng = random.Random(200 + version)
+    for shape in ([], [1], [3, 0, 2], [200], [1] * 130, [rng.randrange(1, 40) for _ in range(7)]):
+        topics = []
+        for i, count in enumerate(shape):
+            name = rng.choice(["t", "topic-" + "x" * 200, "ünï"]) + str(i)
+            parts = [
+                (
+                    rng.randrange(0, 1 << 31),
+                    rng.randrange(0, 1 << 63),
+                    rng.choice([-1, rng.randrange(0, 1 << 62)]),
+                    rng.randrange(-1, 1 << 40),
+                )
+                for _ in range(count)
+            ]
+            topics.append((name, uuid.UUID(int=rng.getrandbits(128)), parts))
+        throttle = rng.choice([0, rng.randrange(1, 1 << 31)])
+        want = RESPONSE_ENCODERS[version](
+            ProduceResponse(
+                responses=[
+                    TopicProduceResponse(
+                        name=name,
+                        topic_id=topic_id,
+                        partition_responses=[
+                            PartitionProduceResponse(
+                                index=p, error_code=0, base_offset=b, log_append_time_ms=t, log_start_offset=s
+                            )
+                            for p, b, t, s in parts
+                        ],
+                    )
+                    for name, topic_id, parts in topics
+                ],
+                throttle_time_ms=throttle,
+            )
+        )
+        assert _ok_many(version, topics, throttle) == want
