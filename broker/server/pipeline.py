@@ -118,15 +118,15 @@ class RequestPipeline:
             )
         decode_header, decode_body, encode_body, flexible_response_header = plan
         try:
-            header, pos = decode_header(frame)
+            client_id, pos = decode_header(frame)
             request, _end = decode_body(frame, pos)
         except DECODE_ERRORS as e:
             return _close_undecoded(frame, client, f"cannot decode {api.name} v{version}: {e}")
-        client.client_id = header.client_id
+        client.client_id = client_id
         if self.faults is not None:  # fault rules are set (broker.control.faults)
             return self.faults.intercept(self, api, version, request, correlation_id, client)
         # call() and outcome() below, inlined: this is the hot path
-        ctx = RequestContext(self.services, client, api_key, version, correlation_id, header.client_id)
+        ctx = RequestContext(self.services, client, api_key, version, correlation_id, client_id)
         try:
             response = api.handler(ctx, request)
         except CloseConnection as e:
