@@ -57,7 +57,7 @@ class Close:
 class Pending:
     """A response that comes from an awaitable; hand the finished awaitable to ``complete``."""
 
-    __slots__ = ("awaitable", "deferred", "api", "version", "request", "correlation_id", "client")
+    __slots__ = ("awaitable", "deferred", "api", "version", "request", "correlation_id", "client", "size")
 
     def __init__(
         self,
@@ -76,6 +76,8 @@ class Pending:
         self.request = request
         self.correlation_id = correlation_id
         self.client = client
+        #: the request frame's bytes, while a connection holds it deferred
+        self.size = 0
 
 
 Outcome = bytes | tuple[bytes, bytes] | Close | Pending | None
@@ -204,6 +206,8 @@ class RequestPipeline:
     def complete(self, pending: Pending, result: Any = None, exc: BaseException | None = None) -> Outcome:
         """The outcome of a finished :class:`Pending`: its result, or the exception it raised
         (a handler's KafkaError becomes that error code; a deferred response may not be empty)."""
+        if type(result) is bytes and exc is None:  # already encoded by the handler (a Produce's answer)
+            return response_frame(pending.correlation_id, pending.api.plans[pending.version][3], result)
         api, version = pending.api, pending.version
         if isinstance(exc, CloseConnection):
             return Close(str(exc))
