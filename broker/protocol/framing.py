@@ -15,6 +15,8 @@ _SIZE = Struct(">i")
 #: api_key, api_version, correlation_id: the fixed start of every request header version.
 REQUEST_PREFIX = Struct(">hhi")
 _SIZE_CORR = Struct(">ii")
+#: size, correlation id and the empty tagged-field section of a response header v1
+_SIZE_CORR_TAGS = Struct(">iiB")
 #: Incomplete frames larger than this are gathered as chunks instead of re-concatenated per read.
 _CHUNKED = 64 << 10
 
@@ -152,5 +154,5 @@ def response_parts(correlation_id: int, flexible_header: bool, body: bytes) -> t
 def response_frame(correlation_id: int, flexible_header: bool, body: bytes) -> bytes:
     """Size prefix + response header (v1 if ``flexible_header`` else v0) + body."""
     if flexible_header:
-        return _SIZE_CORR.pack(len(body) + 5, correlation_id) + b"\x00" + body
+        return _SIZE_CORR_TAGS.pack(len(body) + 5, correlation_id, 0) + body
     return _SIZE_CORR.pack(len(body) + 4, correlation_id) + body

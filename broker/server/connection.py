@@ -188,7 +188,12 @@ class KafkaConnection(asyncio.Protocol):
                     log.exception("unexpected error handling a request from %s", self.client.describe())
                     self.close("internal error")
                     return
-                if self.busy or self.writing_paused or self._backlogged() or self._out_bytes >= MAX_OUT_BATCH:
+                if (
+                    self.busy
+                    or self.writing_paused
+                    or self._out_bytes >= MAX_OUT_BATCH
+                    or (self._ordered and self._backlogged())
+                ):
                     self.queue.extend(frames[i + 1 :])
                     self._maybe_pause_reading()
                     return
@@ -497,10 +502,13 @@ class KafkaConnection(asyncio.Protocol):
                 self.transport.write(frame)
             else:
                 self.transport.writelines(frame)
-        elif all(type(f) is bytes for f in frames):
-            self.transport.write(b"".join(frames))
-        else:
+            return
+        try:
+            data = b"".join(frames)
+        except TypeError:  # a large frame (header, body) among them
             self.transport.writelines([p for f in frames for p in ((f,) if type(f) is bytes else f)])
+        else:
+            self.transport.write(data)
 
     def close(self, reason: str) -> None:
         """Close this connection (never any other) with a log line naming the client."""

@@ -87,10 +87,12 @@ class RequestPipeline:
     """decode -> handler -> encode for every connection of a broker (it keeps no per-connection
     state: the connection passes its :class:`ClientInfo`)."""
 
-    __slots__ = ("registry", "services", "tracer", "faults", "log_requests")
+    __slots__ = ("registry", "apis", "services", "tracer", "faults", "log_requests")
 
     def __init__(self, registry: Registry, services: Services):
         self.registry = registry
+        #: the registry's APIs by key (its dict, looked up directly on the hot path)
+        self.apis = registry.apis
         self.services = services
         #: the trace journal while tracing is on, else None (see set_tracer)
         self.tracer: Any = None
@@ -104,7 +106,7 @@ class RequestPipeline:
             api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
         except StructError:
             return Close(f"frame of {len(frame)} bytes is too short for a request header")
-        api = self.registry.get(api_key)
+        api = self.apis.get(api_key)
         if api is None:
             return _close_undecoded(frame, client, f"unknown API key {api_key}")
         plan = api.plans.get(version)
