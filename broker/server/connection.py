@@ -255,7 +255,14 @@ class KafkaConnection(asyncio.Protocol):
     def _handle(self, frame: bytes) -> None:
         """Handle one frame: send its response, or park until it is ready."""
         out = self.pipeline.handle(frame, self.client)
-        if type(out) is bytes or type(out) is tuple:  # a frame, or a large one in two parts
+        if type(out) is bytes:
+            gathered = self._out
+            if gathered is not None and not self._ordered and not self.closed:  # _write, inlined
+                gathered.append(out)
+                self._out_bytes += len(out)
+            else:
+                self._write(out)
+        elif type(out) is tuple:  # a large frame in two parts
             self._write(out)
         else:
             self._take(out, len(frame))
