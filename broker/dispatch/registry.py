@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from broker import features
 from broker.protocol.errors import ErrorCode
-from broker.protocol.generated import APIS, codec, request_header
+from broker.protocol.framing import request_header_v1, request_header_v2
+from broker.protocol.generated import APIS, codec
 
 if TYPE_CHECKING:
     from .services import Services
@@ -186,13 +187,14 @@ class Api:
         self.decoders = getattr(mod, "REQUEST_DECODERS", c.REQUEST_DECODERS)
         self.encoders = c.RESPONSE_ENCODERS
         self.module = mod
-        # Per version: (header decoder, body decoder, body encoder, flexible response header?).
+        # Per version: (header reader, body decoder, body encoder, flexible response header?); the
+        # header reader gives (client id, position of the body) (broker.protocol.framing).
         # ApiVersions responses always use header v0 so any client can read them (KIP-511).
         plans = {}
         for v in range(self.min_version, self.max_version + 1):
             flexible = self.flexible(v)
             plans[v] = (
-                request_header.decode_v2 if flexible else request_header.decode_v1,
+                request_header_v2 if flexible else request_header_v1,
                 self.decoders[v],
                 self.encoders[v],
                 flexible and self.key != 18,

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from struct import Struct
 
+from broker.protocol.primitives import DecodeError, read_unknown_tagged, uvarint_tail
+
 _SIZE = Struct(">i")
 #: api_key, api_version, correlation_id: the fixed start of every request header version.
 REQUEST_PREFIX = Struct(">hhi")
 _SIZE_CORR = Struct(">ii")
+#: size, correlation id and the empty tagged-field section of a response header v1
+_SIZE_CORR_TAGS = Struct(">iiB")
 #: Incomplete frames larger than this are gathered as chunks instead of re-concatenated per read.
 _CHUNKED = 64 << 10
 
@@ -32,6 +36,40 @@ def peek_client_id(frame: bytes) -> str | None:
     if n < 0 or start + n > len(frame):
         return None
     return bytes(frame[start : start + n]).decode("utf-8", "replace")
+
+
+def request_header_v1(frame: bytes) -> tuple[str | None, int]:
+    """Request header v1 at the start of ``frame``: its client id and the position after it. What
+    the generated ``request_header.decode_v1`` reads (the same checks, the same exceptions), without
+    building a RequestHeader: the pipeline has the fixed prefix already and uses only the client id."""
+    n = _INT16.unpack_from(frame, 8)[0]
+    if n < 0:
+        return None, 10
+    client_id = frame[10 : 10 + n].decode()
+    if 10 + n > len(frame):
+        raise DecodeError("RequestHeader v1: frame ends inside the message")
+    return client_id, 10 + n
+
+
+def request_header_v2(frame: bytes) -> tuple[str | None, int]:
+    """:func:`request_header_v1` for header v2 (flexible: a tagged-field section follows the
+    client id, whose unknown fields are skipped as the generated ``decode_v2`` reads them)."""
+    n = _INT16.unpack_from(frame, 8)[0]
+    if n < 0:
+        client_id = None
+        p = 10
+    else:
+        client_id = frame[10 : 10 + n].decode()
+        p = 10 + n
+    tags = frame[p]
+    p += 1
+    if tags:
+        if tags > 127:
+            tags, p = uvarint_tail(frame, p, tags)
+        p = read_unknown_tagged(frame, p, tags)[1]
+    if p > len(frame):
+        raise DecodeError("RequestHeader v2: frame ends inside the message")
+    return client_id, p
 
 
 class FrameError(ValueError):
@@ -116,5 +154,5 @@ def response_parts(correlation_id: int, flexible_header: bool, body: bytes) -> t
 def response_frame(correlation_id: int, flexible_header: bool, body: bytes) -> bytes:
     """Size prefix + response header (v1 if ``flexible_header`` else v0) + body."""
     if flexible_header:
-        return _SIZE_CORR.pack(len(body) + 5, correlation_id) + b"\x00" + body
+        return _SIZE_CORR_TAGS.pack(len(body) + 5, correlation_id, 0) + body
     return _SIZE_CORR.pack(len(body) + 4, correlation_id) + body

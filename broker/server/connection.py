@@ -30,6 +30,7 @@ import asyncio
 import itertools
 import logging
 import time
+from asyncio import Future
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -114,13 +115,16 @@ class KafkaConnection(asyncio.Protocol):
         self._out_bytes = 0
         self._continue_scheduled = False
         self._task: asyncio.Future | None = None
-        #: responses in request order once something was deferred: [frame or None while pending]
-        self._ordered: deque[list] = deque()
-        self._deferred_tasks: set[asyncio.Future] = set()
+        #: the parked request (``busy``) whose ``_task`` is awaited
+        self._parked: Pending | None = None
+        #: answers in request order once something was deferred: a response frame, or the
+        #: :class:`Pending` of a deferred request (its ``awaitable`` a future) not answered yet. The
+        #: first entry is always a Pending, and only its future has a callback (``_head_done``): a
+        #: group commit finishes every request it covers in one loop turn, so one callback per
+        #: group commit settles all of them, in order, not one callback per request.
+        self._ordered: deque = deque()
         #: bytes of the frames of the deferred requests not answered yet
         self._deferred_bytes = 0
-        #: a deferred request finished in this loop turn: ``_release`` writes what is ready after it
-        self._release_scheduled = False
 
     # ------------------------------------------------------------------ asyncio callbacks
 
@@ -140,9 +144,18 @@ class KafkaConnection(asyncio.Protocol):
         self.queue.clear()
         if self._task is not None and not self._task.done():
             self._task.cancel()  # e.g. a long-polling Fetch nobody will read
-        for task in self._deferred_tasks:
-            task.cancel()
+        for entry in self._ordered:
+            if type(entry) is Pending:
+                entry.awaitable.cancel()
         self.listener.connections.discard(self)
+
+    def waiting(self) -> list[asyncio.Future]:
+        """The futures this connection waits on and that are not done: its parked request's, its
+        deferred requests' (the listener cancels them at shutdown)."""
+        out = [e.awaitable for e in self._ordered if type(e) is Pending and not e.awaitable.done()]
+        if self._task is not None and not self._task.done():
+            out.append(self._task)
+        return out
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -175,7 +188,12 @@ class KafkaConnection(asyncio.Protocol):
                     log.exception("unexpected error handling a request from %s", self.client.describe())
                     self.close("internal error")
                     return
-                if self.busy or self.writing_paused or self._backlogged() or self._out_bytes >= MAX_OUT_BATCH:
+                if (
+                    self.busy
+                    or self.writing_paused
+                    or self._out_bytes >= MAX_OUT_BATCH
+                    or (self._ordered and self._backlogged())
+                ):
                     self.queue.extend(frames[i + 1 :])
                     self._maybe_pause_reading()
                     return
@@ -237,7 +255,14 @@ class KafkaConnection(asyncio.Protocol):
     def _handle(self, frame: bytes) -> None:
         """Handle one frame: send its response, or park until it is ready."""
         out = self.pipeline.handle(frame, self.client)
-        if type(out) is bytes or type(out) is tuple:  # a frame, or a large one in two parts
+        if type(out) is bytes:
+            gathered = self._out
+            if gathered is not None and not self._ordered and not self.closed:  # _write, inlined
+                gathered.append(out)
+                self._out_bytes += len(out)
+            else:
+                self._write(out)
+        elif type(out) is tuple:  # a large frame in two parts
             self._write(out)
         else:
             self._take(out, len(frame))
@@ -318,17 +343,21 @@ class KafkaConnection(asyncio.Protocol):
     def _take(self, out: object, size: int = 0) -> None:
         """The non-bytes outcomes of ``_handle`` (``size``: the request frame's bytes)."""
         if type(out) is Pending:
-            task = asyncio.ensure_future(out.awaitable)
+            task = out.awaitable
+            if type(task) is not Future:  # a coroutine, or another kind of future: a Task, or as is
+                task = out.awaitable = asyncio.ensure_future(task)
             if out.deferred:  # answered later, in order; the next request goes on meanwhile
-                slot: list = [None]
-                self._ordered.append(slot)
-                self._deferred_tasks.add(task)
+                out.size = size
                 self._deferred_bytes += size
-                task.add_done_callback(lambda t: self._deferred_done(t, slot, out, size))
+                ordered = self._ordered
+                if not ordered:  # the first in line: the one whose end is waited for
+                    task.add_done_callback(self._head_done)
+                ordered.append(out)
             else:
                 self.busy = True
                 self._task = task
-                task.add_done_callback(lambda t: self._finish(t, out))
+                self._parked = out
+                task.add_done_callback(self._finish)
         elif out is not None:
             self.close(out.reason)
         if self.client.mute_ms and not self.busy:
@@ -351,7 +380,8 @@ class KafkaConnection(asyncio.Protocol):
         exc = task.exception()
         return (None, exc) if exc is not None else (task.result(), None)
 
-    def _finish(self, task: asyncio.Future, pending: Pending) -> None:
+    def _finish(self, task: asyncio.Future) -> None:
+        pending, self._parked = self._parked, None
         self.busy = False
         if self.closed:
             return
@@ -372,29 +402,16 @@ class KafkaConnection(asyncio.Protocol):
         finally:
             self._flush_out()
 
-    def _deferred_done(self, task: asyncio.Future, slot: list, pending: Pending, size: int = 0) -> None:
-        self._deferred_tasks.discard(task)
-        self._deferred_bytes -= size
-        if self.closed or task.cancelled():
-            return
-        out = self.pipeline.complete(pending, *self._result(task))
-        if type(out) is not bytes and type(out) is not tuple:
-            self.close(out.reason if type(out) is Close else f"{pending.api.name} v{pending.version} failed")
-            return
-        slot[0] = out
-        # the leading responses that are ready go out in request order; the requests of one group
-        # commit finish in the same loop turn, so their responses are written together after it
-        if not self._release_scheduled and self._ordered[0][0] is not None:
-            self._release_scheduled = True
-            asyncio.get_running_loop().call_soon(self._release)
-
-    def _release(self) -> None:
-        """Write every leading response that is ready (in order), then go on with the requests that
-        waited for room."""
-        self._release_scheduled = False
+    def _head_done(self, task: asyncio.Future) -> None:
+        """The first deferred request in line is done (and with it, usually, every other request of
+        its group commit): write every leading answer that is ready (in order), then go on with the
+        requests that waited for room."""
         if self.closed:
             return
-        self._write_ready()
+        close = self._settle()
+        if close is not None:
+            self.close(close)
+            return
         if not self.busy and self.queue and not self._backlogged():
             self._out = []
             try:
@@ -402,13 +419,42 @@ class KafkaConnection(asyncio.Protocol):
             finally:
                 self._flush_out()
 
-    def _write_ready(self) -> None:
+    def _settle(self) -> str | None:
+        """Write the leading answers of ``_ordered`` that are ready: frames, and the deferred
+        requests whose future is done (completed here, in request order); then wait for the first
+        one still pending. The reason to close the connection when a deferred request's outcome
+        says so (the answers before it are written first)."""
         ordered = self._ordered
         ready = []
-        while ordered and ordered[0][0] is not None:
-            ready.append(ordered.popleft()[0])
+        close = None
+        complete = self.pipeline.complete
+        while ordered:
+            entry = ordered[0]
+            if type(entry) is Pending:
+                task = entry.awaitable
+                if not task.done():
+                    task.add_done_callback(self._head_done)
+                    break
+                if task.cancelled():  # its client is gone (connection_lost cancels them all)
+                    break
+                ordered.popleft()
+                self._deferred_bytes -= entry.size
+                exc = task.exception()
+                out = complete(entry, None, exc) if exc is not None else complete(entry, task.result())
+                if type(out) is not bytes and type(out) is not tuple:
+                    close = out.reason if type(out) is Close else f"{entry.api.name} v{entry.version} failed"
+                    for later in ordered:  # never answered: the connection closes
+                        if type(later) is Pending:
+                            later.awaitable.cancel()
+                    ordered.clear()
+                    self._deferred_bytes = 0
+                    break
+                ready.append(out)
+            else:
+                ready.append(ordered.popleft())
         if ready:
             self._send(ready)
+        return close
 
     def _drain(self) -> None:
         """Handle queued frames until one parks or writing backs up."""
@@ -443,7 +489,7 @@ class KafkaConnection(asyncio.Protocol):
         if self.closed:
             return
         if self._ordered:  # behind a deferred response: keep the order
-            self._ordered.append([data])
+            self._ordered.append(data)
             return
         if self._out is not None:
             self._out.append(data)
@@ -463,10 +509,13 @@ class KafkaConnection(asyncio.Protocol):
                 self.transport.write(frame)
             else:
                 self.transport.writelines(frame)
-        elif all(type(f) is bytes for f in frames):
-            self.transport.write(b"".join(frames))
-        else:
+            return
+        try:
+            data = b"".join(frames)
+        except TypeError:  # a large frame (header, body) among them
             self.transport.writelines([p for f in frames for p in ((f,) if type(f) is bytes else f)])
+        else:
+            self.transport.write(data)
 
     def close(self, reason: str) -> None:
         """Close this connection (never any other) with a log line naming the client."""
@@ -474,9 +523,9 @@ class KafkaConnection(asyncio.Protocol):
             return
         log.warning("closing connection from %s: %s", self.client.describe(), reason)
         self.queue.clear()  # first: the flush below must not schedule more work for it
-        if self._ordered and self.transport is not None:
-            self._write_ready()  # answered deferred requests not written yet
         self._flush_out()  # answers to the requests before the bad one still go out
+        if self._ordered and self.transport is not None:
+            self._settle()  # then the deferred ones answered and not written yet (they came later)
         self.closed = True
         if self.transport is not None:
             self.transport.abort()

@@ -356,7 +356,7 @@ class Listener:
         self.stop_accepting()
         pending = []
         for conn in list(self.connections):
-            pending += [t for t in (conn._task, *conn._deferred_tasks) if t is not None and not t.done()]
+            pending += conn.waiting()
             if conn.transport is not None:
                 conn.transport.close()
         for task in pending:

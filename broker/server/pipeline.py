@@ -57,7 +57,7 @@ class Close:
 class Pending:
     """A response that comes from an awaitable; hand the finished awaitable to ``complete``."""
 
-    __slots__ = ("awaitable", "deferred", "api", "version", "request", "correlation_id", "client")
+    __slots__ = ("awaitable", "deferred", "api", "version", "request", "correlation_id", "client", "size")
 
     def __init__(
         self,
@@ -76,6 +76,8 @@ class Pending:
         self.request = request
         self.correlation_id = correlation_id
         self.client = client
+        #: the request frame's bytes, while a connection holds it deferred
+        self.size = 0
 
 
 Outcome = bytes | tuple[bytes, bytes] | Close | Pending | None
@@ -85,10 +87,12 @@ class RequestPipeline:
     """decode -> handler -> encode for every connection of a broker (it keeps no per-connection
     state: the connection passes its :class:`ClientInfo`)."""
 
-    __slots__ = ("registry", "services", "tracer", "faults", "log_requests")
+    __slots__ = ("registry", "apis", "services", "tracer", "faults", "log_requests")
 
     def __init__(self, registry: Registry, services: Services):
         self.registry = registry
+        #: the registry's APIs by key (its dict, looked up directly on the hot path)
+        self.apis = registry.apis
         self.services = services
         #: the trace journal while tracing is on, else None (see set_tracer)
         self.tracer: Any = None
@@ -102,7 +106,7 @@ class RequestPipeline:
             api_key, version, correlation_id = REQUEST_PREFIX.unpack_from(frame, 0)
         except StructError:
             return Close(f"frame of {len(frame)} bytes is too short for a request header")
-        api = self.registry.get(api_key)
+        api = self.apis.get(api_key)
         if api is None:
             return _close_undecoded(frame, client, f"unknown API key {api_key}")
         plan = api.plans.get(version)
@@ -118,15 +122,15 @@ class RequestPipeline:
             )
         decode_header, decode_body, encode_body, flexible_response_header = plan
         try:
-            header, pos = decode_header(frame)
+            client_id, pos = decode_header(frame)
             request, _end = decode_body(frame, pos)
         except DECODE_ERRORS as e:
             return _close_undecoded(frame, client, f"cannot decode {api.name} v{version}: {e}")
-        client.client_id = header.client_id
+        client.client_id = client_id
         if self.faults is not None:  # fault rules are set (broker.control.faults)
             return self.faults.intercept(self, api, version, request, correlation_id, client)
         # call() and outcome() below, inlined: this is the hot path
-        ctx = RequestContext(self.services, client, api_key, version, correlation_id, header.client_id)
+        ctx = RequestContext(self.services, client, api_key, version, correlation_id, client_id)
         try:
             response = api.handler(ctx, request)
         except CloseConnection as e:
@@ -204,6 +208,8 @@ class RequestPipeline:
     def complete(self, pending: Pending, result: Any = None, exc: BaseException | None = None) -> Outcome:
         """The outcome of a finished :class:`Pending`: its result, or the exception it raised
         (a handler's KafkaError becomes that error code; a deferred response may not be empty)."""
+        if type(result) is bytes and exc is None:  # already encoded by the handler (a Produce's answer)
+            return response_frame(pending.correlation_id, pending.api.plans[pending.version][3], result)
         api, version = pending.api, pending.version
         if isinstance(exc, CloseConnection):
             return Close(str(exc))
