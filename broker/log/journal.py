@@ -11,9 +11,9 @@ A file is the 8 bytes ``FILE_MAGIC`` followed by entries, each::
     length  uint32   bytes after the crc field
     crc     uint32   CRC-32C of those bytes
     kind    uint8    1: append, 2: truncate
+    offset  int64    append: the base offset of its first batch; truncate: the new log end offset
     topic id 16 bytes (the topic's UUID; all zero when unknown)
     partition int32
-    offset  int64    append: the base offset of its first batch; truncate: the new log end offset
     name length uint16, then the topic name (UTF-8)
     data    (append) the record batches exactly as written to the segment
 
@@ -44,8 +44,10 @@ log = logging.getLogger(__name__)
 
 PREFIX = ".journal-"
 FILE_MAGIC = b"PKBJRNL1"
-#: length, crc, kind, topic id, partition, offset, name length
-ENTRY = struct.Struct(">IIB16siqH")
+#: length, crc, kind, offset, topic id, partition, name length
+ENTRY = struct.Struct(">IIBq16siH")
+_KIND_OFFSET = struct.Struct(">Bq")
+_LENGTH_CRC = struct.Struct(">II")
 APPEND, TRUNCATE = 1, 2
 NO_TOPIC_ID = bytes(16)
 #: most buffers one writev(2) takes (IOV_MAX on Linux)
@@ -66,15 +68,26 @@ def journal_files(directory: Path) -> list[tuple[int, Path]]:
     return out
 
 
+def partition_key(topic_id: bytes, topic: str, partition: int) -> bytes:
+    """The bytes of an entry that name its partition (topic id, partition, name): the same for
+    every entry of a log, so the writer makes them once a log."""
+    name = topic.encode()
+    return topic_id + struct.pack(">iH", partition, len(name)) + name
+
+
 def encode_entry(
     kind: int, topic_id: bytes, topic: str, partition: int, offset: int, data: Any = b""
 ) -> list:
     """One entry as the buffers to write: [header, data] (an append) or [header] (a truncation)."""
-    name = topic.encode()
-    rest = ENTRY.pack(0, 0, kind, topic_id, partition, offset, len(name))[8:] + name
-    crc = crc32c(data, crc32c(rest)) if data else crc32c(rest)
-    head = struct.pack(">II", len(rest) + len(data), crc) + rest
-    return [head, data] if data else [head]
+    return encode_keyed(kind, offset, partition_key(topic_id, topic, partition), data)
+
+
+def encode_keyed(kind: int, offset: int, key: bytes, data: Any = b"") -> list:
+    """``encode_entry`` with the partition's ``partition_key`` bytes."""
+    rest = _KIND_OFFSET.pack(kind, offset) + key
+    if data:
+        return [_LENGTH_CRC.pack(len(rest) + len(data), crc32c(data, crc32c(rest))) + rest, data]
+    return [_LENGTH_CRC.pack(len(rest), crc32c(rest)) + rest]
 
 
 @dataclass
@@ -97,7 +110,7 @@ def read_entries(path: Path) -> tuple[list[Entry], int]:
     pos = len(FILE_MAGIC)
     view = memoryview(data)
     while pos + ENTRY.size <= len(data):
-        length, crc, kind, topic_id, partition, offset, name_len = ENTRY.unpack_from(data, pos)
+        length, crc, kind, offset, topic_id, partition, name_len = ENTRY.unpack_from(data, pos)
         end = pos + 8 + length
         if length < ENTRY.size - 8 + name_len or end > len(data) or kind not in (APPEND, TRUNCATE):
             break

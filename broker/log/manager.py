@@ -50,7 +50,17 @@ from broker.protocol.errors import ErrorCode, KafkaError
 
 from .cleaner import LogCleaner, fsync_dir
 from .config import LONG_MAX, LogConfig
-from .journal import APPEND, NO_TOPIC_ID, TRUNCATE, Journal, encode_entry, iter_entries, journal_files, plan
+from .journal import (
+    APPEND,
+    NO_TOPIC_ID,
+    TRUNCATE,
+    Journal,
+    encode_keyed,
+    iter_entries,
+    journal_files,
+    partition_key,
+    plan,
+)
 from .partition import UNOPENED, PartitionLog, flush_targets, mark_all_flushed, now_ms
 from .segment import SYSTEM_OPS, FileOps, OpenFiles, Segment, segment_name, starting_open_files_limit
 
@@ -310,6 +320,8 @@ class LogManager:
         self._journal_bytes: int = broker_config["log.flush.journal.bytes"]
         #: topic name -> its id's 16 bytes, as journal entries carry it (``topic_id_of``)
         self._topic_ids: dict[str, bytes] = {}
+        #: per log, the bytes naming it in a journal entry (``journal.partition_key``; flush thread)
+        self._journal_keys: dict[PartitionLog, bytes] = {}
         #: the topic id of a topic name (the broker sets it from its topic registry)
         self.topic_id_of: Callable[[str], uuid.UUID | None] = lambda _name: None
 
@@ -419,6 +431,7 @@ class LogManager:
             self._dirty.discard(plog)
             self._unsynced.discard(plog)
             self._sync_points.pop(plog, None)
+            self._journal_keys.pop(plog, None)
             self.recovery_points.pop(key, None)
             plog.close_for_delete()
             shutil.rmtree(doomed, ignore_errors=True)
@@ -521,17 +534,18 @@ class LogManager:
         journal = self.journal
         assert journal is not None
         bufs: list = []
-        tids = self._topic_ids
+        keys = self._journal_keys
         for plog, offset, data in entries:
             if plog.deleted:
                 continue
-            topic = plog.topic
+            key = keys.get(plog)
+            if key is None:
+                tid = self._topic_ids.get(plog.topic, NO_TOPIC_ID)
+                key = keys[plog] = partition_key(tid, plog.topic, plog.partition)
             if data is None:
-                bufs += encode_entry(TRUNCATE, tids.get(topic, NO_TOPIC_ID), topic, plog.partition, offset)
+                bufs += encode_keyed(TRUNCATE, offset, key)
             else:
-                bufs += encode_entry(
-                    APPEND, tids.get(topic, NO_TOPIC_ID), topic, plog.partition, offset, data
-                )
+                bufs += encode_keyed(APPEND, offset, key, data)
         journal.write(bufs)
 
     def _flush_done(
@@ -648,7 +662,9 @@ class LogManager:
             try:
                 plog.open()
             except KafkaError:
-                continue  # logged; the log is FAILED
+                pass  # logged
+            if not plog.opened:  # FAILED: every use of it fails with KAFKA_STORAGE_ERROR
+                continue
             floor, spans = plan(entries)
             changed = False
             if floor is not None and floor < plog.log_end_offset:
