@@ -110,7 +110,7 @@ def test_entries_read_back_as_written(tmp_path):
         Entry(TRUNCATE, TID.bytes, "t", 0, 5, b""),
     ]
     head = path.read_bytes()[8 : 8 + jmod.ENTRY.size]
-    length, _crc, kind, tid, partition, offset, name_len = jmod.ENTRY.unpack(head)
+    length, _crc, kind, offset, tid, partition, name_len = jmod.ENTRY.unpack(head)
     assert (length, kind, tid, partition, offset, name_len) == (
         jmod.ENTRY.size - 8 + len("tópico".encode()) + len(batch),
         APPEND,
