@@ -30,6 +30,24 @@ every file, whose write-back errors since the broker started it reports (a descr
 directory held open for the broker's life, the file system's error sequence checked through it). Only
 flushed data is visible to consumers (the high watermark), so a consumer never sees a record that a
 crash could take back.
+
+``log.flush.journal`` (the default, with ``always`` and ``interval``): a group commit does not sync
+the segments. Each append also leaves an entry (its log, base offset and the very bytes appended:
+a reference, no copy) in a list the group commit takes; the flush thread writes them to the
+group-commit journal (journal.py) with one writev sequence and one fdatasync, and the commit is
+acknowledged exactly as above once that returns. A background sync (every
+``log.flush.journal.sync.ms``, or at once when the journal file passes ``log.flush.journal.bytes``)
+rotates to a new journal file, syncs the segments (one syncfs), then advances each log's recovery
+point to what it held at the rotation, writes the checkpoint and deletes the journal files that sync
+covered; a failed sync keeps them for the next. The checkpoint therefore claims only what the
+segments hold on disk. After a crash, start-up (``started``) recovers each log from its checkpoint
+as before, then ``replay_journal`` replays the journal files into the logs they name: a truncation
+entry (written after a failed commit cut its appends: ``discard_unflushed``) cuts the log back,
+appends the log lacks are appended through its own path (index, producer state, transaction index),
+those it holds are skipped, entries of a deleted or re-created topic (another topic id) are ignored,
+and a torn tail ends a file (it was never acknowledged). The logs it changed are synced and the files
+deleted before anything is served. A failed journal write or fdatasync fails the commit as a failed
+fsync does; the next write starts a new journal file, with the failed entries first.
 """
 
 from __future__ import annotations
