@@ -70,6 +70,7 @@ from .cleaner import LogCleaner, fsync_dir
 from .config import LONG_MAX, LogConfig
 from .journal import (
     APPEND,
+    FILE_MAGIC,
     NO_TOPIC_ID,
     TRUNCATE,
     Journal,
@@ -627,6 +628,8 @@ class LogManager:
         keeps them (and is retried by the next). Returns whether it synced."""
         if self.journal is None or self._syncing:
             return False
+        if not self._unsynced and self.journal.size <= len(FILE_MAGIC):
+            return True  # nothing appended since the last sync: no new file, nothing to delete
         self._syncing = True
         loop = asyncio.get_running_loop()
         unsynced, self._unsynced = self._unsynced, set()
