@@ -178,6 +178,7 @@ class Broker:
             if name.endswith("-delete"):  # a topic deletion interrupted by a crash
                 shutil.rmtree(data_dir / name, ignore_errors=True)
         self.logs = LogManager(data_dir, config, file_ops, recover=recover, time_ms=self.clock.now_ms)
+        self.logs.topic_id_of = lambda name: t.topic_id if (t := self.topics.get(name)) else None
         self.clock.on_advance.append(self.logs.apply_retention)
         self.clock.on_advance.append(self.logs.expire_producers)
         for topic in self.topics.all():

@@ -191,6 +191,28 @@ _SETTINGS = [
     ),
     Setting("log.flush.interval.ms", int, 5, "Group-commit window for log.flush=interval.", 0),
     Setting(
+        "log.flush.journal",
+        bool,
+        True,
+        "With log.flush=always or interval: a group commit makes its appends durable with one "
+        "fdatasync of the group-commit journal; segments are synced in the background.",
+    ),
+    Setting(
+        "log.flush.journal.sync.ms",
+        int,
+        2000,
+        "With log.flush.journal: how often the background sync syncs the segments, writes the "
+        "recovery checkpoint and deletes the journal files it covered.",
+        1,
+    ),
+    Setting(
+        "log.flush.journal.bytes",
+        int,
+        64 * 1024 * 1024,
+        "With log.flush.journal: a journal file this large starts a background sync at once.",
+        1,
+    ),
+    Setting(
         "log.max.open.files",
         int,
         0,

@@ -30,6 +30,24 @@ every file, whose write-back errors since the broker started it reports (a descr
 directory held open for the broker's life, the file system's error sequence checked through it). Only
 flushed data is visible to consumers (the high watermark), so a consumer never sees a record that a
 crash could take back.
+
+``log.flush.journal`` (the default, with ``always`` and ``interval``): a group commit does not sync
+the segments. Each append also leaves an entry (its log, base offset and the very bytes appended:
+a reference, no copy) in a list the group commit takes; the flush thread writes them to the
+group-commit journal (journal.py) with one writev sequence and one fdatasync, and the commit is
+acknowledged exactly as above once that returns. A background sync (every
+``log.flush.journal.sync.ms``, or at once when the journal file passes ``log.flush.journal.bytes``)
+rotates to a new journal file, syncs the segments (one syncfs), then advances each log's recovery
+point to what it held at the rotation, writes the checkpoint and deletes the journal files that sync
+covered; a failed sync keeps them for the next. The checkpoint therefore claims only what the
+segments hold on disk. After a crash, start-up (``started``) recovers each log from its checkpoint
+as before, then ``replay_journal`` replays the journal files into the logs they name: a truncation
+entry (written after a failed commit cut its appends: ``discard_unflushed``) cuts the log back,
+appends the log lacks are appended through its own path (index, producer state, transaction index),
+those it holds are skipped, entries of a deleted or re-created topic (another topic id) are ignored,
+and a torn tail ends a file (it was never acknowledged). The logs it changed are synced and the files
+deleted before anything is served. A failed journal write or fdatasync fails the commit as a failed
+fsync does; the next write starts a new journal file, with the failed entries first.
 """
 
 from __future__ import annotations
@@ -50,6 +68,18 @@ from broker.protocol.errors import ErrorCode, KafkaError
 
 from .cleaner import LogCleaner, fsync_dir
 from .config import LONG_MAX, LogConfig
+from .journal import (
+    APPEND,
+    FILE_MAGIC,
+    NO_TOPIC_ID,
+    TRUNCATE,
+    Journal,
+    encode_keyed,
+    iter_entries,
+    journal_files,
+    partition_key,
+    plan,
+)
 from .partition import UNOPENED, PartitionLog, flush_targets, mark_all_flushed, now_ms
 from .segment import SYSTEM_OPS, FileOps, OpenFiles, Segment, segment_name, starting_open_files_limit
 
@@ -291,6 +321,28 @@ class LogManager:
         self.defer_open = bool(self.clean_logs)
         #: every segment's open file, at most log.max.open.files of them
         self.files = OpenFiles(open_files_limit(broker_config["log.max.open.files"]))
+        #: log.flush.journal (with always or interval): group commits fdatasync the journal; the
+        #: segments are synced by the background sync (``sync_journal``)
+        self.journaled: bool = self.policy != "never" and bool(broker_config["log.flush.journal"])
+        self.journal: Journal | None = None
+        #: entries appended since the last group commit took them, shared by every log (its
+        #: ``journal``): (log, base offset, data) for an append, (log, offset, None) for a truncation
+        self._pending: list = []
+        #: per log, the offset below which its segments are known synced (the recovery point the
+        #: checkpoint may claim): its log end when opened, advanced by each background sync
+        self._sync_points: dict[PartitionLog, int] = {}
+        #: logs appended to since the last background sync began
+        self._unsynced: set[PartitionLog] = set()
+        self._syncer = ThreadPoolExecutor(1, thread_name_prefix="journal-sync")
+        self._syncing = False
+        self._sync_task: asyncio.Task | None = None
+        self._journal_bytes: int = broker_config["log.flush.journal.bytes"]
+        #: topic name -> its id's 16 bytes, as journal entries carry it (``topic_id_of``)
+        self._topic_ids: dict[str, bytes] = {}
+        #: per log, the bytes naming it in a journal entry (``journal.partition_key``; flush thread)
+        self._journal_keys: dict[PartitionLog, bytes] = {}
+        #: the topic id of a topic name (the broker sets it from its topic registry)
+        self.topic_id_of: Callable[[str], uuid.UUID | None] = lambda _name: None
 
     # ------------------------------------------------------------------ topics
 
@@ -321,6 +373,11 @@ class LogManager:
             defer=defer,
         )
         self.logs[key] = plog
+        if topic not in self._topic_ids:
+            tid = self.topic_id_of(topic)
+            self._topic_ids[topic] = tid.bytes if tid is not None else NO_TOPIC_ID
+        if self.journaled:
+            plog.journal = self._pending
         if plog.opened:
             self._opened(plog)
         else:
@@ -328,6 +385,8 @@ class LogManager:
         return plog
 
     def _opened(self, plog: PartitionLog) -> None:
+        if self.journaled:
+            self._sync_points[plog] = plog.log_end_offset
         if "compact" in plog.config.cleanup_policy and plog.topic != COORDINATOR_TOPIC:
             self.cleaner.register(plog, user=True)
 
@@ -335,6 +394,7 @@ class LogManager:
         """Start-up has opened (or deferred) every log on disk: later opens are of new partitions."""
         self.recover = False
         self.defer_open = False
+        self.replay_journal()
 
     def unopened(self) -> list[PartitionLog]:
         """The deferred logs not opened yet."""
@@ -388,9 +448,13 @@ class LogManager:
             del self.logs[key]
             self.cleaner.unregister(plog)
             self._dirty.discard(plog)
+            self._unsynced.discard(plog)
+            self._sync_points.pop(plog, None)
+            self._journal_keys.pop(plog, None)
             self.recovery_points.pop(key, None)
             plog.close_for_delete()
             shutil.rmtree(doomed, ignore_errors=True)
+        self._topic_ids.pop(topic, None)
         # a recreated topic must not inherit the old partitions' recovery points nor start offsets
         self.write_checkpoint()
         if any(t == topic for t, _p in self.start_offsets):
@@ -467,6 +531,15 @@ class LogManager:
         dirty, self._dirty = self._dirty, set()
         # (a log's active segment is its own: one segment a log, none shared)
         targets = flush_targets(dirty)
+        if self.journaled:
+            if self.journal is None:
+                self.journal = Journal(self.data_dir, self.file_ops)
+            entries = self._pending[:]
+            self._pending.clear()
+            self._unsynced |= dirty
+            job = loop.run_in_executor(self._executor, self._journal_write, entries)
+            job.add_done_callback(lambda j: self._flush_done(j, fut, targets, entries))
+            return
         if self._syncfs_fd is not None and len(targets) >= SYNCFS_MIN_FILES:
             job = loop.run_in_executor(self._executor, _syncfs_all, self._syncfs_fd)
         else:
@@ -474,10 +547,36 @@ class LogManager:
             job = loop.run_in_executor(self._executor, _fsync_all, segments, self._flushers)
         job.add_done_callback(lambda j: self._flush_done(j, fut, targets))
 
-    def _flush_done(self, job: asyncio.Future, fut: asyncio.Future, targets: list) -> None:
+    def _journal_write(self, entries: list) -> None:
+        """The flush thread's part of a journaled group commit: encode ``entries`` and write them
+        to the journal with one writev sequence and one fdatasync."""
+        journal = self.journal
+        assert journal is not None
+        bufs: list = []
+        keys = self._journal_keys
+        for plog, offset, data in entries:
+            if plog.deleted:
+                continue
+            key = keys.get(plog)
+            if key is None:
+                tid = self._topic_ids.get(plog.topic, NO_TOPIC_ID)
+                key = keys[plog] = partition_key(tid, plog.topic, plog.partition)
+            if data is None:
+                bufs += encode_keyed(TRUNCATE, offset, key)
+            else:
+                bufs += encode_keyed(APPEND, offset, key, data)
+        journal.write(bufs)
+
+    def _flush_done(
+        self, job: asyncio.Future, fut: asyncio.Future, targets: list, entries: list | None = None
+    ) -> None:
         self._flushing = False
         exc = job.exception()
         if exc is not None:
+            if entries is not None:
+                # written again, before everything appended since, into a new file (journal.py);
+                # the truncations below follow them: a replay never brings the dropped appends back
+                self._pending[:0] = entries
             # Whatever that fsync covered may never reach the disk (and a later fsync can succeed
             # without writing the pages whose write-back failed): every append not yet durable
             # fails -- those of this flush and those waiting for the next -- and is cut from its log.
@@ -492,10 +591,152 @@ class LogManager:
                 if f is not None and not f.done():
                     f.set_exception(error)
         else:
-            mark_all_flushed(targets)
+            mark_all_flushed(targets, synced=entries is None)
             if not fut.done():
                 fut.set_result(None)
+            if entries is not None and self.journal is not None and self.journal.size >= self._journal_bytes:
+                self._sync_soon()
         self._schedule()
+
+    # ------------------------------------------------------------------ the journal
+
+    def _sync_segments(self, segments: list[Segment]) -> None:
+        """The background sync's thread: make the segments durable (one syncfs of the data
+        directory's file system, or with injected file ops an fsync of each)."""
+        if self._syncfs_fd is not None:
+            _syncfs(self._syncfs_fd, "the data directory")
+        else:
+            _fsync_all(segments, self._flushers)
+
+    def _sync_soon(self) -> None:
+        """Start a background sync now unless one runs (the journal passed its size bound)."""
+        if not self._syncing and (self._sync_task is None or self._sync_task.done()):
+            self._sync_task = asyncio.get_running_loop().create_task(self.sync_journal())
+
+    async def _periodic_sync(self, seconds: float) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                await self.sync_journal()
+            except Exception:
+                log.exception("background sync of the segments failed")
+
+    async def sync_journal(self) -> bool:
+        """The background sync: rotate to a new journal file, sync the segments (everything
+        appended before the rotation is in their page cache), then advance the logs' recovery
+        points, write the checkpoint and delete the journal files the sync covered. A failed sync
+        keeps them (and is retried by the next). Returns whether it synced."""
+        if self.journal is None or self._syncing:
+            return False
+        if not self._unsynced and self.journal.size <= len(FILE_MAGIC):
+            return True  # nothing appended since the last sync: no new file, nothing to delete
+        self._syncing = True
+        loop = asyncio.get_running_loop()
+        unsynced, self._unsynced = self._unsynced, set()
+        try:
+            points = [(plog, plog.log_end_offset, plog.segments[-1]) for plog in unsynced if not plog.deleted]
+            try:
+                covered = await loop.run_in_executor(self._executor, self.journal.rotate)
+                await loop.run_in_executor(self._syncer, self._sync_segments, [p[2] for p in points])
+            except OSError as e:
+                log.error("background sync of the segments failed (journal files kept): %s", e)
+                self._unsynced |= unsynced
+                return False
+            synced = self._sync_points
+            for plog, offset, _seg in points:
+                if offset > synced.get(plog, 0):
+                    synced[plog] = offset
+            try:
+                self.write_checkpoint()
+                await loop.run_in_executor(self._syncer, self.journal.delete_through, covered)
+            except OSError as e:
+                log.error("background sync: cannot write the checkpoint or delete the journal: %s", e)
+                return False
+            return True
+        finally:
+            self._syncing = False
+
+    def replay_journal(self) -> int:
+        """Start-up: replay the journal files a stop left (none after a clean stop) into the logs
+        they name, oldest first, then sync the logs it touched, write the checkpoint and delete the
+        files. Per partition (``journal.plan``): cut back to the lowest journaled truncation, then
+        append the journaled batches the log lacks (through its own append path: index, producer
+        state, transaction index), skipping those it holds; entries of a topic deleted since (or
+        re-created: another topic id) are ignored. Returns the partitions changed."""
+        files = journal_files(self.data_dir)
+        if not files:
+            return 0
+        per: dict[tuple[str, int], list] = {}
+        ignored = 0
+        for _seq, e in iter_entries(self.data_dir):
+            if self._topic_ids.get(e.topic) != e.topic_id:
+                ignored += 1
+                continue
+            per.setdefault((e.topic, e.partition), []).append(e)
+        touched = []
+        appended = truncated = held = differ = gaps = 0
+        for key, entries in per.items():
+            plog = self.logs.get(key)
+            if plog is None or plog.deleted:
+                ignored += len(entries)
+                continue
+            try:
+                plog.open()
+            except KafkaError:
+                pass  # logged
+            if not plog.opened:  # FAILED: every use of it fails with KAFKA_STORAGE_ERROR
+                continue
+            floor, spans = plan(entries)
+            changed = False
+            if floor is not None and floor < plog.log_end_offset:
+                truncated += plog.replay_truncate(floor)
+                changed = True
+            for base, nxt, data in spans:
+                if nxt <= plog.log_end_offset:
+                    if plog.replay_holds(base, data):
+                        held += 1
+                    else:
+                        differ += 1
+                    continue
+                n = plog.replay_append(data)
+                if n < 0:
+                    log.warning(
+                        "%s-%d: journal replay: offset %d does not continue the log (end %d); stopped",
+                        key[0],
+                        key[1],
+                        base,
+                        plog.log_end_offset,
+                    )
+                    gaps += 1
+                    break
+                appended += n
+                changed = True
+            if changed:
+                touched.append(plog)
+        if touched:
+            if self.file_ops is SYSTEM_OPS:
+                syncfs(self.data_dir)
+            else:
+                _fsync_each([plog.segments[-1] for plog in touched])
+            for plog in touched:
+                self._sync_points[plog] = plog.log_end_offset
+        self.write_checkpoint()
+        for _seq, path in files:
+            path.unlink(missing_ok=True)
+        fsync_dir(self.data_dir)
+        log.info(
+            "journal replay: %d files, %d partitions changed: %d offsets appended, %d truncated; "
+            "%d appends already held (%d differing: compacted), %d entries ignored, %d gaps",
+            len(files),
+            len(touched),
+            appended,
+            truncated,
+            held,
+            differ,
+            ignored,
+            gaps,
+        )
+        return len(touched)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -507,11 +748,25 @@ class LogManager:
         # the recovery point is what is known to be on disk: below it, damage is corruption, not a torn tail
         # (a log not opened since the clean stop: the recovery point that stop wrote)
         points = self.recovery_points
-        rows = [
-            (t, p, plog.durable_offset if plog.opened else points.get((t, p), 0))
-            for (t, p), plog in self.logs.items()
-            if not plog.deleted
-        ]
+        if self.journaled:  # what the segments hold on disk: up to the last background sync
+            synced = self._sync_points
+            rows = [
+                (
+                    t,
+                    p,
+                    min(plog.durable_offset, synced.get(plog, LONG_MAX))
+                    if plog.opened
+                    else points.get((t, p), 0),
+                )
+                for (t, p), plog in self.logs.items()
+                if not plog.deleted
+            ]
+        else:
+            rows = [
+                (t, p, plog.durable_offset if plog.opened else points.get((t, p), 0))
+                for (t, p), plog in self.logs.items()
+                if not plog.deleted
+            ]
         self.recovery_points = {(t, p): o for t, p, o in rows}
         if rows == self._checkpointed:  # the file already says this: no rewrite, no fsync on the loop
             return
@@ -576,6 +831,9 @@ class LogManager:
         self._tasks.append(asyncio.create_task(self._periodic(interval, self.expire_producers)))
         if self.policy == "never":
             self._tasks.append(asyncio.create_task(self._periodic(0.1, self.check_flush_ms)))
+        if self.journaled:
+            interval = self.broker_config["log.flush.journal.sync.ms"] / 1000
+            self._tasks.append(asyncio.create_task(self._periodic_sync(interval)))
         if any(not plog.opened for plog in self.logs.values()):
             self._tasks.append(asyncio.create_task(self.open_deferred()))
         self.cleaner.start()
@@ -614,7 +872,9 @@ class LogManager:
         if self._scheduled is not None:
             self._scheduled.cancel()
             self._scheduled = None
-        while self._flushing:
+        if self._sync_task is not None:
+            self._sync_task.cancel()
+        while self._flushing or self._syncing:
             await asyncio.sleep(0.001)
         closed = [plog for plog in self.logs.values() if plog.opened]
         for plog in closed:
@@ -626,11 +886,17 @@ class LogManager:
         syncfs(self.data_dir)
         for plog in closed:
             plog.mark_flushed(*plog.flush_target())
+            if self.journaled:
+                self._sync_points[plog] = plog.log_end_offset
         if self._next is not None and not self._next.done():
             self._next.set_result(None)
         self.write_checkpoint()
         self._executor.shutdown(wait=True)
         self._flushers.shutdown(wait=True)
+        self._syncer.shutdown(wait=True)
+        if self.journal is not None:  # every append is in the synced segments now
+            self.journal.close()
+            self.journal.delete_through(self.journal.seq, everything=True)
         if self._syncfs_fd is not None:
             os.close(self._syncfs_fd)
             self._syncfs_fd = None

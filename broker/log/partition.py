@@ -76,6 +76,9 @@ class PartitionLog:
         self.on_open: Callable[[PartitionLog], None] | None = None
         #: ``UNOPENED`` until the files are read (``defer``), ``FAILED`` if that failed, else ``OPEN``
         self.state = OPEN
+        #: the group-commit journal's pending entries (``LogManager``, log.flush.journal): each
+        #: append adds (log, base offset, data), a truncation (log, offset, None); None: no journal
+        self.journal: list | None = None
         if defer:
             self.state = UNOPENED
             return
@@ -277,6 +280,74 @@ class PartitionLog:
             ", ".join(files),
         )
 
+    # ------------------------------------------------------------------ journal replay (manager.py)
+
+    def replay_holds(self, base: int, data: bytes) -> bool:
+        """Whether the log holds ``data`` (journaled batches from ``base``) byte for byte."""
+        if base < self.log_start_offset or base >= self.log_end_offset:
+            return False
+        seg = self.segments[self._segment_index(base)]
+        pos = seg.find(base, seg.size)
+        return pos is not None and os.pread(seg.fd, len(data), pos) == data
+
+    def replay_append(self, data: bytes) -> int:
+        """Journal replay: append journaled batches exactly as they were written (offsets, epochs,
+        timestamps), through the segment's own append (index) and the producer state and
+        transaction index as an append keeps them; batches already below the log end are skipped.
+        Returns the offsets added, or -1 when the batches do not continue the log (nothing added)."""
+        batches = _batch_headers(data)
+        end = self.log_end_offset
+        i = 0
+        while i < len(batches) and batches[i].next_offset <= end:
+            i += 1
+        if i == len(batches):
+            return 0
+        if batches[i].base_offset != end:
+            return -1
+        if i:
+            data = data[batches[i].position :]
+            batches = _batch_headers(data)
+        active = self.segments[-1]
+        if active.size > 0 and active.size + len(data) > self.config.segment_bytes:
+            active = self.roll()
+        next_offset = batches[-1].next_offset
+        active.append(data, end, next_offset, max(b.max_timestamp for b in batches))
+        self.log_end_offset = next_offset
+        for b in batches:
+            if b.producer_id >= 0:
+                first = self.producers.record(b)
+                if first is not None:
+                    self._ended(bytearray(data), b, first, active)
+        self.high_watermark = self.durable_offset = next_offset
+        self._hw_segment = active
+        self._hw_position = active.size
+        return next_offset - end
+
+    def replay_truncate(self, offset: int) -> int:
+        """Journal replay of a truncation (``discard_unflushed``): cut the log back to ``offset`` (a
+        batch boundary at or above the first segment's base), rebuilding the producer state and the
+        transaction index as a load would. Returns the offsets dropped."""
+        dropped = self.log_end_offset - offset
+        if dropped <= 0 or offset < self.segments[0].base_offset:
+            return 0
+        i = self._segment_index(offset)
+        seg = self.segments[i]
+        for later in self.segments[i + 1 :]:
+            later.delete()
+        del self.segments[i + 1 :]
+        self._bases = [s.base_offset for s in self.segments]
+        pos = seg.find(offset, seg.size)
+        seg.truncate_to(seg.size if pos is None else pos)
+        self.log_end_offset = seg.next_offset
+        self.high_watermark = self.durable_offset = self.log_end_offset
+        self._hw_segment = seg
+        self._hw_position = seg.size
+        self._ending = []
+        self._snapshot_offset = -1
+        self.producers = ProducerState()
+        self._rebuild_producers()
+        return dropped
+
     def _rebuild_producers(self) -> None:
         start = self.log_start_offset
         snap = self.dir / PRODUCER_SNAPSHOT
@@ -443,6 +514,8 @@ class PartitionLog:
             (b,) = batches
             active.append(data, base, next_offset, b.max_timestamp)
             self.log_end_offset = next_offset
+            if self.journal is not None:
+                self.journal.append((self, base, data))
             if b.producer_id >= 0:  # (no producer state to keep for a batch without a producer id)
                 first = self.producers.record(b)
                 if first is not None:
@@ -450,6 +523,8 @@ class PartitionLog:
             return base
         active.append(data, base, next_offset, max(b.max_timestamp for b in batches))
         self.log_end_offset = next_offset
+        if self.journal is not None:
+            self.journal.append((self, base, data))
         for b in batches:
             first = self.producers.record(b)
             if first is not None:
@@ -535,6 +610,8 @@ class PartitionLog:
         self.aborted.truncate(hw)
         self._ending = [(m, f) for m, f in self._ending if m < hw]
         self._write_txnindex(seg)
+        if self.journal is not None:  # (a journal replay must not bring the dropped appends back)
+            self.journal.append((self, hw, None))
         log.warning(
             "%s-%d: fsync failed; dropped the %d unflushed offsets from %d",
             self.topic,
@@ -822,6 +899,20 @@ def _scan_headers(path: Path, position: int) -> tuple[int, int, int, int]:
     return batches, records, len(data), last
 
 
+def _batch_headers(data: bytes) -> list[BatchInfo]:
+    """The headers of the whole batches in ``data`` (positions in ``data``)."""
+    out = []
+    pos = 0
+    while pos + HEADER_SIZE <= len(data):
+        f = HEADER.unpack_from(data, pos)
+        info = BatchInfo(pos, f[1] + 12, f[0], f[6], f[5], f[7], f[8], f[9], f[10], f[11], f[12], f[2])
+        if pos + info.size > len(data):
+            break
+        out.append(info)
+        pos += info.size
+    return out
+
+
 def _marker_kind(buf: bytes | bytearray, pos: int) -> bool | None:
     """The control batch at ``pos``: True for a commit marker, False for an abort, else None."""
     try:
@@ -850,13 +941,14 @@ def flush_targets(plogs: Iterable[PartitionLog]) -> list[FlushTarget]:
     return out
 
 
-def mark_all_flushed(targets: list[FlushTarget]) -> None:
+def mark_all_flushed(targets: list[FlushTarget], synced: bool = True) -> None:
     """After the fsync (or syncfs) of ``targets`` succeeded: ``mark_flushed`` of each log not deleted
-    since, and each segment's synced size (what that sync covered), in one pass."""
+    since, and each segment's synced size (what that sync covered), in one pass. ``synced`` False:
+    the appends are durable in the group-commit journal, not in the segments (not synced yet)."""
     for plog, offset, seg, position in targets:
         if plog.deleted:
             continue
-        if position > seg.synced_size:
+        if synced and position > seg.synced_size:
             seg.synced_size = position
         if offset > plog.durable_offset:
             plog.durable_offset = offset

@@ -14,6 +14,11 @@ retriable error until the disk recovers:
   was; after a failed fsync the commit's record stays in the coordinator log (the coordinator's
   state already holds it), and the state rebuilt from the log at restart equals the live one;
 * Fetch, Metadata, ListOffsets and OffsetFetch keep working throughout.
+
+Every test runs twice: with the group-commit journal (``log.flush.journal``, the default), whose
+fdatasync is the one an acknowledgement waits for, so the fsync faults are injected into the journal
+file (and, there being one journal for every log, fail every commit while they last); and without it
+(``log.flush.journal=false``), where the fsync faults hit the partition's own segment file.
 """
 
 from __future__ import annotations
@@ -46,24 +51,30 @@ from tests.support.wire import WireClient
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, CREATE_TOPICS = 0, 1, 2, 3, 8, 9, 19
 TOPIC = "faulty"
 OFFSETS_LOG = "__consumer_offsets-0"
+#: the group-commit journal's files (broker/log/journal.py)
+JOURNAL_FILES = "/.journal-"
 
 
 class FaultyOps(FileOps):
-    """FileOps that fail chosen calls on files whose path contains ``target``.
+    """FileOps that fail chosen calls on files whose path contains ``target`` (or one of them).
 
     ``faults`` maps "write" / "fsync" / "truncate" to an errno (or to "short" for a write that
     writes half its bytes and returns the count, as a filling disk does)."""
 
     def __init__(self) -> None:
         self.faults: dict[str, Any] = {}
-        self.target = ""
+        self.target: tuple[str, ...] = ("",)
         self.hits: dict[str, int] = {}
         self._lock = threading.Lock()
+        self.journal = False
 
     def _fault(self, op: str, fd: int) -> Any:
         with self._lock:
             fault = self.faults.get(op)
-            if fault is None or self.target not in os.readlink(f"/proc/self/fd/{fd}"):
+            if fault is None:
+                return None
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            if not any(t in path for t in self.target) or (JOURNAL_FILES in path and op != "fsync"):
                 return None
             self.hits[op] = self.hits.get(op, 0) + 1
             return fault
@@ -91,25 +102,36 @@ class FaultyOps(FileOps):
         super().truncate(fd, size)
 
     def inject(self, target: str, **faults: Any) -> None:
+        """Fail ``faults`` on ``target``'s files; with the journal, the fsync faults on the journal's
+        files too (the fsync an acknowledgement waits for)."""
+        targets = (target, JOURNAL_FILES) if self.journal else (target,)
         with self._lock:
-            self.target, self.faults, self.hits = target, dict(faults), {}
+            self.target, self.faults, self.hits = targets, dict(faults), {}
 
     def clear(self) -> None:
         with self._lock:
             self.faults = {}
 
 
-@pytest.fixture
-def ops() -> FaultyOps:
-    return FaultyOps()
+@pytest.fixture(params=[True, False], ids=["journal", "segment-sync"])
+def journal(request) -> bool:
+    return request.param
 
 
 @pytest.fixture
-def start(tmp_path, ops) -> Iterator[Any]:
+def ops(journal) -> FaultyOps:
+    ops = FaultyOps()
+    ops.journal = journal
+    return ops
+
+
+@pytest.fixture
+def start(tmp_path, ops, journal) -> Iterator[Any]:
     started: list[BrokerThread] = []
+    configs = {"log.flush": "always", "log.flush.journal": str(journal).lower()}
 
     def _start() -> BrokerThread:
-        bt = BrokerThread(tmp_path / "data", {"log.flush": "always"}, file_ops=ops).start()
+        bt = BrokerThread(tmp_path / "data", configs, file_ops=ops).start()
         started.append(bt)
         return bt
 
@@ -257,7 +279,7 @@ def test_idempotent_retry_after_a_failed_fsync_is_appended_once(start, ops):
 
 
 @pytest.mark.parametrize("op", ["write", "fsync"])
-def test_offset_commit_during_a_disk_fault(start, ops, op):
+def test_offset_commit_during_a_disk_fault(start, ops, op, journal):
     bt = start()
     create(bt.port)
     assert produce(bt.port, [b"a0"]).base_offset == 0
@@ -271,6 +293,8 @@ def test_offset_commit_during_a_disk_fault(start, ops, op):
         assert live == 5  # nothing was appended, nothing replayed
     else:
         assert live == 7  # the record stays in the log, and the state matches it
+    if journal and op == "fsync":  # the journal's failing fsync would fail the produce's commit too
+        ops.clear()
     # data partitions and reads are unaffected
     assert produce(bt.port, [b"a1"]).base_offset == 1
     assert fetch_values(bt.port) == [(0, b"a0"), (1, b"a1")]

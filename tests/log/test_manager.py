@@ -18,6 +18,9 @@ from broker.log.manager import FLUSH_WORKERS, LogManager, StorageError
 
 NOW = 1_700_000_000_000
 _real_libc = manager_module._libc
+#: group commits that sync the segments themselves (no journal: log.flush.journal=false); the
+#: journal's group commit is tested in test_journal.py
+SEGMENT_SYNC = {"log.flush.journal": "false"}
 
 
 def manager(tmp_path, **conf) -> LogManager:
@@ -42,7 +45,7 @@ async def test_never_is_visible_at_once(tmp_path):
 
 @pytest.mark.parametrize("policy", ["always", "interval"])
 async def test_visible_only_after_fsync(tmp_path, policy, monkeypatch):
-    m = manager(tmp_path, **{"log.flush": policy})
+    m = manager(tmp_path, **{"log.flush": policy}, **SEGMENT_SYNC)
     m.open_topic("t", 2, {})
     p0, p1 = m.get("t", 0), m.get("t", 1)
     synced: list[int] = []
@@ -97,7 +100,7 @@ async def test_fsync_failure_fails_the_waiters_and_keeps_data_invisible(tmp_path
 
 async def test_a_group_commit_fsyncs_its_files_on_several_threads(tmp_path, monkeypatch):
     monkeypatch.setattr(manager_module, "SYNCFS_MIN_FILES", 1000)  # the per-file path
-    m = manager(tmp_path, **{"log.flush": "interval"})
+    m = manager(tmp_path, **{"log.flush": "interval"}, **SEGMENT_SYNC)
     m.open_topic("t", 100, {})
     logs = [m.get("t", p) for p in range(100)]
     threads: dict[int, str] = {}
@@ -118,7 +121,7 @@ async def test_one_failed_fsync_of_a_group_commit_fails_all_its_appends(tmp_path
     """Every other share of the commit runs to its end, then the failure fails every append of the commit
     and cuts it from its log (none becomes visible, not even those whose own fsync succeeded)."""
     monkeypatch.setattr(manager_module, "SYNCFS_MIN_FILES", 1000)  # the per-file path
-    m = manager(tmp_path, **{"log.flush": "interval"})
+    m = manager(tmp_path, **{"log.flush": "interval"}, **SEGMENT_SYNC)
     m.open_topic("t", 50, {})
     logs = [m.get("t", p) for p in range(50)]
     bad = logs[17].active.fd
@@ -260,7 +263,7 @@ async def test_a_group_commit_of_many_files_syncs_them_with_one_syncfs(tmp_path,
     monkeypatch.setattr(manager_module, "SYNCFS_MIN_FILES", 8)
     libc = _CountingLibc()
     monkeypatch.setattr(manager_module, "_libc", libc)
-    m = manager(tmp_path, **{"log.flush": "interval"})
+    m = manager(tmp_path, **{"log.flush": "interval"}, **SEGMENT_SYNC)
     m.open_topic("t", 8, {})
     logs = [m.get("t", p) for p in range(8)]
     synced: list[int] = []
@@ -282,7 +285,7 @@ async def test_a_failed_syncfs_fails_every_append_of_its_group_commit(tmp_path, 
     monkeypatch.setattr(manager_module, "SYNCFS_MIN_FILES", 8)
     libc = _CountingLibc()
     monkeypatch.setattr(manager_module, "_libc", libc)
-    m = manager(tmp_path, **{"log.flush": "interval"})
+    m = manager(tmp_path, **{"log.flush": "interval"}, **SEGMENT_SYNC)
     m.open_topic("t", 10, {})
     logs = [m.get("t", p) for p in range(10)]
     libc.fail = True
@@ -301,7 +304,7 @@ async def test_a_failed_syncfs_fails_every_append_of_its_group_commit(tmp_path, 
 async def test_checkpoint_is_rewritten_only_when_a_recovery_point_moved(tmp_path):
     """The periodic checkpoint of 10,000 logs rewrites (and fsyncs, on the event loop) its file only
     when what it would write differs from what it last wrote."""
-    m = manager(tmp_path)
+    m = manager(tmp_path, **SEGMENT_SYNC)
     m.open_topic("t", 3, {})
     path = tmp_path / "recovery-point-offset-checkpoint"
     m.write_checkpoint()

@@ -146,7 +146,12 @@ async def test_a_file_closed_for_room_with_unsynced_appends_is_fsynced_before_th
     tmp_path, policy
 ):
     ops = RecordingOps()
-    conf = {"log.dirs": str(tmp_path), "log.flush": policy, "log.max.open.files": "2"}
+    conf = {
+        "log.dirs": str(tmp_path),
+        "log.flush": policy,
+        "log.max.open.files": "2",
+        "log.flush.journal": "false",
+    }
     m = LogManager(tmp_path, Config(conf), file_ops=ops)
     m.open_topic("t", 6, {})
     plogs = [m.get("t", p) for p in range(6)]
@@ -164,7 +169,12 @@ async def test_a_file_closed_for_room_with_unsynced_appends_is_fsynced_before_th
 
 async def test_a_failed_fsync_of_a_file_closed_for_room_fails_the_appends_it_held(tmp_path):
     ops = RecordingOps()
-    conf = {"log.dirs": str(tmp_path), "log.flush": "interval", "log.max.open.files": "1"}
+    conf = {
+        "log.dirs": str(tmp_path),
+        "log.flush": "interval",
+        "log.max.open.files": "1",
+        "log.flush.journal": "false",
+    }
     m = LogManager(tmp_path, Config(conf), file_ops=ops)
     m.open_topic("t", 3, {})
     a, b, c = (m.get("t", p) for p in range(3))

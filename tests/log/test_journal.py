@@ -1,0 +1,344 @@
+"""The group-commit journal (log.flush.journal): its file format, torn tails and damage, the replay
+plan, and the LogManager's use of it -- one fdatasync a group commit, the background sync that
+rotates, syncs the segments, advances the checkpoint and deletes what it covered, and the start-up
+replay after a crash that lost the segments' unsynced tails."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+
+import pytest
+
+from broker.config import Config
+from broker.log import journal as jmod
+from broker.log import manager as manager_module
+from broker.log import records
+from broker.log.batch import validate_produce
+from broker.log.journal import (
+    APPEND,
+    TRUNCATE,
+    Entry,
+    Journal,
+    encode_entry,
+    journal_files,
+    plan,
+    read_entries,
+)
+from broker.log.manager import CHECKPOINT, LogManager, StorageError, read_checkpoint
+
+NOW = 1_700_000_000_000
+TID = uuid.uuid4()
+
+
+def manager(tmp_path, topic_id: uuid.UUID | None = TID, **conf) -> LogManager:
+    c = Config({"log.dirs": str(tmp_path), "log.flush": "interval", **{k: str(v) for k, v in conf.items()}})
+    m = LogManager(tmp_path, c)
+    m.topic_id_of = lambda _name: topic_id
+    return m
+
+
+def append(m: LogManager, plog, value: bytes = b"v", **batch):
+    data = bytearray(records.simple_batch([value], **batch))
+    base = plog.append(data, validate_produce(data), NOW)
+    return base, m.appended(plog)
+
+
+def values(plog) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record below the high watermark."""
+    return [(r[0], r[3]) for r in records.iter_records(plog.read(0, 1 << 30))]
+
+
+def crash(m: LogManager) -> None:
+    """Stop as SIGKILL would: nothing closed cleanly, no checkpoint, no marker, no index written."""
+    for plog in m.logs.values():
+        if plog.opened:
+            for seg in plog.segments:
+                seg.close()
+    if m.journal is not None:
+        m.journal.close()
+    for pool in (m._executor, m._flushers, m._syncer):
+        pool.shutdown(wait=True)
+    if m._syncfs_fd is not None:
+        os.close(m._syncfs_fd)
+
+
+def lose_segment_tails(tmp_path, topic: str = "t") -> int:
+    """A power loss that kept none of the segments' unsynced bytes (the checkpoint says 0 of them)."""
+    cut = 0
+    for d in tmp_path.iterdir():
+        if d.is_dir() and d.name.startswith(f"{topic}-"):
+            for f in d.glob("*.log"):
+                cut += f.stat().st_size
+                f.write_bytes(b"")
+    return cut
+
+
+async def restart(tmp_path, topic_id: uuid.UUID | None = TID, partitions: int = 2, **conf) -> LogManager:
+    m = manager(tmp_path, topic_id, **conf)
+    m.open_topic("t", partitions, {})
+    m.started()
+    return m
+
+
+# ---------------------------------------------------------------------------------- file format
+
+
+def write_file(path, entries: list[list]) -> None:
+    with open(path, "wb") as f:
+        f.write(jmod.FILE_MAGIC)
+        for bufs in entries:
+            for b in bufs:
+                f.write(b)
+
+
+def test_entries_read_back_as_written(tmp_path):
+    batch = records.simple_batch([b"a", b"b"], base_offset=7)
+    path = tmp_path / jmod.file_name(1)
+    write_file(
+        path,
+        [
+            encode_entry(APPEND, TID.bytes, "tópico", 3, 7, batch),
+            encode_entry(TRUNCATE, TID.bytes, "t", 0, 5),
+        ],
+    )
+    entries, torn = read_entries(path)
+    assert torn == 0
+    assert entries == [
+        Entry(APPEND, TID.bytes, "tópico", 3, 7, batch),
+        Entry(TRUNCATE, TID.bytes, "t", 0, 5, b""),
+    ]
+    head = path.read_bytes()[8 : 8 + jmod.ENTRY.size]
+    length, _crc, kind, offset, tid, partition, name_len = jmod.ENTRY.unpack(head)
+    assert (length, kind, tid, partition, offset, name_len) == (
+        jmod.ENTRY.size - 8 + len("tópico".encode()) + len(batch),
+        APPEND,
+        TID.bytes,
+        3,
+        7,
+        len("tópico".encode()),
+    )
+
+
+def test_a_torn_tail_ends_the_file_at_the_last_whole_entry(tmp_path):
+    first = encode_entry(APPEND, TID.bytes, "t", 0, 0, records.simple_batch([b"x"]))
+    second = encode_entry(APPEND, TID.bytes, "t", 0, 1, records.simple_batch([b"y"], base_offset=1))
+    whole = jmod.FILE_MAGIC + b"".join(first) + b"".join(second)
+    path = tmp_path / jmod.file_name(1)
+    start = len(jmod.FILE_MAGIC) + sum(len(b) for b in first)
+    for cut in range(start, len(whole)):
+        path.write_bytes(whole[:cut])
+        entries, torn = read_entries(path)
+        assert [e.offset for e in entries] == [0], cut
+        assert torn == cut - start
+
+
+def test_a_damaged_entry_ends_the_file_there(tmp_path):
+    bufs = [
+        encode_entry(APPEND, TID.bytes, "t", 0, i, records.simple_batch([b"v%d" % i], base_offset=i))
+        for i in range(3)
+    ]
+    whole = bytearray(jmod.FILE_MAGIC + b"".join(b"".join(b) for b in bufs))
+    middle = len(jmod.FILE_MAGIC) + len(b"".join(bufs[0])) + 40
+    whole[middle] ^= 0xFF
+    path = tmp_path / jmod.file_name(1)
+    path.write_bytes(bytes(whole))
+    entries, torn = read_entries(path)
+    assert [e.offset for e in entries] == [0] and torn > 0
+    path.write_bytes(b"not a journal")
+    assert read_entries(path) == ([], len(b"not a journal"))
+
+
+def test_writes_go_through_writev_in_chunks_and_rotation_numbers_files(tmp_path):
+    j = Journal(tmp_path)
+    j.open()
+    many = []
+    for i in range(1500):  # more buffers than one writev takes
+        many += encode_entry(APPEND, TID.bytes, "t", 0, i, records.simple_batch([b"%d" % i], base_offset=i))
+    j.write(many)
+    assert j.rotate() == 1 and j.seq == 2
+    j.write(encode_entry(TRUNCATE, TID.bytes, "t", 0, 3))
+    entries = list(jmod.iter_entries(tmp_path))
+    assert [s for s, _e in entries] == [1] * 1500 + [2]
+    assert [e.offset for _s, e in entries][:3] == [0, 1, 2]
+    assert j.delete_through(1) == 1
+    assert [s for s, _p in journal_files(tmp_path)] == [2]
+    j.close()
+
+
+# ---------------------------------------------------------------------------------- replay plan
+
+
+def span(base: int, n: int, tag: bytes = b"") -> Entry:
+    batches = b"".join(records.simple_batch([tag + b"%d" % i], base_offset=base + i) for i in range(n))
+    return Entry(APPEND, TID.bytes, "t", 0, base, batches)
+
+
+def test_plan_applies_truncations_to_what_came_before_them_only():
+    a, t, b = span(0, 10), Entry(TRUNCATE, TID.bytes, "t", 0, 5, b""), span(5, 3, b"new")
+    floor, spans = plan([a, t, b])
+    assert floor == 5
+    assert [(s[0], s[1]) for s in spans] == [(0, 5), (5, 8)]
+    assert spans[0][2] == a.data[: len(spans[0][2])] and len(jmod.batch_ends(spans[0][2])) == 5
+    assert spans[1][2] == b.data
+    # written again after a failed write (same offsets): the later copy is the one kept
+    again = span(2, 2, b"again")
+    floor, spans = plan([span(0, 2), span(2, 2, b"old"), again])
+    assert floor is None and [(s[0], s[1], s[2]) for s in spans][1] == (2, 4, again.data)
+
+
+# ---------------------------------------------------------------------------------- the manager
+
+
+async def test_a_group_commit_is_one_fdatasync_of_the_journal_and_syncs_no_segment(tmp_path, monkeypatch):
+    m = manager(tmp_path)
+    m.open_topic("t", 50, {})
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
+    futs = {append(m, m.get("t", p), b"%d" % p)[1] for p in range(50)}
+    await asyncio.wait_for(asyncio.gather(*futs), 10)
+    assert len(synced) == 1 and synced[0] == m.journal.fd
+    for p in range(50):
+        plog = m.get("t", p)
+        assert plog.high_watermark == 1 and plog.active.synced_size == 0
+    # the checkpoint claims only what the segments hold synced: nothing yet
+    m.write_checkpoint()
+    assert set(read_checkpoint(tmp_path / CHECKPOINT).values()) == {0}
+    await m.close()
+    assert journal_files(tmp_path) == []  # a clean stop synced the segments: nothing to replay
+
+
+async def test_the_background_sync_rotates_syncs_checkpoints_and_deletes_what_it_covered(tmp_path):
+    m = manager(tmp_path)
+    m.open_topic("t", 2, {})
+    for i in range(3):
+        await append(m, m.get("t", i % 2), b"%d" % i)[1]
+    first = m.journal.seq
+    assert await m.sync_journal()
+    assert [s for s, _p in journal_files(tmp_path)] == [first + 1]
+    assert read_checkpoint(tmp_path / CHECKPOINT) == {("t", 0): 2, ("t", 1): 1}
+    await append(m, m.get("t", 1), b"late")[1]
+    assert read_checkpoint(tmp_path / CHECKPOINT) == {("t", 0): 2, ("t", 1): 1}
+    await m.close()
+
+
+async def test_a_failed_background_sync_keeps_the_journal_and_the_next_one_covers_it(tmp_path, monkeypatch):
+    m = manager(tmp_path)
+    m.open_topic("t", 1, {})
+    await append(m, m.get("t", 0))[1]
+
+    def fail(fd, what):
+        raise OSError(5, "Input/output error", what)
+
+    monkeypatch.setattr(manager_module, "_syncfs", fail)
+    assert not await m.sync_journal()
+    assert len(journal_files(tmp_path)) == 2  # the covered one kept, and the new one
+    assert read_checkpoint(tmp_path / CHECKPOINT).get(("t", 0), 0) == 0
+    monkeypatch.undo()
+    assert await m.sync_journal()
+    assert len(journal_files(tmp_path)) == 1
+    assert read_checkpoint(tmp_path / CHECKPOINT) == {("t", 0): 1}
+    await m.close()
+
+
+async def test_a_crash_that_lost_every_unsynced_segment_byte_is_replayed_from_the_journal(tmp_path):
+    m = manager(tmp_path)
+    m.open_topic("t", 2, {})
+    pid = 4000
+    for i in range(6):  # an idempotent producer on partition 0, a plain one on partition 1
+        if i % 2 == 0:
+            await append(
+                m, m.get("t", 0), b"p%d" % i, producer_id=pid, producer_epoch=0, base_sequence=i // 2
+            )[1]
+        else:
+            await append(m, m.get("t", 1), b"q%d" % i)[1]
+    expected = {p: values(m.get("t", p)) for p in range(2)}
+    crash(m)
+    assert lose_segment_tails(tmp_path) > 0
+    m2 = await restart(tmp_path)
+    assert {p: values(m2.get("t", p)) for p in range(2)} == expected
+    plog = m2.get("t", 0)
+    assert plog.producers.producers[pid].batches[-1].last_seq == 2  # producer state as appended
+    assert journal_files(tmp_path) == []  # replayed, synced and deleted
+    assert read_checkpoint(tmp_path / CHECKPOINT) == {("t", 0): 3, ("t", 1): 3}
+    # a duplicate of the last batch is still recognised, and the log goes on
+    _base, fut = append(m2, plog, b"p4", producer_id=pid, producer_epoch=0, base_sequence=3)
+    await fut
+    assert [v for _o, v in values(plog)] == [b"p0", b"p2", b"p4", b"p4"]
+    await m2.close()
+
+
+async def test_replay_skips_what_the_segments_hold_and_is_idempotent(tmp_path):
+    m = manager(tmp_path)
+    m.open_topic("t", 2, {})
+    for i in range(4):
+        await append(m, m.get("t", i % 2), b"%d" % i)[1]
+    expected = {p: values(m.get("t", p)) for p in range(2)}
+    crash(m)  # SIGKILL alone: the segments hold everything
+    saved = {p.name: p.read_bytes() for _s, p in journal_files(tmp_path)}
+    m2 = await restart(tmp_path)
+    assert {p: values(m2.get("t", p)) for p in range(2)} == expected
+    crash(m2)
+    for name, content in saved.items():  # the same journal once more (a crash before its deletion)
+        (tmp_path / name).write_bytes(content)
+    m3 = await restart(tmp_path)
+    assert {p: values(m3.get("t", p)) for p in range(2)} == expected
+    await m3.close()
+
+
+async def test_a_failed_journal_fsync_fails_the_commit_and_replay_does_not_bring_it_back(
+    tmp_path, monkeypatch
+):
+    m = manager(tmp_path)
+    m.open_topic("t", 1, {})
+    plog = m.get("t", 0)
+    await append(m, plog, b"kept")[1]
+    real = os.fdatasync
+    journal_fd = m.journal.fd
+
+    def eio(fd):
+        if fd == journal_fd:
+            os.write(fd, b"")  # (the entries were written; only the sync fails)
+            raise OSError(5, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", eio)
+    _base, fut = append(m, plog, b"failed")
+    with pytest.raises(StorageError):
+        await fut
+    assert plog.log_end_offset == 1  # cut from the log
+    monkeypatch.undo()
+    await append(m, plog, b"after")[1]  # same offset 1, in a new journal file after the truncation
+    assert m.journal.seq == 2  # the failed file is abandoned
+    crash(m)
+    lose_segment_tails(tmp_path)
+    m2 = await restart(tmp_path, partitions=1)
+    assert values(m2.get("t", 0)) == [(0, b"kept"), (1, b"after")]
+    await m2.close()
+
+
+async def test_entries_of_a_deleted_or_recreated_topic_are_ignored(tmp_path):
+    m = manager(tmp_path)
+    m.open_topic("t", 1, {})
+    await append(m, m.get("t", 0), b"old")[1]
+    crash(m)
+    lose_segment_tails(tmp_path)
+    m2 = await restart(tmp_path, topic_id=uuid.uuid4(), partitions=1)  # "t" is another topic now
+    assert values(m2.get("t", 0)) == []
+    assert journal_files(tmp_path) == []
+    await m2.close()
+
+
+async def test_the_journal_is_off_with_never_and_with_the_setting(tmp_path):
+    for conf in ({"log.flush": "never"}, {"log.flush.journal": "false"}):
+        d = tmp_path / next(iter(conf.values()))
+        d.mkdir()
+        m = manager(d, **conf)
+        m.open_topic("t", 1, {})
+        fut = append(m, m.get("t", 0))[1]
+        if fut is not None:
+            await fut
+        assert m.journal is None and journal_files(d) == []
+        await m.close()
