@@ -336,6 +336,9 @@ class LogManager:
         self._syncer = ThreadPoolExecutor(1, thread_name_prefix="journal-sync")
         self._syncing = False
         self._sync_task: asyncio.Task | None = None
+        #: why a background sync failed, once one has: from then on the journal files are kept and
+        #: the recovery points stay where they were (see ``sync_journal``)
+        self._sync_failed: str | None = None
         self._journal_bytes: int = broker_config["log.flush.journal.bytes"]
         #: topic name -> its id's 16 bytes, as journal entries carry it (``topic_id_of``)
         self._topic_ids: dict[str, bytes] = {}
@@ -624,9 +627,9 @@ class LogManager:
     async def sync_journal(self) -> bool:
         """The background sync: rotate to a new journal file, sync the segments (everything
         appended before the rotation is in their page cache), then advance the logs' recovery
-        points, write the checkpoint and delete the journal files the sync covered. A failed sync
-        keeps them (and is retried by the next). Returns whether it synced."""
-        if self.journal is None or self._syncing:
+        points, write the checkpoint and delete the journal files the sync covered. After a failed
+        sync none of that happens again in this process (``_sync_failed``). Returns whether it synced."""
+        if self.journal is None or self._syncing or self._sync_failed is not None:
             return False
         if not self._unsynced and self.journal.size <= len(FILE_MAGIC):
             return True  # nothing appended since the last sync: no new file, nothing to delete
@@ -639,7 +642,17 @@ class LogManager:
                 covered = await loop.run_in_executor(self._executor, self.journal.rotate)
                 await loop.run_in_executor(self._syncer, self._sync_segments, [p[2] for p in points])
             except OSError as e:
-                log.error("background sync of the segments failed (journal files kept): %s", e)
+                # The write-back error is reported once: a retried sync could succeed without the
+                # pages it lost, and the journal is then the only copy of acknowledged appends. So
+                # from now on nothing is deleted and no recovery point advances (Kafka takes such a
+                # log directory offline); the next start recovers the segments from the old points
+                # and replays every journal file into them. A clean stop is not marked clean.
+                self._sync_failed = str(e)
+                log.error(
+                    "background sync of the segments failed: %s; the journal files are kept, and the "
+                    "recovery points held, until a restart replays them",
+                    e,
+                )
                 self._unsynced |= unsynced
                 return False
             synced = self._sync_points
@@ -886,7 +899,7 @@ class LogManager:
         syncfs(self.data_dir)
         for plog in closed:
             plog.mark_flushed(*plog.flush_target())
-            if self.journaled:
+            if self.journaled and self._sync_failed is None:
                 self._sync_points[plog] = plog.log_end_offset
         if self._next is not None and not self._next.done():
             self._next.set_result(None)
@@ -894,13 +907,15 @@ class LogManager:
         self._executor.shutdown(wait=True)
         self._flushers.shutdown(wait=True)
         self._syncer.shutdown(wait=True)
-        if self.journal is not None:  # every append is in the synced segments now
+        if self.journal is not None:
             self.journal.close()
-            self.journal.delete_through(self.journal.seq, everything=True)
+            if self._sync_failed is None:  # every append is in the synced segments now
+                self.journal.delete_through(self.journal.seq, everything=True)
         if self._syncfs_fd is not None:
             os.close(self._syncfs_fd)
             self._syncfs_fd = None
-        self.write_clean_shutdown()
+        if self._sync_failed is None:
+            self.write_clean_shutdown()
 
     def write_clean_shutdown(self) -> None:
         """After every log is closed and synced (``close``): write the marker listing every log's
