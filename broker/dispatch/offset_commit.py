@@ -19,7 +19,7 @@ from broker.protocol.generated.offset_commit import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
-from broker.protocol.primitives import ZERO_UUID, new, to_uuid
+from broker.protocol.primitives import ZERO_UUID, new, short_topic
 from broker.security.authorizer import GROUP, READ, TOPIC
 
 from . import coordinating
@@ -36,6 +36,18 @@ _PART_V8 = struct.Struct(">iqiBB")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+
+
+def _partition(index: int, offset: int, epoch: int) -> OffsetCommitRequestPartition:
+    """A partition of the common shape (metadata "", no timestamp, no tagged fields)."""
+    o = new(OffsetCommitRequestPartition)
+    o.partition_index = index
+    o.committed_offset = offset
+    o.committed_leader_epoch = epoch
+    o.commit_timestamp = -1
+    o.committed_metadata = ""
+    o._unknown_tagged = None
+    return o
 
 
 def _common_request(b: bytes, p: int, v: int) -> tuple[OffsetCommitRequest, int] | None:
@@ -73,19 +85,10 @@ def _common_request(b: bytes, p: int, v: int) -> tuple[OffsetCommitRequest, int]
             p += n
         if b[p] != 2:  # one topic
             return None
-        p += 1
-        if v >= 10:
-            name = ""
-            topic_id = to_uuid(b[p : p + 16])
-            p += 16
-        else:
-            n = b[p] - 1
-            p += 1
-            if n < 0 or n > 126 or p + n > end:
-                return None
-            name = b[p : p + n].decode()
-            p += n
-            topic_id = ZERO_UUID
+        topic = short_topic(b, p + 1, end, v >= 10)
+        if topic is None:
+            return None
+        name, topic_id, p = topic
         count = b[p] - 1
         p += 1
         if count < 1 or count > 126:
@@ -145,38 +148,17 @@ def _common_request(b: bytes, p: int, v: int) -> tuple[OffsetCommitRequest, int]
         for index, offset, epoch, meta, tags in rows:
             if meta != 1 or tags:  # metadata other than "", or tagged fields
                 return None
-            o = new(OffsetCommitRequestPartition)
-            o.partition_index = index
-            o.committed_offset = offset
-            o.committed_leader_epoch = epoch
-            o.commit_timestamp = -1
-            o.committed_metadata = ""
-            o._unknown_tagged = None
-            add(o)
+            add(_partition(index, offset, epoch))
     elif v >= 6:
         for index, offset, epoch, meta in rows:
             if meta:
                 return None
-            o = new(OffsetCommitRequestPartition)
-            o.partition_index = index
-            o.committed_offset = offset
-            o.committed_leader_epoch = epoch
-            o.commit_timestamp = -1
-            o.committed_metadata = ""
-            o._unknown_tagged = None
-            add(o)
+            add(_partition(index, offset, epoch))
     else:
         for index, offset, meta in rows:
             if meta:
                 return None
-            o = new(OffsetCommitRequestPartition)
-            o.partition_index = index
-            o.committed_offset = offset
-            o.committed_leader_epoch = -1
-            o.commit_timestamp = -1
-            o.committed_metadata = ""
-            o._unknown_tagged = None
-            add(o)
+            add(_partition(index, offset, -1))
     t = new(OffsetCommitRequestTopic)
     t.name = name
     t.topic_id = topic_id

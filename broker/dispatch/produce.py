@@ -44,7 +44,7 @@ from broker.protocol.generated.produce import (
     TopicProduceData,
     TopicProduceResponse,
 )
-from broker.protocol.primitives import ZERO_UUID, new, to_uuid, uvarint, uvarint_tail
+from broker.protocol.primitives import ZERO_UUID, new, short_topic, uvarint, uvarint_tail
 from broker.quotas import user_of
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE
 
@@ -109,19 +109,10 @@ def _one_partition_request(b: bytes, p: int, v: int) -> tuple[ProduceRequest, in
         p += 6
         if b[p] != 2:  # one topic
             return None
-        p += 1
-        if v >= 13:
-            name = ""
-            topic_id = to_uuid(b[p : p + 16])
-            p += 16
-        else:
-            n = b[p] - 1
-            p += 1
-            if n > 126 or n < 0 or p + n > end:
-                return None
-            name = b[p : p + n].decode()
-            p += n
-            topic_id = ZERO_UUID
+        topic = short_topic(b, p + 1, end, v >= 13)
+        if topic is None:
+            return None
+        name, topic_id, p = topic
         if b[p] != 2:  # one partition
             return None
         index = _INT.unpack_from(b, p + 1)[0]

@@ -69,6 +69,19 @@ def to_uuid(raw: bytes) -> UUID:
     return UUID(bytes=raw)
 
 
+def short_topic(b: bytes, p: int, end: int, by_id: bool) -> tuple[str, UUID, int] | None:
+    """(the direct decoders of flexible requests) a topic's reference at ``p``: its id (``by_id``,
+    name "") or its compact name of at most 126 bytes (one-byte length, id zero); the name, the id
+    and the position after it, or None for anything else (the generated decoder takes that)."""
+    if by_id:
+        return "", to_uuid(b[p : p + 16]), p + 16
+    n = b[p] - 1
+    p += 1
+    if n < 0 or n > 126 or p + n > end:
+        return None
+    return b[p : p + n].decode(), ZERO_UUID, p + n
+
+
 def uvarint_tail(b: bytes, p: int, first: int) -> tuple[int, int]:
     """Finish an unsigned varint whose first byte (``first`` >= 128) sat just before ``p``."""
     result = first & 0x7F
