@@ -42,8 +42,12 @@ BATCH = struct.Struct(">qi")
 
 
 def recovery_points(data: Path) -> dict[str, int]:
-    """Partition directory name -> the recovery point the checkpoint claims on disk."""
-    lines = (data / CHECKPOINT).read_text().splitlines()[2:]
+    """Partition directory name -> the recovery point the checkpoint claims on disk (none before the
+    broker first wrote it: a kill within its first seconds leaves nothing claimed)."""
+    path = data / CHECKPOINT
+    if not path.exists():
+        return {}
+    lines = path.read_text().splitlines()[2:]
     return {f"{t}-{p}": int(o) for t, p, o in (line.split() for line in lines)}
 
 
