@@ -198,6 +198,14 @@ _SETTINGS = [
         "fdatasync of the group-commit journal; segments are synced in the background.",
     ),
     Setting(
+        "log.flush.journal.min.partitions",
+        int,
+        32,
+        "With log.flush.journal: a group commit of at least this many partitions writes the journal; "
+        "one of fewer fsyncs their segments directly.",
+        1,
+    ),
+    Setting(
         "log.flush.journal.sync.ms",
         int,
         2000,

@@ -143,6 +143,11 @@ def _fsync_all(segments: list[Segment], pool: ThreadPoolExecutor | None = None) 
 SYNCFS_MIN_FILES = 32
 
 
+def _truncates(entries: list) -> bool:
+    """Whether journal entries (log, offset, data) hold a truncation (data None)."""
+    return any(e[2] is None for e in entries)
+
+
 def _syncfs_all(fd: int) -> None:
     """Make every file of the data directory's file system durable with one syncfs(2) through ``fd``
     (the data directory's descriptor, open since the broker started: the error it reports is any
@@ -324,6 +329,13 @@ class LogManager:
         #: log.flush.journal (with always or interval): group commits fdatasync the journal; the
         #: segments are synced by the background sync (``sync_journal``)
         self.journaled: bool = self.policy != "never" and bool(broker_config["log.flush.journal"])
+        #: a group commit of at least this many logs writes the journal (log.flush.journal.min.partitions);
+        #: one of fewer fsyncs their active segments as without the journal (a log's older segments
+        #: were synced when it rolled, so that covers every append of the log so far) and drops its
+        #: entries: for a few files the journal would write the same bytes again for the same one
+        #: fsync. A commit whose entries hold a truncation (after a failed fsync) always writes the
+        #: journal, so that no replay brings the cut appends back.
+        self.journal_min_logs: int = broker_config["log.flush.journal.min.partitions"]
         self.journal: Journal | None = None
         #: entries appended since the last group commit took them, shared by every log (its
         #: ``journal``): (log, base offset, data) for an append, (log, offset, None) for a truncation
@@ -535,11 +547,12 @@ class LogManager:
         # (a log's active segment is its own: one segment a log, none shared)
         targets = flush_targets(dirty)
         if self.journaled:
-            if self.journal is None:
-                self.journal = Journal(self.data_dir, self.file_ops)
+            self._unsynced |= dirty
             entries = self._pending[:]
             self._pending.clear()
-            self._unsynced |= dirty
+        if self.journaled and (len(targets) >= self.journal_min_logs or _truncates(entries)):
+            if self.journal is None:
+                self.journal = Journal(self.data_dir, self.file_ops)
             job = loop.run_in_executor(self._executor, self._journal_write, entries)
             job.add_done_callback(lambda j: self._flush_done(j, fut, targets, entries))
             return
@@ -595,6 +608,11 @@ class LogManager:
                     f.set_exception(error)
         else:
             mark_all_flushed(targets, synced=entries is None)
+            if entries is None and self.journaled:  # the segments themselves were synced
+                points = self._sync_points
+                for plog, offset, _seg, _position in targets:
+                    if offset > points.get(plog, 0):
+                        points[plog] = offset
             if not fut.done():
                 fut.set_result(None)
             if entries is not None and self.journal is not None and self.journal.size >= self._journal_bytes:

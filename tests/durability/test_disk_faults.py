@@ -128,7 +128,12 @@ def ops(journal) -> FaultyOps:
 @pytest.fixture
 def start(tmp_path, ops, journal) -> Iterator[Any]:
     started: list[BrokerThread] = []
-    configs = {"log.flush": "always", "log.flush.journal": str(journal).lower()}
+    # (with the journal, every commit writes it: these tests' commits cover one partition or a few)
+    configs = {
+        "log.flush": "always",
+        "log.flush.journal": str(journal).lower(),
+        "log.flush.journal.min.partitions": "1",
+    }
 
     def _start() -> BrokerThread:
         bt = BrokerThread(tmp_path / "data", configs, file_ops=ops).start()

@@ -32,7 +32,12 @@ NOW = 1_700_000_000_000
 TID = uuid.uuid4()
 
 
+#: every group commit writes the journal, however few partitions it covers
+EVERY_COMMIT = {"log.flush.journal.min.partitions": "1"}
+
+
 def manager(tmp_path, topic_id: uuid.UUID | None = TID, **conf) -> LogManager:
+    conf = {**EVERY_COMMIT, **conf}
     c = Config({"log.dirs": str(tmp_path), "log.flush": "interval", **{k: str(v) for k, v in conf.items()}})
     m = LogManager(tmp_path, c)
     m.topic_id_of = lambda _name: topic_id
@@ -252,6 +257,54 @@ async def test_a_failed_background_sync_keeps_every_journal_file_until_a_restart
     m2 = await restart(tmp_path, partitions=1)
     assert [v for _o, v in values(m2.get("t", 0))] == [b"v", b"later"]
     assert journal_files(tmp_path) == []
+    await m2.close()
+
+
+async def test_a_commit_of_fewer_partitions_than_the_bound_syncs_its_segments_and_not_the_journal(
+    tmp_path, monkeypatch
+):
+    m = manager(tmp_path, **{"log.flush.journal.min.partitions": "3"})
+    m.open_topic("t", 3, {})
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd))[1])
+    await asyncio.wait_for(asyncio.gather(append(m, m.get("t", 0))[1], append(m, m.get("t", 1))[1]), 10)
+    assert m.journal is None and journal_files(tmp_path) == []
+    assert sorted(synced) == sorted(m.get("t", p).active.fd for p in (0, 1))
+    for p in (0, 1):  # synced in the segment: the checkpoint may claim it at once
+        assert m.get("t", p).active.synced_size == m.get("t", p).active.size > 0
+    m.write_checkpoint()
+    assert read_checkpoint(tmp_path / CHECKPOINT) == {("t", 0): 1, ("t", 1): 1, ("t", 2): 0}
+    synced.clear()
+    await asyncio.wait_for(asyncio.gather(*(append(m, m.get("t", p))[1] for p in range(3))), 10)
+    assert synced == [m.journal.fd]  # three partitions: the journal
+    await m.close()
+
+
+async def test_journaled_and_directly_synced_commits_of_one_log_replay_as_one_log(tmp_path):
+    """Commits of one partition alternate between the journal and its own fsync; a crash then loses
+    every byte the segments were not known to hold: the restart has every acknowledged record."""
+    m = manager(tmp_path, **{"log.flush.journal.min.partitions": "2"})
+    m.open_topic("t", 2, {})
+    expected = []
+    for i in range(6):
+        if i % 2:  # both partitions in one commit: journaled
+            futs = [append(m, m.get("t", p), b"j%d-%d" % (i, p))[1] for p in range(2)]
+            expected.append(b"j%d-0" % i)
+        else:  # partition 0 alone: its segment is fsynced
+            futs = [append(m, m.get("t", 0), b"d%d" % i)[1]]
+            expected.append(b"d%d" % i)
+        await asyncio.wait_for(asyncio.gather(*futs), 10)
+    assert [v for _o, v in values(m.get("t", 0))] == expected
+    synced = {m.get("t", p).active.path: m.get("t", p).active.synced_size for p in range(2)}
+    crash(m)
+    for path, size in synced.items():  # the power loss keeps what was fsynced and nothing more
+        with open(path, "r+b") as f:
+            f.truncate(size)
+    assert synced[m.get("t", 0).active.path] > 0 and synced[m.get("t", 1).active.path] == 0
+    m2 = await restart(tmp_path, **{"log.flush.journal.min.partitions": "2"})
+    assert [v for _o, v in values(m2.get("t", 0))] == expected
+    assert [v for _o, v in values(m2.get("t", 1))] == [b"j1-1", b"j3-1", b"j5-1"]
     await m2.close()
 
 
