@@ -749,8 +749,9 @@ class LogManager:
                 syncfs(self.data_dir)
             else:
                 _fsync_each([plog.segments[-1] for plog in touched])
-            for plog in touched:
-                self._sync_points[plog] = plog.log_end_offset
+            if self.journaled:  # (a journal an earlier run left, replayed with the journal now off)
+                for plog in touched:
+                    self._sync_points[plog] = plog.log_end_offset
         self.write_checkpoint()
         for _seq, path in files:
             path.unlink(missing_ok=True)
@@ -779,25 +780,20 @@ class LogManager:
         # the recovery point is what is known to be on disk: below it, damage is corruption, not a torn tail
         # (a log not opened since the clean stop: the recovery point that stop wrote)
         points = self.recovery_points
-        if self.journaled:  # what the segments hold on disk: up to the last background sync
-            synced = self._sync_points
-            rows = [
-                (
-                    t,
-                    p,
-                    min(plog.durable_offset, synced.get(plog, LONG_MAX))
-                    if plog.opened
-                    else points.get((t, p), 0),
-                )
-                for (t, p), plog in self.logs.items()
-                if not plog.deleted
-            ]
-        else:
-            rows = [
-                (t, p, plog.durable_offset if plog.opened else points.get((t, p), 0))
-                for (t, p), plog in self.logs.items()
-                if not plog.deleted
-            ]
+        # with the journal, what the segments hold: up to the last sync of each log's segments
+        # (``_sync_points`` is empty without the journal, so the durable offset alone counts)
+        synced = self._sync_points
+        rows = [
+            (
+                t,
+                p,
+                min(plog.durable_offset, synced.get(plog, LONG_MAX))
+                if plog.opened
+                else points.get((t, p), 0),
+            )
+            for (t, p), plog in self.logs.items()
+            if not plog.deleted
+        ]
         self.recovery_points = {(t, p): o for t, p, o in rows}
         if rows == self._checkpointed:  # the file already says this: no rewrite, no fsync on the loop
             return
