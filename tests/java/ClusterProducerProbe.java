@@ -19,8 +19,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  * Sends record i (key and value PREFIX-i, no partition: the default partitioner spreads them) for
  * i in 0..N-1 without waiting for acknowledgements, PAUSE_MS after each, then flushes and closes.
- * KEY=VALUE are producer properties on top of the above. Output, one JSON object a line:
- * {@code started} (once the producer exists), then {@code done} with {@code acked} (the keys
+ * KEY=VALUE are producer properties on top of the above, except {@code probe.warmup.partitions=P}:
+ * first one record (key and value warm-PREFIX-p) into each partition p in 0..P-1, each waited for,
+ * so that the producer has its id and has written to every partition before the window opens.
+ * Output, one JSON object a line: {@code started} (once the producer exists and has warmed up), then {@code done} with {@code acked} (the keys
  * acknowledged, in acknowledgement order) and {@code failed} ([key, exception class, message] of
  * every record whose send failed). A failure of the probe itself prints {@code error}, exits 1.
  */
@@ -40,13 +42,22 @@ public class ClusterProducerProbe {
         props.put(ProducerConfig.ACKS_CONFIG, "all");
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        int warmup = 0;
         for (int i = 5; i < args.length; i++) {
             String[] kv = args[i].split("=", 2);
-            props.put(kv[0], kv[1]);
+            if (kv[0].equals("probe.warmup.partitions")) {
+                warmup = Integer.parseInt(kv[1]);
+            } else {
+                props.put(kv[0], kv[1]);
+            }
         }
         List<Object> acked = new ArrayList<>();
         List<Object> failed = new ArrayList<>();
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
+            for (int p = 0; p < warmup; p++) {
+                String key = "warm-" + prefix + "-" + p;
+                producer.send(new ProducerRecord<>(topic, p, key, key)).get();
+            }
             JsonLines.print(event("started"));
             for (int i = 0; i < n; i++) {
                 String key = prefix + "-" + i;
