@@ -3,15 +3,17 @@ sessions (KIP-227); v9 current leader epoch; v11 rack / preferred replica; v12 f
 epoch; v13 topic ids; v15 replica state (tagged); v16 node endpoints; v17 replica directory id;
 v18 high watermark per partition (replicas only). Versions 0-3 (message formats 0/1) are not served.
 
-On a node that does not lead the partition (broker/nodes.py), or with a stale or future
+On a node that is no replica of the partition (broker/nodes.py), or with a stale or future
 ``current_leader_epoch``: NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH
-(dispatch/leadership.py), with the leader from v12 and its endpoint from v16 (KIP-951).
+(dispatch/leadership.py), with the leader from v12 and its endpoint from v16 (KIP-951). A follower
+replica serves a consumer's fetch from v11 (which carries client metadata, so Kafka reads it from
+the local replica: ``FetchParams.fetchOnlyLeader``); before v11 a consumer's fetch needs the leader.
 
 A fetch returns whole record batches up to the high watermark: at most ``partition_max_bytes`` per
 partition and ``max_bytes`` in all, except that the first batch found is returned whole even when
 larger (KIP-74). With fewer than ``min_bytes`` available the request waits, up to ``max_wait_ms``,
 and is woken by appends (never by polling) and by leader changes: a partition it reads that this
-node no longer leads (or leads at another epoch) ends the wait with NOT_LEADER_OR_FOLLOWER (or
+node may no longer serve (or serves at another epoch) ends the wait with NOT_LEADER_OR_FOLLOWER (or
 FENCED_LEADER_EPOCH) for it, as Kafka's DelayedFetch completes on a leader change. Fetch sessions
 (v7+, KIP-227) are kept as Kafka keeps them (dispatch/fetch_session.py): a full fetch (epoch 0) opens
 one, an incremental fetch lists only the partitions that changed and is answered with only those
@@ -230,6 +232,10 @@ def _read(ctx: RequestContext, req: FetchRequest, entries: list, cached: list | 
     denied = False
     logs_get = services.logs.get
     check = leadership.check
+    # as Kafka (FetchParams.fetchOnlyLeader): a follower serves a consumer's fetch that carries client
+    # metadata (v11+); a replica's fetch, and an older consumer's, need the leader
+    follower = req.replica_state.replica_id if v >= 15 else req.replica_id
+    leader_only = v < 11 or follower >= 0
     for i, (tkey, fp) in enumerate(entries):
         # the partitions of one request topic share its key object: ``is`` settles most of them
         if tkey is not key and (tkey != key or not runs):
@@ -257,7 +263,7 @@ def _read(ctx: RequestContext, req: FetchRequest, entries: list, cached: list | 
             )
             pds.append(_partition_error(fp.partition, code))
             continue
-        refused = check(ctx, topic, fp.partition, fp.current_leader_epoch if v >= 9 else -1)
+        refused = check(ctx, topic, fp.partition, fp.current_leader_epoch if v >= 9 else -1, leader_only)
         if refused:
             pd = _partition_error(fp.partition, refused, plog)
             if v >= 12 and refused in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):

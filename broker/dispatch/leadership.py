@@ -5,7 +5,10 @@ ListOffsets, OffsetForLeaderEpoch and DeleteRecords (``Partition.localLogWithEpo
   partition it does not host but knows from its metadata);
 * a ``current_leader_epoch`` (when not -1) below the partition's: FENCED_LEADER_EPOCH; above it:
   UNKNOWN_LEADER_EPOCH;
-* a follower asked to lead: NOT_LEADER_OR_FOLLOWER.
+* a follower asked to lead: NOT_LEADER_OR_FOLLOWER, unless the request may be served by any replica
+  (``require_leader`` false: a consumer's Fetch from v11, which carries client metadata, is read
+  from a follower's log, Kafka's ``FetchParams.fetchOnlyLeader``; this cluster's replicas share one
+  log, so a follower serves what the leader would).
 
 On one node (``cluster.nodes`` = 1) the node leads every partition at its persisted epoch (0 unless
 a cluster wrote the data directory: broker/nodes.py), so only the epoch checks apply (a topic the
@@ -26,9 +29,14 @@ NO_EPOCH = -1
 
 
 def check(
-    ctx: RequestContext, topic: Topic, partition: int, current_leader_epoch: int = NO_EPOCH
+    ctx: RequestContext,
+    topic: Topic,
+    partition: int,
+    current_leader_epoch: int = NO_EPOCH,
+    require_leader: bool = True,
 ) -> ErrorCode:
-    """NONE when the node the client reached leads the partition at the epoch it names."""
+    """NONE when the node the client reached leads the partition (or, without ``require_leader``,
+    is one of its replicas) at the epoch it names."""
     nodes = ctx.services.nodes
     node = ctx.node_id
     if not nodes.multi:
@@ -46,7 +54,7 @@ def check(
             return ErrorCode.FENCED_LEADER_EPOCH
         if current_leader_epoch > state.leader_epoch:
             return ErrorCode.UNKNOWN_LEADER_EPOCH
-    if state.leader != node:
+    if require_leader and state.leader != node:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER
     return ErrorCode.NONE
 

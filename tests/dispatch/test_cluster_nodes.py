@@ -38,7 +38,7 @@ from broker.protocol.generated.describe_topic_partitions import (
 )
 from broker.protocol.generated.elect_leaders import ElectLeadersRequest
 from broker.protocol.generated.elect_leaders import TopicPartitions as ElectTopicPartitions
-from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
+from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic, ReplicaState
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from broker.protocol.generated.list_groups import ListGroupsRequest
@@ -234,10 +234,11 @@ def produce(b, node, version=10, name="t"):
         return c.call(PRODUCE, version, req)
 
 
-def fetch(b, node, version=16, epoch=-1, name="t"):
+def fetch(b, node, version=16, epoch=-1, name="t", replica=-1):
     topic = b.broker.topics.get(name)
     req = FetchRequest(
-        replica_id=-1,
+        replica_id=replica,
+        replica_state=ReplicaState(replica_id=replica),
         max_wait_ms=0,
         min_bytes=0,
         max_bytes=1 << 20,
@@ -291,7 +292,16 @@ def test_fetch_checks_leader_and_epoch(cluster):
     produce(cluster, 1)
     ok = fetch(cluster, 1, epoch=0).responses[0].partitions[0]
     assert ok.error_code == 0 and ok.records
-    follower = fetch(cluster, 3)
+    # a follower replica serves a consumer's fetch from v11 (client metadata: Kafka's
+    # FetchParams.fetchOnlyLeader is false), the leader's records at the leader's epoch
+    for version in (11, 16):
+        p = fetch(cluster, 3, version=version).responses[0].partitions[0]
+        assert (p.error_code, p.records, p.high_watermark) == (0, ok.records, ok.high_watermark)
+    assert fetch(cluster, 3, epoch=0).responses[0].partitions[0].records == ok.records
+    # before v11, and a replica's fetch: the leader only
+    old = fetch(cluster, 3, version=10).responses[0].partitions[0]
+    assert old.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    follower = fetch(cluster, 3, replica=2)
     p = follower.responses[0].partitions[0]
     assert p.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and p.current_leader.leader_id == 1
     assert [e.node_id for e in follower.node_endpoints] == [1]
@@ -301,12 +311,16 @@ def test_fetch_checks_leader_and_epoch(cluster):
     assert (fenced.current_leader.leader_id, fenced.current_leader.leader_epoch) == (3, 1)
     assert fetch(cluster, 3, epoch=2).responses[0].partitions[0].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
     assert fetch(cluster, 3, epoch=1).responses[0].partitions[0].error_code == 0
-    # a follower with the current epoch: not the leader
+    # a follower with the current epoch: serves a consumer, not a replica; with an older epoch,
+    # fenced either way
+    assert fetch(cluster, 1, epoch=1).responses[0].partitions[0].error_code == 0
     assert (
-        fetch(cluster, 1, epoch=1).responses[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        fetch(cluster, 1, epoch=1, replica=2).responses[0].partitions[0].error_code
+        == ErrorCode.NOT_LEADER_OR_FOLLOWER
     )
+    assert fetch(cluster, 1, epoch=0).responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
     # v15: current_leader (v12+) but no node_endpoints (v16+)
-    assert fetch(cluster, 1, version=15).node_endpoints == []
+    assert fetch(cluster, 1, version=15, replica=2).node_endpoints == []
 
 
 def test_list_offsets_offset_for_leader_epoch_and_delete_records_need_the_leader(cluster):
