@@ -551,6 +551,254 @@ fail:
     return NULL;
 }
 
+
+/* ---------------------------------------------------------------- commit_records
+
+   commit_records(records, cls, uuid_cls) -> (section bytes, n): the records section of records[0:n]
+   as records.py ``to_batch`` encodes it (the same bytes, offset deltas 0..n-1), for the leading
+   records that are its common OffsetCommit record: an instance of exactly ``cls``
+   (OffsetCommitRecord) whose group and topic are str (UTF-8 encodable, under 32,768 bytes),
+   partition, offset, leader epoch and commit timestamp ints in their fields' ranges, metadata the
+   empty str, and topic id an instance of exactly ``uuid_cls`` (uuid.UUID) other than the zero
+   UUID. Each such record's ``raw`` is set to its value's bytes, as to_batch sets it. It stops at
+   the first record that is anything else (n < len(records)): to_batch encodes the rest in Python
+   (which raises what it raises for a bad field). The slots are read at their offsets in the
+   object, found once from ``cls``'s member descriptors.
+   tests/coordinator/test_records_native.py holds the two encoders to the same bytes. */
+
+#include <structmember.h>
+
+enum { F_GROUP, F_TOPIC, F_PARTITION, F_OFFSET, F_EPOCH, F_METADATA, F_TIMESTAMP, F_TOPIC_ID, F_RAW, F_COUNT };
+static const char *commit_fields[F_COUNT] = {"group",           "topic",    "partition", "offset", "leader_epoch",
+                                             "metadata",        "commit_timestamp", "topic_id", "raw"};
+static PyTypeObject *commit_cls;       /* the class whose slot offsets are known (a strong reference) */
+static Py_ssize_t commit_offsets[F_COUNT];
+static PyObject *s_int;
+
+static int
+commit_slots(PyTypeObject *cls)
+{
+    if (cls == commit_cls)
+        return 0;
+    Py_ssize_t offsets[F_COUNT];
+    for (int f = 0; f < F_COUNT; f++) {
+        PyObject *d = PyDict_GetItemString(cls->tp_dict, commit_fields[f]); /* borrowed */
+        if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) {
+            PyErr_Format(PyExc_TypeError, "%s has no slot %s", cls->tp_name, commit_fields[f]);
+            return -1;
+        }
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX) {
+            PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", cls->tp_name, commit_fields[f]);
+            return -1;
+        }
+        offsets[f] = m->offset;
+    }
+    memcpy(commit_offsets, offsets, sizeof(offsets));
+    Py_INCREF(cls);
+    Py_XSETREF(commit_cls, cls);
+    return 0;
+}
+
+static inline PyObject *
+slot(PyObject *o, int f)
+{
+    return *(PyObject **)((char *)o + commit_offsets[f]);
+}
+
+/* the zigzag varint of v >= 0 at out; returns its length */
+static inline int
+put_varint(unsigned char *out, uint64_t v)
+{
+    uint64_t z = v << 1;
+    int n = 0;
+    while (z >= 0x80) {
+        out[n++] = (unsigned char)(z | 0x80);
+        z >>= 7;
+    }
+    out[n++] = (unsigned char)z;
+    return n;
+}
+
+static inline void
+put32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+static inline void
+put64(unsigned char *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
+/* an int field in [lo, hi] (exactly int: a subclass or another type is Python's to encode) */
+static inline int
+int_field(PyObject *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (v == NULL || !PyLong_CheckExact(v))
+        return -1;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (x < lo || x > hi)
+        return -1;
+    *out = (int64_t)x;
+    return 0;
+}
+
+static PyObject *
+commit_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_Check(args[0]) || !PyType_Check(args[1]) || !PyType_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "commit_records(records, cls, uuid_cls)");
+        return NULL;
+    }
+    PyObject *records = args[0];
+    PyTypeObject *cls = (PyTypeObject *)args[1], *uuid_cls = (PyTypeObject *)args[2];
+    if (commit_slots(cls) < 0)
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(records);
+    size_t cap = 4096, len = 0;
+    unsigned char *buf = PyMem_Malloc(cap);
+    if (buf == NULL)
+        return PyErr_NoMemory();
+    /* the key of the last group and topic (type, group, topic, without the partition), with its
+       length's varint before it */
+    unsigned char *key = NULL;
+    size_t key_len = 0;
+    PyObject *last_group = NULL, *last_topic = NULL, *last_tid = NULL; /* borrowed, held by records */
+    unsigned char tid_bytes[16];
+    Py_ssize_t i;
+    for (i = 0; i < count; i++) {
+        PyObject *r = PyList_GET_ITEM(records, i);
+        if (Py_TYPE(r) != cls)
+            break;
+        PyObject *group = slot(r, F_GROUP), *topic = slot(r, F_TOPIC), *meta = slot(r, F_METADATA);
+        PyObject *tid = slot(r, F_TOPIC_ID);
+        if (group == NULL || topic == NULL || !PyUnicode_CheckExact(group) || !PyUnicode_CheckExact(topic))
+            break;
+        if (meta == NULL || !PyUnicode_CheckExact(meta) || PyUnicode_GET_LENGTH(meta) != 0)
+            break;
+        if (tid == NULL || Py_TYPE(tid) != uuid_cls)
+            break;
+        int64_t partition, offset, epoch, ts;
+        if (int_field(slot(r, F_PARTITION), INT32_MIN, INT32_MAX, &partition) < 0 ||
+            int_field(slot(r, F_OFFSET), INT64_MIN, INT64_MAX, &offset) < 0 ||
+            int_field(slot(r, F_EPOCH), INT32_MIN, INT32_MAX, &epoch) < 0 ||
+            int_field(slot(r, F_TIMESTAMP), INT64_MIN, INT64_MAX, &ts) < 0)
+            break;
+        if (tid != last_tid) {
+            PyObject *n = PyObject_GetAttr(tid, s_int);
+            if (n == NULL) {
+                PyErr_Clear();
+                break;
+            }
+            int zero = !PyLong_CheckExact(n) || _PyLong_Sign(n) == 0 ||
+                       _PyLong_AsByteArray((PyLongObject *)n, tid_bytes, 16, 0, 0) < 0;
+            Py_DECREF(n);
+            if (zero) { /* the zero UUID (no topic id), or not a UUID's int: Python's */
+                PyErr_Clear();
+                break;
+            }
+            last_tid = tid;
+        }
+        if (key == NULL || (group != last_group && PyUnicode_Compare(group, last_group) != 0) ||
+            (topic != last_topic && PyUnicode_Compare(topic, last_topic) != 0)) {
+            Py_ssize_t gn, tn;
+            const char *g = PyUnicode_AsUTF8AndSize(group, &gn);
+            const char *t = g == NULL ? NULL : PyUnicode_AsUTF8AndSize(topic, &tn);
+            if (t == NULL) {
+                PyErr_Clear();
+                break;
+            }
+            if (gn > 32767 || tn > 32767)
+                break;
+            size_t prefix = 2 + 2 + (size_t)gn + 2 + (size_t)tn;
+            unsigned char *k = PyMem_Realloc(key, prefix + 10);
+            if (k == NULL) {
+                PyErr_NoMemory();
+                goto error;
+            }
+            key = k;
+            size_t p = (size_t)put_varint(key, prefix + 4);
+            key[p] = 0;
+            key[p + 1] = 1; /* the OffsetCommit key's type id */
+            key[p + 2] = (unsigned char)(gn >> 8);
+            key[p + 3] = (unsigned char)gn;
+            memcpy(key + p + 4, g, (size_t)gn);
+            p += 4 + (size_t)gn;
+            key[p] = (unsigned char)(tn >> 8);
+            key[p + 1] = (unsigned char)tn;
+            memcpy(key + p + 2, t, (size_t)tn);
+            key_len = p + 2 + (size_t)tn;
+            last_group = group;
+            last_topic = topic;
+        }
+        /* the record: its length, attributes 0, timestamp delta 0, offset delta i, the key (length,
+           type, group, topic, partition), the value's length (42), the value, no headers */
+        unsigned char head[12];
+        head[0] = 0;
+        head[1] = 0;
+        int hn = 2 + put_varint(head + 2, (uint64_t)i);
+        size_t body = (size_t)hn + key_len + 48;
+        if (len + body + 10 > cap) {
+            while (len + body + 10 > cap)
+                cap *= 2;
+            unsigned char *b = PyMem_Realloc(buf, cap);
+            if (b == NULL) {
+                PyErr_NoMemory();
+                goto error;
+            }
+            buf = b;
+        }
+        unsigned char *o = buf + len;
+        o += put_varint(o, body);
+        memcpy(o, head, (size_t)hn);
+        o += hn;
+        memcpy(o, key, key_len);
+        o += key_len;
+        put32(o, (uint32_t)partition);
+        o[4] = 0x54;
+        unsigned char *value = o + 5;
+        value[0] = 0;
+        value[1] = 4;
+        put64(value + 2, (uint64_t)offset);
+        put32(value + 10, (uint32_t)epoch);
+        value[14] = 1; /* metadata "" */
+        put64(value + 15, (uint64_t)ts);
+        value[23] = 1; /* one tagged field: tag 0, the topic id's 16 bytes */
+        value[24] = 0;
+        value[25] = 16;
+        memcpy(value + 26, tid_bytes, 16);
+        value[42] = 0; /* no headers */
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)value, 42);
+        if (raw == NULL)
+            goto error;
+        PyObject **rp = (PyObject **)((char *)r + commit_offsets[F_RAW]);
+        Py_XSETREF(*rp, raw);
+        len = (size_t)(value + 43 - buf);
+    }
+    PyMem_Free(key);
+    PyObject *section = PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)len);
+    PyMem_Free(buf);
+    if (section == NULL)
+        return NULL;
+    PyObject *out = Py_BuildValue("(Nn)", section, i);
+    return out;
+error:
+    PyMem_Free(key);
+    PyMem_Free(buf);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL,
      "scan(section, pos, stop, count, base, min_offset, put_offsets, put_empty_group, unpack) -> "
@@ -558,6 +806,9 @@ static PyMethodDef methods[] = {
      "applied through the two callbacks, up to the first record it does not take"},
     {"unpack", (PyCFunction)unpack, METH_O,
      "unpack(records) -> {partition: value bytes} of a run of OffsetCommit records scan took"},
+    {"commit_records", (PyCFunction)(void (*)(void))commit_records, METH_FASTCALL,
+     "commit_records(records, cls, uuid_cls) -> (section, n): the records section of the leading "
+     "common OffsetCommit records, as records.to_batch encodes them"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -577,6 +828,8 @@ PyInit__replay(void)
         if (*names[i] == NULL && (*names[i] = PyUnicode_InternFromString(strs[i])) == NULL)
             return NULL;
     if (s_empty_tuple == NULL && (s_empty_tuple = PyTuple_New(0)) == NULL)
+        return NULL;
+    if (s_int == NULL && (s_int = PyUnicode_InternFromString("int")) == NULL)
         return NULL;
     return PyModule_Create(&module);
 }

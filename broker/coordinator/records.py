@@ -8,6 +8,7 @@ and codecs come from the generated table in ``broker/coordinator/generated``.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from struct import Struct
 from struct import error as StructError
@@ -26,6 +27,11 @@ from broker.log.crc import crc32c
 from broker.log.records import _varint, iter_records
 from broker.protocol.primitives import UV as _UV
 from broker.protocol.primitives import ZERO_UUID, DecodeError, read_uvarint, to_uuid, uvarint
+
+try:
+    from ._replay import commit_records as _commit_records
+except ImportError:  # not built (no C compiler at install): to_batch encodes every record in Python
+    _commit_records = None
 
 _I16 = Struct(">h")
 _I32 = Struct(">i")
@@ -275,6 +281,12 @@ def _legacy_offset_commit_v4(value: bytes) -> Any:
                              topic_id=to_uuid(raw_id))  # fmt: skip
 
 
+#: ``commit_records(records, cls, uuid_cls) -> (section, n)``: ``to_batch``'s encoding of the leading
+#: common OffsetCommit records, compiled (broker/coordinator/_replay.c); None when the extension is
+#: not built or ``PYKBROKER_NATIVE=0`` (tests/coordinator/test_records_native.py: the same bytes)
+native_commit_records = _commit_records if os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
+
+
 def to_batch(records: list[Any], now_ms: int, producer: tuple[int, int] | None = None) -> bytes:
     """One uncompressed record batch holding ``records`` (offsets are assigned by the log); with
     ``producer`` (id, epoch), that producer's transactional batch, as Kafka writes TxnOffsetCommit.
@@ -300,7 +312,12 @@ def to_batch(records: list[Any], now_ms: int, producer: tuple[int, int] | None =
     tid_bytes = b""
     tid_zero = True
     pack_tail = _COMMON_TAIL.pack
-    for i, r in enumerate(records):
+    start = 0
+    if native_commit_records is not None and type(records) is list and records:
+        # the leading common OffsetCommit records (usually all of them), compiled: the same bytes
+        section, start = native_commit_records(records, OffsetCommitRecord, UUID)
+        w(section)
+    for i, r in enumerate(records if not start else records[start:], start):
         value: bytes | None
         if type(r) is OffsetCommitRecord:
             if r.group != last_group or r.topic != last_topic:

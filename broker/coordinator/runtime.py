@@ -180,6 +180,8 @@ class CoordinatorRuntime:
         #: future of its answer, the operation's time), and all their records in order
         self._lingering: list[tuple[Result, asyncio.Future, int]] = []
         self._linger_records: list[Any] = []
+        #: whether a lingering commit has ``after`` steps (then ``drain`` replays commit by commit)
+        self._linger_after = False
 
     @property
     def plog(self) -> Any:
@@ -239,8 +241,11 @@ class CoordinatorRuntime:
         if not lingering:
             loop.call_soon(self.drain)
         lingering.append((result, out, now))
-        self._linger_records += result.records
-        if len(self._linger_records) >= LINGER_MAX_RECORDS:
+        if result.after:
+            self._linger_after = True
+        records = self._linger_records
+        records += result.records
+        if len(records) >= LINGER_MAX_RECORDS:
             self.drain()
         return out
 
@@ -252,8 +257,10 @@ class CoordinatorRuntime:
         if not pending:
             return
         records = self._linger_records
+        after = self._linger_after
         self._lingering = []
         self._linger_records = []
+        self._linger_after = False
         now = self.clock.now_ms()
         try:
             data = bytearray(to_batch(records, now))
@@ -267,7 +274,7 @@ class CoordinatorRuntime:
                     out.set_exception(error)
             return
         replay_commits = getattr(self.coordinator, "replay_commits", None)
-        if replay_commits is not None and not any(result.after for result, _out, _now in pending):
+        if replay_commits is not None and not after:
             # the commits' records in one pass (a commit's timestamp is not replayed: its records'
             # own commit times are in them)
             replay_commits(records, base, now)
