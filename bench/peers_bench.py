@@ -8,6 +8,7 @@ by side in one run (issues 19 and 23).
                                 [--one-each-runs 2]
                                 [--peers-dir bench/.peers] [--no-install]
                                 [--broker-root DIR] [--fetch-stats]
+                                [--consumer-config KEY=VALUE ...]
 
 Peers (each one missing or failing to start is reported as skipped; the bench goes on without it):
 
@@ -48,9 +49,18 @@ Phases (``--phases``), every server in turn, alternately, the best of ``--rounds
   than the rate on a loaded machine). ``--fetch-stats``: each consume's Fetch requests and bytes
   received (librdkafka statistics). With librdkafka's defaults a consumer stops fetching for
   ``fetch.queue.backoff.ms`` (1 s) once ``queued.min.messages`` (100,000) wait in a partition's
-  queue: a server that answers 1 MB per partition (``max.partition.fetch.bytes``) faster than the
-  application drains pays that second at 1 partition; one that ignores the partition limit and
-  answers everything in one response (noida-db 0.2.3 here) does not.
+  queue, and a consumer's partition queues are forwarded to its one consumer queue, whose length
+  is what librdkafka compares (``rd_kafka_q_len`` follows the forward): when the client builds a
+  Fetch while 100,000 records of any partitions wait unread, every partition still to be read
+  waits 1 s (the log line ``Fetch backoff for 1000ms: Local: Queue full``). Whether a run pays that
+  second depends on how many partitions the first Fetch names (those whose ListOffsets answer the
+  client had handled) and how fast the application drains: a cliff, not noise, in the consume rows
+  at 100 and 1,000 partitions, for every server. A server that answers 1 MB per partition
+  (``max.partition.fetch.bytes``) faster than the application drains pays it at 1 partition; one
+  that ignores the partition limit and answers everything in one response (noida-db 0.2.3 here)
+  does not. ``--consumer-config KEY=VALUE`` (repeatable, diagnosis only) adds a setting to that
+  Consumer, e.g. ``debug=fetch,protocol,queue`` (its log on stderr: each Fetch's request and
+  response sizes and round trip, the records enqueued per partition, the back-offs).
 * startup: process start (just before ``Popen``) to the first ApiVersions v3 answer read, a fresh
   data directory and port each time (connect retried every 2 ms).
 * one-each (issue 23): for each count of ``--one-each-partitions`` (comma-separated), N partitions
@@ -126,6 +136,7 @@ PRODUCER = {"acks": "all", "linger.ms": 5}
 CONSUMER = {"enable.auto.commit": False, "enable.partition.eof": False}
 GROUP_PARTITIONS = 10
 FETCH_STATS = False  # --fetch-stats
+CONSUMER_EXTRA: dict[str, str] = {}  # --consumer-config (diagnosis only)
 GROUP_TIMEOUT = 30.0
 PEER_ORDER = ["ours", "base", "tansu", "noida", "mock", "kafka"]
 
@@ -349,7 +360,7 @@ def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes
 def consume(server: Server, targets: list[tuple[str, int]], group: str) -> tuple[float, int]:
     """(msgs/s, records) of one consumer reading ``targets`` from the beginning to the watermarks."""
     stats: list[dict] = []
-    conf = {**CONSUMER, "bootstrap.servers": server.bootstrap, "group.id": group}
+    conf = {**CONSUMER, **CONSUMER_EXTRA, "bootstrap.servers": server.bootstrap, "group.id": group}
     if FETCH_STATS:
         conf.update({"statistics.interval.ms": 100, "stats_cb": lambda s: stats.append(json.loads(s))})
     c = Consumer(conf)
@@ -587,7 +598,19 @@ def main() -> int:
         action="store_true",
         help="print each consume's Fetch requests and bytes per response (librdkafka statistics)",
     )
+    ap.add_argument(
+        "--consumer-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="diagnosis only: a librdkafka setting added to the consume phase's Consumer (repeatable; "
+        "e.g. debug=fetch,protocol,queue, logged on stderr); the rows then measure these settings",
+    )
     args = ap.parse_args()
+    bad = [kv for kv in args.consumer_config if "=" not in kv]
+    if bad:
+        ap.error(f"--consumer-config: expected KEY=VALUE, got {', '.join(bad)}")
+    CONSUMER_EXTRA.update(kv.split("=", 1) for kv in args.consumer_config)
     unknown = set(args.one_each_client.split(",")) - set(ONE_EACH_CLIENTS)
     if unknown:
         ap.error(
@@ -675,6 +698,8 @@ def main() -> int:
     )
     for name, why in skipped.items():
         print(f"  {name}: skipped ({why})")
+    if CONSUMER_EXTRA:
+        print(f"  consume with {CONSUMER_EXTRA} (diagnosis: not the default client settings)")
 
     tmp = tempfile.TemporaryDirectory(prefix="peers-bench-")
     base = Path(tmp.name)

@@ -39,6 +39,7 @@ from broker.protocol.generated.fetch import (
     LeaderIdAndEpoch,
     NodeEndpoint,
     PartitionData,
+    SnapshotId,
 )
 from broker.quotas import user_of
 from broker.security.authorizer import READ, TOPIC
@@ -54,6 +55,11 @@ _UNSET = object()
 _ZERO_UUID = uuid.UUID(int=0)
 #: the first version whose clients wait out throttle_time_ms themselves (KIP-219)
 CLIENT_THROTTLES = 8
+#: the absent tagged fields of a partition's answer, shared by the answers that read records (the
+#: generated constructor would build three objects per partition; nothing changes them in place)
+_NO_DIVERGING = EpochEndOffset()
+_NO_LEADER = LeaderIdAndEpoch()
+_NO_SNAPSHOT = SnapshotId()
 
 
 def handle(ctx: RequestContext, req: FetchRequest):
@@ -331,14 +337,7 @@ def _read(ctx: RequestContext, req: FetchRequest, entries: list, cached: list | 
                 ]
         pds.append(
             PartitionData(
-                partition_index=fp.partition,
-                error_code=0,
-                high_watermark=hw,
-                last_stable_offset=lso,
-                log_start_offset=start,
-                aborted_transactions=aborted,
-                preferred_read_replica=-1,
-                records=records,
+                fp.partition, 0, hw, lso, start, _NO_DIVERGING, _NO_LEADER, _NO_SNAPSHOT, aborted, -1, records
             )
         )
     return _Read(runs, pds, total, watch, hinted)

@@ -443,7 +443,12 @@ class Segment:
 
     def find(self, offset: int, limit: int) -> int | None:
         """Position of the first batch whose last offset >= ``offset``, scanning headers below ``limit``."""
-        pos = self.lookup(offset)
+        offsets = self._idx_offsets
+        i = bisect_right(offsets, offset) - 1
+        pos = self._idx_positions[i] if i >= 0 else 0
+        if i >= 0 and offsets[i] == offset:
+            # an index entry is a batch start with that base offset: the batch holding ``offset``
+            return pos if pos < limit else None
         while pos < limit:
             head = os.pread(self.fd, HEADER_SIZE, pos)
             base, length = HEADER.unpack_from(head, 0)[:2]

@@ -383,3 +383,47 @@ def test_header_at_is_the_header_of_the_batch_a_read_starts_with(tmp_path):
     assert plog.log_end_offset == plog.high_watermark + 1
     assert plog.header_at(plog.high_watermark) is None
     assert plog.read(plog.high_watermark, 1) == b""
+
+
+@pytest.mark.parametrize("interval", [1, 150, 4096])
+@pytest.mark.parametrize("reopen", [False, True])
+def test_a_read_from_any_offset_starts_at_the_batch_holding_it(tmp_path, interval, reopen):
+    # an offset that is an index entry's (a batch start the index names) is found without a walk;
+    # every other offset by the walk from the entry before it: both must give what a plain walk over
+    # every batch of the log gives, from the batch holding the offset to the end (or to ``upto``)
+    plog = open_log(tmp_path / "p", segment_bytes=700, index_interval_bytes=interval)
+    for i in range(30):
+        append(plog, ["v" * (1 + 29 * (i % 5))] * (1 + i % 3))
+    if reopen:  # the index read back from its file
+        plog.close()
+        plog = open_log(tmp_path / "p", segment_bytes=700, index_interval_bytes=interval)
+    assert len(plog.segments) > 3
+    batches = [
+        (b.base_offset, b.last_offset)
+        for s in plog.segments
+        for b in iter_batches(s.read(0, 1 << 20, s.size))
+    ]
+    whole = b"".join(s.read(0, 1 << 20, s.size) for s in plog.segments)
+    starts = {}
+    pos = 0
+    for b in iter_batches(whole):
+        starts[b.base_offset] = pos
+        pos += b.size
+    assert len(batches) == 30
+    for offset in range(plog.high_watermark):
+        base, last = next((b, last) for b, last in batches if last >= offset)
+        got = plog.read(offset, 1 << 20)
+        head = read_header(got, 0)
+        assert head.base_offset == base, offset
+        # to the end of the batch's segment (a read does not cross segments)
+        assert whole[starts[base] : starts[base] + len(got)] == got
+        # ``upto`` (a read_committed fetch's last stable offset) is a batch boundary
+        for upto in (base, last + 1, plog.high_watermark):
+            bounded = plog.read(offset, 1 << 20, upto)
+            if upto <= offset:
+                assert bounded == b""
+            else:
+                assert read_header(bounded, 0).base_offset == base
+                assert iter_batches(bounded)[-1].last_offset < upto
+                assert bounded == got[: len(bounded)]
+    assert plog.read(plog.high_watermark, 1 << 20) == b""
