@@ -28,7 +28,7 @@ from uuid import UUID
 from broker.log import validator
 from broker.log.batch import HEADER_SIZE, TRANSACTIONAL_MASK, InvalidBatch, read_header, validate_produce
 from broker.log.manager import StorageError
-from broker.log.streaming import EXPANSION_LIMIT, validate_records
+from broker.log.streaming import EXPANSION_LIMIT, validate_one, validate_records
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.produce import REQUEST_DECODERS as GENERATED_DECODERS
 from broker.protocol.generated.produce import (
@@ -722,22 +722,34 @@ def _append(
             ErrorCode.MESSAGE_TOO_LARGE,
             f"{size} bytes exceed max.message.bytes={config.max_message_bytes}",
         )
-    try:
-        batches = validate_produce(records)
-    except InvalidBatch as e:
-        return _error(partition, ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e))
-    if len(batches) != 1:  # (Kafka's ProduceRequest.validateRecords: no record errors)
-        return _error(
-            partition,
-            ErrorCode.INVALID_RECORD,
-            f"expected exactly one record batch per partition, got {len(batches)}",
-            [],
-        )
-    (batch,) = batches
     limit = EXPANSION_LIMIT * config.max_message_bytes
-    rebuild = validator.needs_rebuild(batch, config.compression)
+    # one compiled call for one valid uncompressed batch (the usual case), else the Python checks
+    # (a batch with the topic's compression.type other than none is rebuilt: keep its section)
+    one = validate_one(records, keep=config.compression is not None and config.compression != 0)
+    if one is not None:
+        batch, stats = one
+        batches = [batch]
+        rebuild = validator.needs_rebuild(batch, config.compression)
+    else:
+        try:
+            batches = validate_produce(records)
+        except InvalidBatch as e:
+            return _error(
+                partition, ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e)
+            )
+        if len(batches) != 1:  # (Kafka's ProduceRequest.validateRecords: no record errors)
+            return _error(
+                partition,
+                ErrorCode.INVALID_RECORD,
+                f"expected exactly one record batch per partition, got {len(batches)}",
+                [],
+            )
+        (batch,) = batches
+        rebuild = validator.needs_rebuild(batch, config.compression)
+        stats = None
     try:
-        stats = validate_records(records, batch, limit, keep=rebuild)
+        if stats is None:
+            stats = validate_records(records, batch, limit, keep=rebuild)
         bad_timestamps = validator.timestamp_errors(
             records,
             batch,

@@ -67,6 +67,12 @@ native_check = (
     _native.check_records if _native is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
 )
 
+#: ``check_batch(records)``: the header, CRC and record walk of exactly one valid uncompressed
+#: batch in one compiled call (see :func:`validate_one`); None as ``native_check``
+native_batch = (
+    _native.check_batch if _native is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
+)
+
 CHUNK = 64 * 1024
 #: a compressed section may expand to at most this many times the topic's max.message.bytes
 EXPANSION_LIMIT = 64
@@ -348,6 +354,25 @@ def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int, keep:
     if not stream.at_end():
         raise _invalid(f"bytes left after the {info.records_count} records the batch declares")
     return RecordStats(lo, hi, first, False)  # attributes not tracked here: a rebuild decodes the records
+
+
+def validate_one(records: bytes | memoryview, keep: bool = False) -> tuple[BatchInfo, RecordStats] | None:
+    """What ``validate_produce`` and then ``validate_records`` give for the records of one
+    partition of a Produce request, in one compiled call, when they are exactly one valid
+    uncompressed v2 batch: its header and its records' facts (``keep``: with the section, as
+    ``validate_records`` keeps it). None in every other case (the extension not built or turned
+    off, several batches, a compressed batch, anything invalid): the caller then runs those two,
+    which accept or raise as they always do. tests/log/test_native.py holds the two to the same
+    answers."""
+    if native_batch is None:
+        return None
+    facts = native_batch(records)
+    if facts is None:
+        return None
+    stats = RecordStats(facts[11], facts[12], facts[13], facts[14])
+    if keep:
+        stats.section = bytes(memoryview(records)[HEADER_SIZE:])
+    return BatchInfo(0, *facts[:11]), stats
 
 
 def record_timestamps(
