@@ -723,13 +723,14 @@ def _append(
             f"{size} bytes exceed max.message.bytes={config.max_message_bytes}",
         )
     limit = EXPANSION_LIMIT * config.max_message_bytes
-    # one compiled call for one valid uncompressed batch (the usual case), else the Python checks
-    # (a batch with the topic's compression.type other than none is rebuilt: keep its section)
-    one = validate_one(records, keep=config.compression is not None and config.compression != 0)
+    # one compiled call for one valid uncompressed batch (the usual case), else the Python checks;
+    # an uncompressed batch is rebuilt exactly when the topic names a codec (validator.needs_rebuild):
+    # then its section is kept for the rebuild
+    rebuild = bool(config.compression)
+    one = validate_one(records, keep=rebuild)
     if one is not None:
         batch, stats = one
         batches = [batch]
-        rebuild = validator.needs_rebuild(batch, config.compression)
     else:
         try:
             batches = validate_produce(records)
@@ -775,7 +776,7 @@ def _append(
             bad_timestamps,
             plog.log_start_offset,
         )
-    if batch.is_transactional:
+    if batch.attributes & TRANSACTIONAL_MASK:
         refused = _verify_transaction(ctx, transactional_id, batch, topic, partition)
         if refused is not None:
             return refused
