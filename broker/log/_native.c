@@ -13,8 +13,8 @@
    batch.py's validate_produce and streaming.validate_records do together in the usual case: the
    bytes are exactly one v2 batch (header sane, CRC-32C right, records count and last offset delta
    agreeing, not a control batch) whose records are uncompressed and well formed. It returns the
-   header's fields (as batch.HEADER unpacks them, less magic and CRC, with the batch's size first)
-   followed by check_records' facts, or None for anything else (more than one batch, a compressed
+   batch's BatchInfo and RecordStats (the classes given once to bind(), built here with the same
+   field values as the Python path's), or None for anything else (more than one batch, a compressed
    batch, any fault): the caller then takes the Python path, which accepts or raises as before. So
    one call replaces the header parse, the CRC call and the record walk of a partition.
 
@@ -24,6 +24,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
+#include <structmember.h>
 
 #include "_varint.h"
 
@@ -135,7 +137,6 @@ crc32c_table(const unsigned char *d, size_t n)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <string.h>
 __attribute__((target("sse4.2"))) static uint32_t
 crc32c_hw(const unsigned char *d, size_t n)
 {
@@ -183,15 +184,118 @@ be16(const unsigned char *p)
 #define LOG_OVERHEAD 12
 #define MIN_BATCH_LENGTH (HEADER_SIZE - LOG_OVERHEAD)
 
+/* The classes check_batch builds (batch.BatchInfo, streaming.RecordStats: slotted dataclasses),
+   bound once by bind(): each object is allocated by its type and its slots filled in field order,
+   as the dataclass __init__ fills them (neither class has a __post_init__), without running
+   Python code. bind() refuses a class whose fields are not exactly object slots. */
+#define BATCH_FIELDS 12
+#define STATS_FIELDS 5
+
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t offsets[BATCH_FIELDS];
+} bound_type;
+
+static bound_type batch_type, stats_type;
+
+static int
+bind_type(bound_type *b, PyObject *cls, Py_ssize_t fields)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "bind() takes classes");
+        return -1;
+    }
+    PyObject *slots = PyObject_GetAttrString(cls, "__slots__");
+    if (slots == NULL) {
+        PyErr_Format(PyExc_TypeError, "%R has no __slots__", cls);
+        return -1;
+    }
+    PyObject *names = PySequence_Tuple(slots);
+    Py_DECREF(slots);
+    if (names == NULL)
+        return -1;
+    if (PyTuple_GET_SIZE(names) != fields) {
+        Py_DECREF(names);
+        PyErr_Format(PyExc_TypeError, "%R: expected %zd slots", cls, fields);
+        return -1;
+    }
+    Py_ssize_t offsets[BATCH_FIELDS];
+    for (Py_ssize_t i = 0; i < fields; i++) {
+        PyObject *d = PyObject_GetAttr(cls, PyTuple_GET_ITEM(names, i));
+        if (d == NULL) {
+            Py_DECREF(names);
+            return -1;
+        }
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)d)->d_member->flags & READONLY);
+        if (ok)
+            offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) {
+            Py_DECREF(names);
+            PyErr_Format(PyExc_TypeError, "%R: field %zd is not an object slot", cls, i);
+            return -1;
+        }
+    }
+    Py_DECREF(names);
+    b->type = (PyTypeObject *)Py_NewRef(cls);
+    memcpy(b->offsets, offsets, sizeof(offsets));
+    return 0;
+}
+
+/* An instance of b's class with its slots set to values (references stolen, NULL-safe). */
+static PyObject *
+build(bound_type *b, PyObject **values, Py_ssize_t fields)
+{
+    PyObject *o = NULL;
+    for (Py_ssize_t i = 0; i < fields; i++)
+        if (values[i] == NULL)
+            goto fail;
+    o = b->type->tp_alloc(b->type, 0);
+    if (o == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < fields; i++)
+        *(PyObject **)((char *)o + b->offsets[i]) = values[i];
+    return o;
+fail:
+    for (Py_ssize_t i = 0; i < fields; i++)
+        Py_XDECREF(values[i]);
+    return NULL;
+}
+
+static PyObject *
+bind(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "bind(BatchInfo, RecordStats) takes 2 arguments");
+        return NULL;
+    }
+    bound_type batch = {NULL, {0}}, stats = {NULL, {0}};
+    if (bind_type(&batch, args[0], BATCH_FIELDS) || bind_type(&stats, args[1], STATS_FIELDS)) {
+        Py_XDECREF(batch.type);
+        return NULL; /* both or neither: the classes bound before stay */
+    }
+    Py_XDECREF(batch_type.type);
+    Py_XDECREF(stats_type.type);
+    batch_type = batch;
+    stats_type = stats;
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 check_batch(PyObject *Py_UNUSED(self), PyObject *arg)
 {
+    if (batch_type.type == NULL || stats_type.type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "check_batch before bind()");
+        return NULL;
+    }
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const unsigned char *d = (const unsigned char *)view.buf;
     int64_t n = (int64_t)view.len;
-    PyObject *out = NULL;
+    PyObject *out;
     if (n < HEADER_SIZE || d[16] != 2)
         goto refuse;
     int32_t batch_length = be32(d + 8);
@@ -207,12 +311,32 @@ check_batch(PyObject *Py_UNUSED(self), PyObject *arg)
     int plain;
     if (walk(d + HEADER_SIZE, n - HEADER_SIZE, count, &lo, &hi, &first, &plain))
         goto refuse;
-    out = Py_BuildValue("(nLiiLLLiiiiLLLO)", (Py_ssize_t)n, (long long)be64(d), (int)last_delta,
-                        (int)attributes, (long long)be64(d + 27), (long long)be64(d + 35),
-                        (long long)be64(d + 43), (int)be16(d + 51), (int)be32(d + 53), (int)count,
-                        (int)be32(d + 12), (long long)lo, (long long)hi, (long long)first,
-                        plain ? Py_True : Py_False);
     PyBuffer_Release(&view);
+    PyObject *header[BATCH_FIELDS] = {
+        PyLong_FromLong(0),           PyLong_FromSsize_t((Py_ssize_t)n),  PyLong_FromLongLong(be64(d)),
+        PyLong_FromLong(last_delta),  PyLong_FromLong(attributes),        PyLong_FromLongLong(be64(d + 27)),
+        PyLong_FromLongLong(be64(d + 35)), PyLong_FromLongLong(be64(d + 43)), PyLong_FromLong(be16(d + 51)),
+        PyLong_FromLong(be32(d + 53)), PyLong_FromLong(count),            PyLong_FromLong(be32(d + 12)),
+    };
+    PyObject *facts[STATS_FIELDS] = {
+        PyLong_FromLongLong(lo), PyLong_FromLongLong(hi), PyLong_FromLongLong(first),
+        Py_NewRef(plain ? Py_True : Py_False), Py_NewRef(Py_None),
+    };
+    PyObject *info = build(&batch_type, header, BATCH_FIELDS);
+    PyObject *stats = build(&stats_type, facts, STATS_FIELDS);
+    if (info == NULL || stats == NULL) {
+        Py_XDECREF(info);
+        Py_XDECREF(stats);
+        return NULL;
+    }
+    out = PyTuple_New(2);
+    if (out == NULL) {
+        Py_DECREF(info);
+        Py_DECREF(stats);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, info);
+    PyTuple_SET_ITEM(out, 1, stats);
     return out;
 refuse:
     PyBuffer_Release(&view);
@@ -232,10 +356,10 @@ crc32c_py(PyObject *Py_UNUSED(self), PyObject *arg)
 
 static PyMethodDef methods[] = {
     {"check_batch", (PyCFunction)check_batch, METH_O,
-     "check_batch(records) -> (size, base offset, last offset delta, attributes, base timestamp,"
-     " max timestamp, producer id, producer epoch, base sequence, records count, leader epoch,"
-     " min ts delta, max ts delta, first ts delta, attributes all 0) for exactly one valid"
-     " uncompressed v2 batch, else None"},
+     "check_batch(records) -> (BatchInfo, RecordStats) for exactly one valid uncompressed v2"
+     " batch, else None (after bind)"},
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(BatchInfo, RecordStats): the slotted classes check_batch builds"},
     {"crc32c", (PyCFunction)crc32c_py, METH_O, "crc32c(data) -> the CRC-32C check_batch computes"},
     {"check_records", (PyCFunction)(void (*)(void))check_records, METH_FASTCALL,
      "check_records(section, count) -> (min ts delta, max ts delta, first ts delta, attributes all 0)"

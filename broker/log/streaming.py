@@ -68,7 +68,8 @@ native_check = (
 )
 
 #: ``check_batch(records)``: the header, CRC and record walk of exactly one valid uncompressed
-#: batch in one compiled call (see :func:`validate_one`); None as ``native_check``
+#: batch in one compiled call, giving its BatchInfo and RecordStats (see :func:`validate_one`);
+#: None as ``native_check``
 native_batch = (
     _native.check_batch if _native is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
 )
@@ -313,6 +314,10 @@ class RecordStats:
     section: bytes | None = None
 
 
+if native_batch is not None:
+    _native.bind(BatchInfo, RecordStats)  # the classes check_batch builds
+
+
 def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int, keep: bool = False) -> RecordStats:
     """Check the records of the (CRC-checked) batch ``info`` in ``buf``: raises InvalidBatch
     (INVALID_RECORD when ``corrupt`` is false, else CORRUPT_MESSAGE). ``limit`` caps the
@@ -366,13 +371,10 @@ def validate_one(records: bytes | memoryview, keep: bool = False) -> tuple[Batch
     answers."""
     if native_batch is None:
         return None
-    facts = native_batch(records)
-    if facts is None:
-        return None
-    stats = RecordStats(facts[11], facts[12], facts[13], facts[14])
-    if keep:
-        stats.section = bytes(memoryview(records)[HEADER_SIZE:])
-    return BatchInfo(0, *facts[:11]), stats
+    one = native_batch(records)
+    if one is not None and keep:
+        one[1].section = bytes(memoryview(records)[HEADER_SIZE:])
+    return one
 
 
 def record_timestamps(

@@ -325,7 +325,22 @@ def test_check_batch_accepts_what_the_python_path_accepts():
             assert same_one(buf, keep) is not None
     info, stats = S.validate_one(batches[1])
     assert (info.producer_id, info.producer_epoch, info.base_sequence, info.records_count) == (7, 3, 41, 5)
+    assert type(info) is B.BatchInfo and type(stats) is S.RecordStats
     assert S.validate_one(batches[0])[1].section is None
+    info.base_offset = 99  # the objects built in C are ordinary, mutable instances
+    assert info.last_offset == 103 and info == B.BatchInfo(0, *[getattr(info, f) for f in info.__slots__[1:]])
+
+
+@needs_native
+def test_bind_refuses_classes_without_object_slots():
+    class Plain:
+        pass
+
+    with pytest.raises(TypeError):
+        _native.bind(Plain, S.RecordStats)
+    with pytest.raises(TypeError):
+        _native.bind(S.RecordStats, B.BatchInfo)  # a wrong number of fields
+    _native.bind(B.BatchInfo, S.RecordStats)
 
 
 @needs_native
