@@ -272,6 +272,10 @@ def test_validate_records_gives_the_same_stats_either_way(keep, codec, monkeypat
 # check_batch: one partition's records (header, CRC, record walk) in one call (streaming.validate_one)
 
 
+#: validate_one answers only with the extension on (PYKBROKER_NATIVE=0: always None, the Python path)
+needs_batch = pytest.mark.skipif(S.native_batch is None, reason="check_batch is not built or turned off")
+
+
 def python_one(buf: bytes, keep: bool = False) -> tuple | None:
     """What the Python path (validate_produce, then the Python record walk) accepts as exactly one
     uncompressed batch: (BatchInfo, RecordStats); None for anything else."""
@@ -311,7 +315,7 @@ def test_crc32c_is_the_packages():
         assert _native.crc32c(memoryview(b"x" + data)[1:]) == crc32c(data)
 
 
-@needs_native
+@needs_batch
 def test_check_batch_accepts_what_the_python_path_accepts():
     batches = [
         R.simple_batch([b"v"]),
@@ -343,7 +347,7 @@ def test_bind_refuses_classes_without_object_slots():
     _native.bind(B.BatchInfo, S.RecordStats)
 
 
-@needs_native
+@needs_batch
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_check_batch_leaves_compressed_batches_and_several_batches_to_python(codec):
     compressed = R.build_batch([Record(i, 0, b"k", b"v") for i in range(5)], compression=codec)
@@ -353,7 +357,7 @@ def test_check_batch_leaves_compressed_batches_and_several_batches_to_python(cod
     assert len(B.validate_produce(two)) == 2
 
 
-@needs_native
+@needs_batch
 @pytest.mark.parametrize(
     "field, at, value",
     [
@@ -372,7 +376,7 @@ def test_check_batch_refuses_bad_headers(field, at, value):
     assert same_one(bytes(buf)) is None, field
 
 
-@needs_native
+@needs_batch
 def test_check_batch_refuses_a_wrong_crc_and_short_buffers():
     buf = bytearray(R.simple_batch([b"v"]))
     buf[-1] ^= 1
@@ -381,7 +385,7 @@ def test_check_batch_refuses_a_wrong_crc_and_short_buffers():
         assert same_one(bytes(buf[:n])) is None
 
 
-@needs_native
+@needs_batch
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(
@@ -412,7 +416,7 @@ def test_check_batch_on_mutated_batches(recs, flips, cut, how, crc, keep):
     same_one(bytes(data), keep)
 
 
-@needs_native
+@needs_batch
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=120))
 def test_check_batch_on_arbitrary_bytes(data):
