@@ -28,7 +28,7 @@ from uuid import UUID
 from broker.log import validator
 from broker.log.batch import HEADER_SIZE, TRANSACTIONAL_MASK, InvalidBatch, read_header, validate_produce
 from broker.log.manager import StorageError
-from broker.log.streaming import EXPANSION_LIMIT, validate_records
+from broker.log.streaming import EXPANSION_LIMIT, validate_one, validate_records
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.produce import REQUEST_DECODERS as GENERATED_DECODERS
 from broker.protocol.generated.produce import (
@@ -722,22 +722,35 @@ def _append(
             ErrorCode.MESSAGE_TOO_LARGE,
             f"{size} bytes exceed max.message.bytes={config.max_message_bytes}",
         )
-    try:
-        batches = validate_produce(records)
-    except InvalidBatch as e:
-        return _error(partition, ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e))
-    if len(batches) != 1:  # (Kafka's ProduceRequest.validateRecords: no record errors)
-        return _error(
-            partition,
-            ErrorCode.INVALID_RECORD,
-            f"expected exactly one record batch per partition, got {len(batches)}",
-            [],
-        )
-    (batch,) = batches
     limit = EXPANSION_LIMIT * config.max_message_bytes
-    rebuild = validator.needs_rebuild(batch, config.compression)
+    # one compiled call for one valid uncompressed batch (the usual case), else the Python checks;
+    # an uncompressed batch is rebuilt exactly when the topic names a codec (validator.needs_rebuild):
+    # then its section is kept for the rebuild
+    rebuild = bool(config.compression)
+    one = validate_one(records, keep=rebuild)
+    if one is not None:
+        batch, stats = one
+        batches = [batch]
+    else:
+        try:
+            batches = validate_produce(records)
+        except InvalidBatch as e:
+            return _error(
+                partition, ErrorCode.CORRUPT_MESSAGE if e.corrupt else ErrorCode.INVALID_RECORD, str(e)
+            )
+        if len(batches) != 1:  # (Kafka's ProduceRequest.validateRecords: no record errors)
+            return _error(
+                partition,
+                ErrorCode.INVALID_RECORD,
+                f"expected exactly one record batch per partition, got {len(batches)}",
+                [],
+            )
+        (batch,) = batches
+        rebuild = validator.needs_rebuild(batch, config.compression)
+        stats = None
     try:
-        stats = validate_records(records, batch, limit, keep=rebuild)
+        if stats is None:
+            stats = validate_records(records, batch, limit, keep=rebuild)
         bad_timestamps = validator.timestamp_errors(
             records,
             batch,
@@ -763,7 +776,7 @@ def _append(
             bad_timestamps,
             plog.log_start_offset,
         )
-    if batch.is_transactional:
+    if batch.attributes & TRANSACTIONAL_MASK:
         refused = _verify_transaction(ctx, transactional_id, batch, topic, partition)
         if refused is not None:
             return refused

@@ -9,12 +9,23 @@
    and tests/log/test_native.py checks that it accepts exactly what the Python walk accepts, with the
    same results.
 
+   check_batch(records) does, for the records of one partition of a Produce request, what
+   batch.py's validate_produce and streaming.validate_records do together in the usual case: the
+   bytes are exactly one v2 batch (header sane, CRC-32C right, records count and last offset delta
+   agreeing, not a control batch) whose records are uncompressed and well formed. It returns the
+   batch's BatchInfo and RecordStats (the classes given once to bind(), built here with the same
+   field values as the Python path's), or None for anything else (more than one batch, a compressed
+   batch, any fault): the caller then takes the Python path, which accepts or raises as before. So
+   one call replaces the header parse, the CRC call and the record walk of a partition.
+
    Built by `pip install -e .` (setup.py, an optional extension: without a compiler the install goes
    on and the broker uses the Python walk; PYKBROKER_NATIVE=0 disables it at run time). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
+#include <structmember.h>
 
 #include "_varint.h"
 
@@ -101,7 +112,255 @@ check_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs
                          plain ? Py_True : Py_False);
 }
 
+/* CRC-32C (Castagnoli, reflected 0x82F63B78), as the crc32c package computes it: the SSE 4.2
+   instruction where the processor has it, else a table. */
+static uint32_t crc_table[256];
+
+static void
+crc_table_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t
+crc32c_table(const unsigned char *d, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    while (n--)
+        c = crc_table[(c ^ *d++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("sse4.2"))) static uint32_t
+crc32c_hw(const unsigned char *d, size_t n)
+{
+    uint64_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, d, 8);
+        c = __builtin_ia32_crc32di(c, w);
+        d += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--)
+        c32 = __builtin_ia32_crc32qi(c32, *d++);
+    return c32 ^ 0xFFFFFFFFu;
+}
+static int have_hw_crc;
+#define CRC32C(d, n) (have_hw_crc ? crc32c_hw(d, n) : crc32c_table(d, n))
+#else
+#define CRC32C(d, n) crc32c_table(d, n)
+#endif
+
+static inline int64_t
+be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t
+be32(const unsigned char *p)
+{
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+static inline int16_t
+be16(const unsigned char *p)
+{
+    return (int16_t)((uint16_t)p[0] << 8 | p[1]);
+}
+
+#define HEADER_SIZE 61
+#define LOG_OVERHEAD 12
+#define MIN_BATCH_LENGTH (HEADER_SIZE - LOG_OVERHEAD)
+
+/* The classes check_batch builds (batch.BatchInfo, streaming.RecordStats: slotted dataclasses),
+   bound once by bind(): each object is allocated by its type and its slots filled in field order,
+   as the dataclass __init__ fills them (neither class has a __post_init__), without running
+   Python code. bind() refuses a class whose fields are not exactly object slots. */
+#define BATCH_FIELDS 12
+#define STATS_FIELDS 5
+
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t offsets[BATCH_FIELDS];
+} bound_type;
+
+static bound_type batch_type, stats_type;
+
+static int
+bind_type(bound_type *b, PyObject *cls, Py_ssize_t fields)
+{
+    if (!PyType_Check(cls)) {
+        PyErr_SetString(PyExc_TypeError, "bind() takes classes");
+        return -1;
+    }
+    PyObject *slots = PyObject_GetAttrString(cls, "__slots__");
+    if (slots == NULL) {
+        PyErr_Format(PyExc_TypeError, "%R has no __slots__", cls);
+        return -1;
+    }
+    PyObject *names = PySequence_Tuple(slots);
+    Py_DECREF(slots);
+    if (names == NULL)
+        return -1;
+    if (PyTuple_GET_SIZE(names) != fields) {
+        Py_DECREF(names);
+        PyErr_Format(PyExc_TypeError, "%R: expected %zd slots", cls, fields);
+        return -1;
+    }
+    Py_ssize_t offsets[BATCH_FIELDS];
+    for (Py_ssize_t i = 0; i < fields; i++) {
+        PyObject *d = PyObject_GetAttr(cls, PyTuple_GET_ITEM(names, i));
+        if (d == NULL) {
+            Py_DECREF(names);
+            return -1;
+        }
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)d)->d_member->flags & READONLY);
+        if (ok)
+            offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) {
+            Py_DECREF(names);
+            PyErr_Format(PyExc_TypeError, "%R: field %zd is not an object slot", cls, i);
+            return -1;
+        }
+    }
+    Py_DECREF(names);
+    b->type = (PyTypeObject *)Py_NewRef(cls);
+    memcpy(b->offsets, offsets, sizeof(offsets));
+    return 0;
+}
+
+/* An instance of b's class with its slots set to values (references stolen, NULL-safe). */
+static PyObject *
+build(bound_type *b, PyObject **values, Py_ssize_t fields)
+{
+    PyObject *o = NULL;
+    for (Py_ssize_t i = 0; i < fields; i++)
+        if (values[i] == NULL)
+            goto fail;
+    o = b->type->tp_alloc(b->type, 0);
+    if (o == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < fields; i++)
+        *(PyObject **)((char *)o + b->offsets[i]) = values[i];
+    return o;
+fail:
+    for (Py_ssize_t i = 0; i < fields; i++)
+        Py_XDECREF(values[i]);
+    return NULL;
+}
+
+static PyObject *
+bind(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "bind(BatchInfo, RecordStats) takes 2 arguments");
+        return NULL;
+    }
+    bound_type batch = {NULL, {0}}, stats = {NULL, {0}};
+    if (bind_type(&batch, args[0], BATCH_FIELDS) || bind_type(&stats, args[1], STATS_FIELDS)) {
+        Py_XDECREF(batch.type);
+        return NULL; /* both or neither: the classes bound before stay */
+    }
+    Py_XDECREF(batch_type.type);
+    Py_XDECREF(stats_type.type);
+    batch_type = batch;
+    stats_type = stats;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+check_batch(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    if (batch_type.type == NULL || stats_type.type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "check_batch before bind()");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    int64_t n = (int64_t)view.len;
+    PyObject *out;
+    if (n < HEADER_SIZE || d[16] != 2)
+        goto refuse;
+    int32_t batch_length = be32(d + 8);
+    if (batch_length < MIN_BATCH_LENGTH || (int64_t)batch_length + LOG_OVERHEAD != n)
+        goto refuse; /* malformed, or not exactly one batch */
+    int16_t attributes = be16(d + 21);
+    int32_t last_delta = be32(d + 23), count = be32(d + 57);
+    if (count <= 0 || last_delta != count - 1 || attributes & 0x20 || attributes & 0x07)
+        goto refuse; /* no records, deltas disagreeing, a control batch, or compressed */
+    if ((uint32_t)be32(d + 17) != CRC32C(d + 21, (size_t)(n - 21)))
+        goto refuse;
+    int64_t lo, hi, first;
+    int plain;
+    if (walk(d + HEADER_SIZE, n - HEADER_SIZE, count, &lo, &hi, &first, &plain))
+        goto refuse;
+    PyBuffer_Release(&view);
+    PyObject *header[BATCH_FIELDS] = {
+        PyLong_FromLong(0),           PyLong_FromSsize_t((Py_ssize_t)n),  PyLong_FromLongLong(be64(d)),
+        PyLong_FromLong(last_delta),  PyLong_FromLong(attributes),        PyLong_FromLongLong(be64(d + 27)),
+        PyLong_FromLongLong(be64(d + 35)), PyLong_FromLongLong(be64(d + 43)), PyLong_FromLong(be16(d + 51)),
+        PyLong_FromLong(be32(d + 53)), PyLong_FromLong(count),            PyLong_FromLong(be32(d + 12)),
+    };
+    PyObject *facts[STATS_FIELDS] = {
+        PyLong_FromLongLong(lo), PyLong_FromLongLong(hi), PyLong_FromLongLong(first),
+        Py_NewRef(plain ? Py_True : Py_False), Py_NewRef(Py_None),
+    };
+    PyObject *info = build(&batch_type, header, BATCH_FIELDS);
+    PyObject *stats = build(&stats_type, facts, STATS_FIELDS);
+    if (info == NULL || stats == NULL) {
+        Py_XDECREF(info);
+        Py_XDECREF(stats);
+        return NULL;
+    }
+    out = PyTuple_New(2);
+    if (out == NULL) {
+        Py_DECREF(info);
+        Py_DECREF(stats);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, info);
+    PyTuple_SET_ITEM(out, 1, stats);
+    return out;
+refuse:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+crc32c_py(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t c = CRC32C((const unsigned char *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(c);
+}
+
 static PyMethodDef methods[] = {
+    {"check_batch", (PyCFunction)check_batch, METH_O,
+     "check_batch(records) -> (BatchInfo, RecordStats) for exactly one valid uncompressed v2"
+     " batch, else None (after bind)"},
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(BatchInfo, RecordStats): the slotted classes check_batch builds"},
+    {"crc32c", (PyCFunction)crc32c_py, METH_O, "crc32c(data) -> the CRC-32C check_batch computes"},
     {"check_records", (PyCFunction)(void (*)(void))check_records, METH_FASTCALL,
      "check_records(section, count) -> (min ts delta, max ts delta, first ts delta, attributes all 0)"
      " or None when the records section is malformed"},
@@ -116,5 +375,10 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__native(void)
 {
+    crc_table_init();
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    have_hw_crc = __builtin_cpu_supports("sse4.2");
+#endif
     return PyModule_Create(&module);
 }

@@ -73,34 +73,39 @@ class ProducerState:
         return min(self.ongoing.values()) if self.ongoing else None
 
     def check(self, b: BatchInfo) -> CachedBatch | None:
-        """None to append; a CachedBatch when ``b`` duplicates one already written; raises to refuse."""
-        if b.producer_id < 0:
+        """None to append; a CachedBatch when ``b`` duplicates one already written; raises to refuse.
+        (Runs once per appended batch: BatchInfo's properties and the entry's are computed inline.)"""
+        pid = b.producer_id
+        if pid < 0:
             return None
-        entry = self.producers.get(b.producer_id)
+        entry = self.producers.get(pid)
         if entry is None:
             # any first sequence, as Kafka: the partition may have lost the producer's batches to
             # retention or DeleteRecords (or never had them: its producer expired)
             return None
-        if b.producer_epoch < entry.epoch:
-            raise KafkaError(
-                ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"producer {b.producer_id} epoch {b.producer_epoch} is older than {entry.epoch}",
-            )
-        if b.producer_epoch > entry.epoch:
+        epoch = b.producer_epoch
+        if epoch != entry.epoch:
+            if epoch < entry.epoch:
+                raise KafkaError(
+                    ErrorCode.INVALID_PRODUCER_EPOCH,
+                    f"producer {pid} epoch {epoch} is older than {entry.epoch}",
+                )
             if b.base_sequence != 0:
                 raise KafkaError(
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"producer {b.producer_id} epoch {b.producer_epoch} must start at sequence 0",
+                    f"producer {pid} epoch {epoch} must start at sequence 0",
                 )
             return None
-        for cached in entry.batches:
-            if cached.first_seq == b.base_sequence and cached.last_seq == b.last_sequence:
+        seq = b.base_sequence
+        batches = entry.batches
+        for cached in batches:
+            if cached.first_seq == seq and cached.last_seq == b.last_sequence:
                 return cached
-        expected = (entry.last_seq + 1) % SEQ_MOD
-        if b.base_sequence != expected:
+        expected = (batches[-1].last_seq + 1) % SEQ_MOD if batches else 0
+        if seq != expected:
             raise KafkaError(
                 ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                f"producer {b.producer_id}: sequence {b.base_sequence} but {expected} was expected",
+                f"producer {pid}: sequence {seq} but {expected} was expected",
             )
         return None
 

@@ -414,8 +414,13 @@ class Segment:
             except OSError as e:
                 log.error("%s: cannot cut a failed write back to byte %d: %s", self.path, position, e)
             raise
-        self._add_index(first_offset, position, len(data), force=not self._idx_offsets)
-        self.size += len(data)
+        size = len(data)
+        if not self._idx_offsets or self._bytes_since_index >= self.index_interval:  # (_add_index)
+            self._idx_offsets.append(first_offset)
+            self._idx_positions.append(position)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+        self.size = position + size
         self.next_offset = next_offset
         if max_ts > self.max_timestamp:
             self.max_timestamp = max_ts

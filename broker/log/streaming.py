@@ -67,6 +67,13 @@ native_check = (
     _native.check_records if _native is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
 )
 
+#: ``check_batch(records)``: the header, CRC and record walk of exactly one valid uncompressed
+#: batch in one compiled call, giving its BatchInfo and RecordStats (see :func:`validate_one`);
+#: None as ``native_check``
+native_batch = (
+    _native.check_batch if _native is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
+)
+
 CHUNK = 64 * 1024
 #: a compressed section may expand to at most this many times the topic's max.message.bytes
 EXPANSION_LIMIT = 64
@@ -307,6 +314,10 @@ class RecordStats:
     section: bytes | None = None
 
 
+if native_batch is not None:
+    _native.bind(BatchInfo, RecordStats)  # the classes check_batch builds
+
+
 def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int, keep: bool = False) -> RecordStats:
     """Check the records of the (CRC-checked) batch ``info`` in ``buf``: raises InvalidBatch
     (INVALID_RECORD when ``corrupt`` is false, else CORRUPT_MESSAGE). ``limit`` caps the
@@ -348,6 +359,22 @@ def validate_records(buf: bytes | memoryview, info: BatchInfo, limit: int, keep:
     if not stream.at_end():
         raise _invalid(f"bytes left after the {info.records_count} records the batch declares")
     return RecordStats(lo, hi, first, False)  # attributes not tracked here: a rebuild decodes the records
+
+
+def validate_one(records: bytes | memoryview, keep: bool = False) -> tuple[BatchInfo, RecordStats] | None:
+    """What ``validate_produce`` and then ``validate_records`` give for the records of one
+    partition of a Produce request, in one compiled call, when they are exactly one valid
+    uncompressed v2 batch: its header and its records' facts (``keep``: with the section, as
+    ``validate_records`` keeps it). None in every other case (the extension not built or turned
+    off, several batches, a compressed batch, anything invalid): the caller then runs those two,
+    which accept or raise as they always do. tests/log/test_native.py holds the two to the same
+    answers."""
+    if native_batch is None:
+        return None
+    one = native_batch(records)
+    if one is not None and keep:
+        one[1].section = bytes(memoryview(records)[HEADER_SIZE:])
+    return one
 
 
 def record_timestamps(

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from broker.log import batch as B
 from broker.log import records as R
 from broker.log import streaming as S
+from broker.log.crc import crc32c
 from broker.log.records import Record
 
 try:
@@ -265,3 +266,167 @@ def test_validate_records_gives_the_same_stats_either_way(keep, codec, monkeypat
     python = S.validate_records(buf, info, 1 << 20, keep=keep)
     assert native == python
     assert (native.section is not None) == keep
+
+
+# ---------------------------------------------------------------------------------------------
+# check_batch: one partition's records (header, CRC, record walk) in one call (streaming.validate_one)
+
+
+#: validate_one answers only with the extension on (PYKBROKER_NATIVE=0: always None, the Python path)
+needs_batch = pytest.mark.skipif(S.native_batch is None, reason="check_batch is not built or turned off")
+
+
+def python_one(buf: bytes, keep: bool = False) -> tuple | None:
+    """What the Python path (validate_produce, then the Python record walk) accepts as exactly one
+    uncompressed batch: (BatchInfo, RecordStats); None for anything else."""
+    try:
+        batches = B.validate_produce(buf)
+    except B.InvalidBatch:
+        return None
+    if len(batches) != 1 or batches[0].compression:
+        return None
+    (info,) = batches
+    try:
+        stats = S._check_plain(bytes(buf[B.HEADER_SIZE : info.size]), info.records_count)
+    except B.InvalidBatch:
+        return None
+    stats.section = bytes(buf[B.HEADER_SIZE : info.size]) if keep else None
+    return info, stats
+
+
+def same_one(buf: bytes, keep: bool = False) -> tuple | None:
+    expected = python_one(buf, keep)
+    for form in (bytes(buf), bytearray(buf), memoryview(b"\xff" + bytes(buf) + b"\xff")[1:-1]):
+        assert S.validate_one(form, keep) == expected, bytes(buf).hex()
+    return expected
+
+
+def fix_crc(buf: bytearray) -> None:
+    if len(buf) >= B.HEADER_SIZE:
+        buf[17:21] = _native.crc32c(bytes(buf[21:])).to_bytes(4, "big")
+
+
+@needs_native
+def test_crc32c_is_the_packages():
+    assert _native.crc32c(b"123456789") == 0xE3069283  # RFC 3720's check value
+    for n in (0, 1, 7, 8, 9, 63, 64, 65, 1000, 70_000):
+        data = os.urandom(n)
+        assert _native.crc32c(data) == crc32c(data)
+        assert _native.crc32c(memoryview(b"x" + data)[1:]) == crc32c(data)
+
+
+@needs_batch
+def test_check_batch_accepts_what_the_python_path_accepts():
+    batches = [
+        R.simple_batch([b"v"]),
+        R.simple_batch([b"v" * 100] * 5, producer_id=7, producer_epoch=3, base_sequence=41),
+        R.simple_batch([None, b"", b"x" * 70_000], keys=[b"k", None, b""]),
+        R.build_batch([Record(i, 5 - i, b"k", b"v" * i, [("h", b"1")]) for i in range(50)]),
+        R.simple_batch([b"v"], producer_id=1, producer_epoch=0, base_sequence=0, transactional=True),
+    ]
+    for buf in batches:
+        for keep in (False, True):
+            assert same_one(buf, keep) is not None
+    info, stats = S.validate_one(batches[1])
+    assert (info.producer_id, info.producer_epoch, info.base_sequence, info.records_count) == (7, 3, 41, 5)
+    assert type(info) is B.BatchInfo and type(stats) is S.RecordStats
+    assert S.validate_one(batches[0])[1].section is None
+    info.base_offset = 99  # the objects built in C are ordinary, mutable instances
+    assert info.last_offset == 103 and info == B.BatchInfo(0, *[getattr(info, f) for f in info.__slots__[1:]])
+
+
+@needs_native
+def test_bind_refuses_classes_without_object_slots():
+    class Plain:
+        pass
+
+    with pytest.raises(TypeError):
+        _native.bind(Plain, S.RecordStats)
+    with pytest.raises(TypeError):
+        _native.bind(S.RecordStats, B.BatchInfo)  # a wrong number of fields
+    _native.bind(B.BatchInfo, S.RecordStats)
+
+
+@needs_batch
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_check_batch_leaves_compressed_batches_and_several_batches_to_python(codec):
+    compressed = R.build_batch([Record(i, 0, b"k", b"v") for i in range(5)], compression=codec)
+    assert python_one(compressed) is None and S.validate_one(compressed) is None
+    two = R.simple_batch([b"a"]) + R.simple_batch([b"b"])
+    assert S.validate_one(two) is None
+    assert len(B.validate_produce(two)) == 2
+
+
+@needs_batch
+@pytest.mark.parametrize(
+    "field, at, value",
+    [
+        ("magic", 16, b"\x01"),
+        ("control", 22, b"\x20"),
+        ("count", 57, (0).to_bytes(4, "big")),
+        ("last delta", 23, (5).to_bytes(4, "big")),
+        ("length short", 8, (48).to_bytes(4, "big")),
+        ("length long", 8, (10_000).to_bytes(4, "big")),
+    ],
+)
+def test_check_batch_refuses_bad_headers(field, at, value):
+    buf = bytearray(R.simple_batch([b"v"]))
+    buf[at : at + len(value)] = value
+    fix_crc(buf)
+    assert same_one(bytes(buf)) is None, field
+
+
+@needs_batch
+def test_check_batch_refuses_a_wrong_crc_and_short_buffers():
+    buf = bytearray(R.simple_batch([b"v"]))
+    buf[-1] ^= 1
+    assert same_one(bytes(buf)) is None
+    for n in range(0, B.HEADER_SIZE + 1):
+        assert same_one(bytes(buf[:n])) is None
+
+
+@needs_batch
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(-(1 << 40), 1 << 40), st.binary(max_size=20) | st.none(), st.binary(max_size=20)
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), max_size=4),
+    st.integers(0, 1 << 16),
+    st.sampled_from(["flip", "truncate", "insert", "none"]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_check_batch_on_mutated_batches(recs, flips, cut, how, crc, keep):
+    data = bytearray(R.build_batch([Record(i, ts, k, v) for i, (ts, k, v) in enumerate(recs)]))
+    if how == "flip":
+        for at, value in flips:
+            data[at % len(data)] = value
+    elif how == "truncate":
+        del data[cut % len(data) :]
+    elif how == "insert":
+        for at, value in flips:
+            data.insert(at % (len(data) + 1), value)
+    if crc:  # past the CRC check, to the header's other fields and the records
+        fix_crc(data)
+    same_one(bytes(data), keep)
+
+
+@needs_batch
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=120))
+def test_check_batch_on_arbitrary_bytes(data):
+    buf = bytearray(data)
+    fix_crc(buf)
+    same_one(bytes(buf))
+
+
+def test_validate_one_is_off_with_pykbroker_native_0():
+    code = "from broker.log import streaming as S; print(S.native_batch is None, S.validate_one(b'x' * 70))"
+    env = {**os.environ, "PYKBROKER_NATIVE": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True None"
