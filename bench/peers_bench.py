@@ -539,9 +539,12 @@ def print_table(
         cells = []
         for name in peers:
             v = values.get(name)
-            cell = (fmt_rate if rate else fmt_time)(v)
-            if name != "ours" and v is not None and ours is not None and v not in (0, float("inf")):
-                ratio = ours / v if rate else v / ours
+            plain = label.startswith("produce: ")  # a CPU figure: printed as it is
+            cell = ("skipped" if v is None else f"{v:.2f}") if plain else (fmt_rate if rate else fmt_time)(v)
+            if plain and "us/record" not in label:
+                pass  # a fraction of wall time: no ratio
+            elif name != "ours" and v is not None and ours is not None and v not in (0, float("inf")):
+                ratio = ours / v if rate and not plain else v / ours
                 cell += f" ({ratio:.2f})"
             cells.append(cell)
         print(f"| {label} | " + " | ".join(cells) + " |")
@@ -981,8 +984,18 @@ def throughput(
                 topic = f"bench-{partitions}p-r{rnd}"
                 try:
                     targets = server.targets(topic, partitions)
-                    rate = produce(server, targets, args.messages, value)
                     proc = peers[name].proc if name in peers else None
+                    pcpu0, loop0 = process_cpu(proc), thread_cpu(proc)
+                    rate = produce(server, targets, args.messages, value)
+                    pcpu1, loop1 = process_cpu(proc), thread_cpu(proc)
+                    if pcpu0 is not None and pcpu1 is not None:
+                        us = (pcpu1 - pcpu0) * 1e6 / args.messages
+                        best[(name, "pcpu")] = min(best.get((name, "pcpu"), float("inf")), us)
+                    if loop0 is not None and loop1 is not None:
+                        # the main (event loop) thread's CPU over the produce's wall time: near 1.0
+                        # when the loop is saturated, well below when the rate waits on something else
+                        busy = (loop1 - loop0) * rate / args.messages
+                        best[(name, "busy")] = max(best.get((name, "busy"), 0.0), busy)
                     cpu0 = process_cpu(proc)
                     crate, got = consume(server, targets, f"g-{topic}")
                     if cpu0 is not None:
@@ -1005,6 +1018,11 @@ def throughput(
         ("produce msgs/s", {n: best.get((n, "produce")) for n in order}),
         ("consume msgs/s", {n: best.get((n, "consume")) for n in order}),
     ]
+    if any(k[1] == "pcpu" for k in best):
+        # the server process's CPU (every thread) during the produce, per record (least of the rounds)
+        rows.append(("produce: server CPU us/record", {n: best.get((n, "pcpu")) for n in order}))
+    if any(k[1] == "busy" for k in best):
+        rows.append(("produce: main thread CPU / wall", {n: best.get((n, "busy")) for n in order}))
     if any(k[1] == "cpu" for k in best):
         # the server process's CPU during the consume phase (least of the rounds), as records per
         # CPU-second: under load a steadier comparison than the wall-clock rate
@@ -1019,6 +1037,18 @@ def throughput(
 
 def _per_cpu(cpu: float | None, records: int | None) -> float | None:
     return None if cpu is None or not records else records / max(cpu, 1e-2)
+
+
+def thread_cpu(proc: subprocess.Popen | None) -> float | None:
+    """User + system CPU seconds of ``proc``'s main thread (ours: the event loop's), None if unknown."""
+    if proc is None or proc.poll() is not None:
+        return None
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def process_cpu(proc: subprocess.Popen | None) -> float | None:
