@@ -7,7 +7,7 @@ by side in one run (issues 19 and 23).
                                 [--one-each-partitions 10000] [--one-each-client confluent,franz]
                                 [--one-each-runs 2]
                                 [--peers-dir bench/.peers] [--no-install]
-                                [--broker-root DIR] [--fetch-stats]
+                                [--broker-root DIR] [--fetch-stats] [--produce-stats]
 
 Peers (each one missing or failing to start is reported as skipped; the bench goes on without it):
 
@@ -50,7 +50,12 @@ Phases (``--phases``), every server in turn, alternately, the best of ``--rounds
   ``fetch.queue.backoff.ms`` (1 s) once ``queued.min.messages`` (100,000) wait in a partition's
   queue: a server that answers 1 MB per partition (``max.partition.fetch.bytes``) faster than the
   application drains pays that second at 1 partition; one that ignores the partition limit and
-  answers everything in one response (noida-db 0.2.3 here) does not.
+  answers everything in one response (noida-db 0.2.3 here) does not. The produce rows add the
+  server's CPU during the produce per record and its main thread's CPU over the produce's wall time
+  (ours: the event loop; near 1.0 when the loop is saturated). ``--produce-stats``: each produce's
+  Produce requests, records and bytes a request, the round trip of a request (librdkafka's rtt: the
+  server's acknowledgement latency, fsync included), the time records waited in the client
+  (int_latency, linger included) and the most requests awaiting answers at once.
 * startup: process start (just before ``Popen``) to the first ApiVersions v3 answer read, a fresh
   data directory and port each time (connect retried every 2 ms).
 * one-each (issue 23): for each count of ``--one-each-partitions`` (comma-separated), N partitions
@@ -126,6 +131,7 @@ PRODUCER = {"acks": "all", "linger.ms": 5}
 CONSUMER = {"enable.auto.commit": False, "enable.partition.eof": False}
 GROUP_PARTITIONS = 10
 FETCH_STATS = False  # --fetch-stats
+PRODUCE_STATS = False  # --produce-stats
 GROUP_TIMEOUT = 30.0
 PEER_ORDER = ["ours", "base", "tansu", "noida", "mock", "kafka"]
 
@@ -325,7 +331,11 @@ class Deliveries:
 def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes) -> float:
     """msgs/s of one producer sending ``n`` values round-robin over ``targets``."""
     acks = Deliveries()
-    p = Producer({**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks})
+    stats: list[dict] = []
+    conf = {**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks}
+    if PRODUCE_STATS:
+        conf.update({"statistics.interval.ms": 100, "stats_cb": lambda s: stats.append(json.loads(s))})
+    p = Producer(conf)
     p.list_topics(targets[0][0], timeout=10)  # connected, metadata known: not on the clock
     k = len(targets)
     produce_, poll = p.produce, p.poll
@@ -343,7 +353,56 @@ def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes
     left = p.flush(300)
     elapsed = time.perf_counter() - t0
     acks.check(server.name, n, left)
+    if PRODUCE_STATS:
+        print_produce_stats(server.name, len(targets), p, stats, n)
     return n / elapsed
+
+
+def print_produce_stats(name: str, partitions: int, p: Producer, stats: list[dict], n: int) -> None:
+    """What the producer saw of the server (librdkafka statistics, every 100 ms, the last one emitted
+    after flush(), off the clock): Produce requests and their records and bytes, the round trip of a
+    request (rtt: sent to answered, the server's acknowledgement latency), the time a record waited
+    in the client before its request was sent (int_latency: linger included) and the most requests
+    awaiting an answer at once (waitresp_cnt)."""
+    seen = len(stats)
+    deadline = time.monotonic() + 2
+    while len(stats) == seen and time.monotonic() < deadline:
+        p.poll(0.05)
+    if not stats:
+        return
+    brokers = [b for b in stats[-1]["brokers"].values() if b.get("nodeid", -1) >= 0]
+    requests = sum(b.get("req", {}).get("Produce", 0) for b in brokers)
+    sent = sum(b["tx"] for b in brokers)
+    txbytes = sum(b["txbytes"] for b in brokers)
+
+    def windows(key: str) -> list[dict]:
+        return [
+            b[key]
+            for s in stats
+            for b in s["brokers"].values()
+            if b.get("nodeid", -1) >= 0 and b.get(key, {}).get("cnt", 0) > 0
+        ]
+
+    def median_of(key: str, q: str) -> float:  # weighted by the window's count, in ms
+        rows = sorted((w[q], w["cnt"]) for w in windows(key))
+        half, acc = sum(c for _v, c in rows) / 2, 0
+        for v, c in rows:
+            acc += c
+            if acc >= half:
+                return v / 1e3
+        return float("nan")
+
+    outstanding = max(
+        (b.get("waitresp_cnt", 0) for s in stats for b in s["brokers"].values() if b.get("nodeid", -1) >= 0),
+        default=0,
+    )
+    print(
+        f"  {name}, {partitions} partition(s): {requests} Produce requests, "
+        f"{n / max(1, requests):,.0f} records and {txbytes / max(1, sent) / 1e3:,.1f} kB a request; "
+        f"rtt p50 {median_of('rtt', 'p50'):.1f} ms, p99 {median_of('rtt', 'p99'):.1f} ms (median of 100 ms "
+        f"windows); record wait in client p50 {median_of('int_latency', 'p50'):.1f} ms; "
+        f"up to {outstanding} requests awaiting answers"
+    )
 
 
 def consume(server: Server, targets: list[tuple[str, int]], group: str) -> tuple[float, int]:
@@ -590,6 +649,11 @@ def main() -> int:
         action="store_true",
         help="print each consume's Fetch requests and bytes per response (librdkafka statistics)",
     )
+    ap.add_argument(
+        "--produce-stats",
+        action="store_true",
+        help="print each produce's requests, records a request, round trip and client-side wait (librdkafka statistics)",
+    )
     args = ap.parse_args()
     unknown = set(args.one_each_client.split(",")) - set(ONE_EACH_CLIENTS)
     if unknown:
@@ -598,8 +662,9 @@ def main() -> int:
         )
     asked = args.peers.split(",") + (["base"] if args.broker_root else [])
     wanted = [p for p in PEER_ORDER if p in asked]
-    global FETCH_STATS
+    global FETCH_STATS, PRODUCE_STATS
     FETCH_STATS = args.fetch_stats
+    PRODUCE_STATS = args.produce_stats
     phases = set(args.phases.split(","))
     skipped: dict[str, str] = {}
 
@@ -818,7 +883,11 @@ def one_each_confluent(
     """One confluent-kafka Producer (acks=all, linger.ms=5): one record into each target; ``proc``'s
     CPU time (the server's, if a subprocess) is read around the clock."""
     acks = Deliveries()
-    p = Producer({**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks})
+    stats: list[dict] = []
+    conf = {**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks}
+    if PRODUCE_STATS:
+        conf.update({"statistics.interval.ms": 100, "stats_cb": lambda s: stats.append(json.loads(s))})
+    p = Producer(conf)
     p.produce(targets[0][0], b"x", partition=0)  # connected, first metadata known: off the clock
     p.flush(60)
     acks.delivered = 0
