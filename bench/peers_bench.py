@@ -641,6 +641,7 @@ def main() -> int:
     ap.add_argument("--peers-dir", type=Path, default=ROOT / "bench" / ".peers")
     ap.add_argument("--no-install", action="store_true", help="do not pip-install tansu and noida-db")
     ap.add_argument("--flush", default="interval", choices=["always", "interval", "never"])
+    ap.add_argument("--config", action="append", default=[], help="key=value for ours and base (repeatable)")
     ap.add_argument(
         "--broker-root",
         type=Path,
@@ -686,6 +687,7 @@ def main() -> int:
             "warning",
             "--config",
             f"log.flush={args.flush}",
+            *[a for kv in args.config for a in ("--config", kv)],
         ]
 
     if "ours" in wanted:
