@@ -3,6 +3,7 @@ of a deferred answer, in-order writing) without sockets.
 
     python bench/connection_bench.py [--api api_versions,produce,commit] [--requests 20000]
                                      [--inflight 5] [--rounds 3] [--baseline-root DIR]
+                                     [--records 16] [--read-bytes 0]
 
 A broker in this process (``log.flush=interval``, temp data dir) and one ``KafkaConnection`` on a fake
 transport that only collects what is written. Each step hands the connection the same ``--inflight``
@@ -12,7 +13,9 @@ request order, error code 0 in the produce and commit answers of the last step).
 
 * ``api_versions``: ApiVersions v3 (answered at once);
 * ``produce``: Produce v9 of 16 records of 100 bytes into one partition, acks=-1 (deferred: answered
-  after its group commit);
+  after its group commit); ``--records N`` puts N records in each (librdkafka's requests at 1
+  partition and linger.ms=5 carry ~1,000-2,000: 100-230 KB), and ``--read-bytes 65536`` hands the
+  bytes over in reads of that size, as a socket delivers a large request;
 * ``commit``: OffsetCommit v9 of one partition, simple committer (deferred: after its group commit).
 
 Segment fsyncs are skipped unless ``--fsync`` (the group commits still run, in their thread: the
@@ -61,7 +64,7 @@ def _frame(key: int, version: int, correlation_id: int, body: bytes) -> bytes:
     return _SIZE.pack(len(data)) + data
 
 
-def request_frames(api: str, count: int) -> list[bytes]:
+def request_frames(api: str, count: int, records: int = 16) -> list[bytes]:
     """``count`` size-prefixed request frames of ``api``, correlation ids 0..count-1."""
     if api == "api_versions":
         body = api_versions.REQUEST_ENCODERS[3](
@@ -76,7 +79,7 @@ def request_frames(api: str, count: int) -> list[bytes]:
             topic_data=[
                 produce.TopicProduceData(
                     name=TOPIC,
-                    partition_data=[produce.PartitionProduceData(0, simple_batch([b"x" * 100] * 16))],
+                    partition_data=[produce.PartitionProduceData(0, simple_batch([b"x" * 100] * records))],
                 )
             ],
         )
@@ -206,24 +209,27 @@ async def run(args: argparse.Namespace, api: str) -> float:
             # the same ``k`` requests (correlation ids 0..k-1) sent again at each step: the cost of
             # building frames is not in the measurement, nor in a callgrind count's difference
             k = args.inflight
-            frames = request_frames(api, k)
+            frames = request_frames(api, k, args.records)
             data = b"".join(frames)
+            cut = args.read_bytes or len(data)
+            reads = [data[i : i + cut] for i in range(0, len(data), cut)]
             steps = -(-args.requests // k)
             loop = asyncio.get_running_loop()
 
-            async def step(data: bytes, want: int) -> bytes:
+            async def step(reads: list[bytes], want: int) -> bytes:
                 transport.chunks = []
                 transport.written = 0
                 transport.want = want
                 transport.done = loop.create_future()
-                conn.data_received(data)
+                for chunk in reads:
+                    conn.data_received(chunk)
                 await transport.done
                 transport.done = None
                 return b"".join(transport.chunks)
 
             # warm-up: the first step's answers, checked and counting until the first answer is complete
             count = k
-            first = await step(data, 1)
+            first = await step(reads, 1)
             while len(first) < 4 or _count_frames(first) < count:
                 transport.done = loop.create_future()
                 transport.want = transport.written + 1
@@ -237,7 +243,7 @@ async def run(args: argparse.Namespace, api: str) -> float:
             for _ in range(args.rounds):
                 start = time.process_time()
                 for _ in range(steps):
-                    answers = await step(data, size * k)
+                    answers = await step(reads, size * k)
                 best = min(best, (time.process_time() - start) / (steps * k))
             check(api, answers, 0, k)
             return best
@@ -248,7 +254,8 @@ async def run(args: argparse.Namespace, api: str) -> float:
 
 def measure_in(root: Path, args: argparse.Namespace, api: str) -> float:
     cmd = [sys.executable, __file__, "--api", api, "--rounds", "1", "--requests", str(args.requests),
-           "--inflight", str(args.inflight)] + (["--fsync"] if args.fsync else [])  # fmt: skip
+           "--inflight", str(args.inflight), "--records", str(args.records),
+           "--read-bytes", str(args.read_bytes)] + (["--fsync"] if args.fsync else [])  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(root)}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
     m = re.search(r"([0-9.]+) us CPU per request", out)
@@ -264,6 +271,13 @@ def main() -> None:
     ap.add_argument("--inflight", type=int, default=5, help="requests per read")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fsync", action="store_true", help="fsync the segments (default: skipped)")
+    ap.add_argument("--records", type=int, default=16, help="records of 100 bytes per Produce request")
+    ap.add_argument(
+        "--read-bytes",
+        type=int,
+        default=0,
+        help="hand each step's bytes over in reads of this size (0: one read)",
+    )
     ap.add_argument("--baseline-root", type=Path, help="another checkout, measured alternately")
     args = ap.parse_args()
     for api in args.api.split(","):

@@ -7,7 +7,7 @@ by side in one run (issues 19 and 23).
                                 [--one-each-partitions 10000] [--one-each-client confluent,franz]
                                 [--one-each-runs 2]
                                 [--peers-dir bench/.peers] [--no-install]
-                                [--broker-root DIR] [--fetch-stats]
+                                [--broker-root DIR] [--fetch-stats] [--produce-stats]
                                 [--consumer-config KEY=VALUE ...]
 
 Peers (each one missing or failing to start is reported as skipped; the bench goes on without it):
@@ -60,7 +60,14 @@ Phases (``--phases``), every server in turn, alternately, the best of ``--rounds
   that ignores the partition limit and answers everything in one response (noida-db 0.2.3 here)
   does not. ``--consumer-config KEY=VALUE`` (repeatable, diagnosis only) adds a setting to that
   Consumer, e.g. ``debug=fetch,protocol,queue`` (its log on stderr: each Fetch's request and
-  response sizes and round trip, the records enqueued per partition, the back-offs).
+  response sizes and round trip, the records enqueued per partition, the back-offs). The produce
+  rows add the server's CPU during the produce per record and its main thread's CPU over the
+  produce's wall time (ours: the event loop; near 1.0 when the loop is saturated), and this
+  process's CPU over it (the client's: its Python produce loop, delivery callbacks and librdkafka's
+  threads; its Python thread alone takes up to 1.0). ``--produce-stats``: each produce's Produce
+  requests, records and bytes a request, the round trip of a request (librdkafka's rtt: the server's
+  acknowledgement latency, fsync included), the time records waited in the client (int_latency,
+  linger included) and the most requests awaiting answers at once.
 * startup: process start (just before ``Popen``) to the first ApiVersions v3 answer read, a fresh
   data directory and port each time (connect retried every 2 ms).
 * one-each (issue 23): for each count of ``--one-each-partitions`` (comma-separated), N partitions
@@ -137,6 +144,7 @@ CONSUMER = {"enable.auto.commit": False, "enable.partition.eof": False}
 GROUP_PARTITIONS = 10
 FETCH_STATS = False  # --fetch-stats
 CONSUMER_EXTRA: dict[str, str] = {}  # --consumer-config (diagnosis only)
+PRODUCE_STATS = False  # --produce-stats
 GROUP_TIMEOUT = 30.0
 PEER_ORDER = ["ours", "base", "tansu", "noida", "mock", "kafka"]
 
@@ -336,7 +344,11 @@ class Deliveries:
 def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes) -> float:
     """msgs/s of one producer sending ``n`` values round-robin over ``targets``."""
     acks = Deliveries()
-    p = Producer({**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks})
+    stats: list[dict] = []
+    conf = {**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks}
+    if PRODUCE_STATS:
+        conf.update({"statistics.interval.ms": 100, "stats_cb": lambda s: stats.append(json.loads(s))})
+    p = Producer(conf)
     p.list_topics(targets[0][0], timeout=10)  # connected, metadata known: not on the clock
     k = len(targets)
     produce_, poll = p.produce, p.poll
@@ -354,7 +366,56 @@ def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes
     left = p.flush(300)
     elapsed = time.perf_counter() - t0
     acks.check(server.name, n, left)
+    if PRODUCE_STATS:
+        print_produce_stats(server.name, len(targets), p, stats, n)
     return n / elapsed
+
+
+def print_produce_stats(name: str, partitions: int, p: Producer, stats: list[dict], n: int) -> None:
+    """What the producer saw of the server (librdkafka statistics, every 100 ms, the last one emitted
+    after flush(), off the clock): Produce requests and their records and bytes, the round trip of a
+    request (rtt: sent to answered, the server's acknowledgement latency), the time a record waited
+    in the client before its request was sent (int_latency: linger included) and the most requests
+    awaiting an answer at once (waitresp_cnt)."""
+    seen = len(stats)
+    deadline = time.monotonic() + 2
+    while len(stats) == seen and time.monotonic() < deadline:
+        p.poll(0.05)
+    if not stats:
+        return
+    brokers = [b for b in stats[-1]["brokers"].values() if b.get("nodeid", -1) >= 0]
+    requests = sum(b.get("req", {}).get("Produce", 0) for b in brokers)
+    sent = sum(b["tx"] for b in brokers)
+    txbytes = sum(b["txbytes"] for b in brokers)
+
+    def windows(key: str) -> list[dict]:
+        return [
+            b[key]
+            for s in stats
+            for b in s["brokers"].values()
+            if b.get("nodeid", -1) >= 0 and b.get(key, {}).get("cnt", 0) > 0
+        ]
+
+    def median_of(key: str, q: str) -> float:  # weighted by the window's count, in ms
+        rows = sorted((w[q], w["cnt"]) for w in windows(key))
+        half, acc = sum(c for _v, c in rows) / 2, 0
+        for v, c in rows:
+            acc += c
+            if acc >= half:
+                return v / 1e3
+        return float("nan")
+
+    outstanding = max(
+        (b.get("waitresp_cnt", 0) for s in stats for b in s["brokers"].values() if b.get("nodeid", -1) >= 0),
+        default=0,
+    )
+    print(
+        f"  {name}, {partitions} partition(s): {requests} Produce requests, "
+        f"{n / max(1, requests):,.0f} records and {txbytes / max(1, sent) / 1e3:,.1f} kB a request; "
+        f"rtt p50 {median_of('rtt', 'p50'):.1f} ms, p99 {median_of('rtt', 'p99'):.1f} ms (median of 100 ms "
+        f"windows); record wait in client p50 {median_of('int_latency', 'p50'):.1f} ms; "
+        f"up to {outstanding} requests awaiting answers"
+    )
 
 
 def consume(server: Server, targets: list[tuple[str, int]], group: str) -> tuple[float, int]:
@@ -550,9 +611,12 @@ def print_table(
         cells = []
         for name in peers:
             v = values.get(name)
-            cell = (fmt_rate if rate else fmt_time)(v)
-            if name != "ours" and v is not None and ours is not None and v not in (0, float("inf")):
-                ratio = ours / v if rate else v / ours
+            plain = label.startswith("produce: ")  # a CPU figure: printed as it is
+            cell = ("skipped" if v is None else f"{v:.2f}") if plain else (fmt_rate if rate else fmt_time)(v)
+            if plain and "us/record" not in label:
+                pass  # a fraction of wall time: no ratio
+            elif name != "ours" and v is not None and ours is not None and v not in (0, float("inf")):
+                ratio = ours / v if rate and not plain else v / ours
                 cell += f" ({ratio:.2f})"
             cells.append(cell)
         print(f"| {label} | " + " | ".join(cells) + " |")
@@ -588,6 +652,7 @@ def main() -> int:
     ap.add_argument("--peers-dir", type=Path, default=ROOT / "bench" / ".peers")
     ap.add_argument("--no-install", action="store_true", help="do not pip-install tansu and noida-db")
     ap.add_argument("--flush", default="interval", choices=["always", "interval", "never"])
+    ap.add_argument("--config", action="append", default=[], help="key=value for ours and base (repeatable)")
     ap.add_argument(
         "--broker-root",
         type=Path,
@@ -606,6 +671,11 @@ def main() -> int:
         help="diagnosis only: a librdkafka setting added to the consume phase's Consumer (repeatable; "
         "e.g. debug=fetch,protocol,queue, logged on stderr); the rows then measure these settings",
     )
+    ap.add_argument(
+        "--produce-stats",
+        action="store_true",
+        help="print each produce's requests, records a request, round trip and client-side wait (librdkafka statistics)",
+    )
     args = ap.parse_args()
     bad = [kv for kv in args.consumer_config if "=" not in kv]
     if bad:
@@ -618,8 +688,9 @@ def main() -> int:
         )
     asked = args.peers.split(",") + (["base"] if args.broker_root else [])
     wanted = [p for p in PEER_ORDER if p in asked]
-    global FETCH_STATS
+    global FETCH_STATS, PRODUCE_STATS
     FETCH_STATS = args.fetch_stats
+    PRODUCE_STATS = args.produce_stats
     phases = set(args.phases.split(","))
     skipped: dict[str, str] = {}
 
@@ -639,6 +710,7 @@ def main() -> int:
             "warning",
             "--config",
             f"log.flush={args.flush}",
+            *[a for kv in args.config for a in ("--config", kv)],
         ]
 
     if "ours" in wanted:
@@ -840,7 +912,11 @@ def one_each_confluent(
     """One confluent-kafka Producer (acks=all, linger.ms=5): one record into each target; ``proc``'s
     CPU time (the server's, if a subprocess) is read around the clock."""
     acks = Deliveries()
-    p = Producer({**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks})
+    stats: list[dict] = []
+    conf = {**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks}
+    if PRODUCE_STATS:
+        conf.update({"statistics.interval.ms": 100, "stats_cb": lambda s: stats.append(json.loads(s))})
+    p = Producer(conf)
     p.produce(targets[0][0], b"x", partition=0)  # connected, first metadata known: off the clock
     p.flush(60)
     acks.delivered = 0
@@ -1006,8 +1082,23 @@ def throughput(
                 topic = f"bench-{partitions}p-r{rnd}"
                 try:
                     targets = server.targets(topic, partitions)
-                    rate = produce(server, targets, args.messages, value)
                     proc = peers[name].proc if name in peers else None
+                    pcpu0, loop0 = process_cpu(proc), thread_cpu(proc)
+                    mine0 = time.process_time()
+                    rate = produce(server, targets, args.messages, value)
+                    mine = time.process_time() - mine0
+                    pcpu1, loop1 = process_cpu(proc), thread_cpu(proc)
+                    # this process's CPU (the Python produce loop, delivery callbacks, librdkafka's
+                    # threads) over the produce's wall time: ~1.0 or more when the client is the limit
+                    best[(name, "client")] = max(best.get((name, "client"), 0.0), mine * rate / args.messages)
+                    if pcpu0 is not None and pcpu1 is not None:
+                        us = (pcpu1 - pcpu0) * 1e6 / args.messages
+                        best[(name, "pcpu")] = min(best.get((name, "pcpu"), float("inf")), us)
+                    if loop0 is not None and loop1 is not None:
+                        # the main (event loop) thread's CPU over the produce's wall time: near 1.0
+                        # when the loop is saturated, well below when the rate waits on something else
+                        busy = (loop1 - loop0) * rate / args.messages
+                        best[(name, "busy")] = max(best.get((name, "busy"), 0.0), busy)
                     cpu0 = process_cpu(proc)
                     crate, got = consume(server, targets, f"g-{topic}")
                     if cpu0 is not None:
@@ -1030,6 +1121,12 @@ def throughput(
         ("produce msgs/s", {n: best.get((n, "produce")) for n in order}),
         ("consume msgs/s", {n: best.get((n, "consume")) for n in order}),
     ]
+    if any(k[1] == "pcpu" for k in best):
+        # the server process's CPU (every thread) during the produce, per record (least of the rounds)
+        rows.append(("produce: server CPU us/record", {n: best.get((n, "pcpu")) for n in order}))
+    if any(k[1] == "busy" for k in best):
+        rows.append(("produce: main thread CPU / wall", {n: best.get((n, "busy")) for n in order}))
+    rows.append(("produce: client process CPU / wall", {n: best.get((n, "client")) for n in order}))
     if any(k[1] == "cpu" for k in best):
         # the server process's CPU during the consume phase (least of the rounds), as records per
         # CPU-second: under load a steadier comparison than the wall-clock rate
@@ -1044,6 +1141,18 @@ def throughput(
 
 def _per_cpu(cpu: float | None, records: int | None) -> float | None:
     return None if cpu is None or not records else records / max(cpu, 1e-2)
+
+
+def thread_cpu(proc: subprocess.Popen | None) -> float | None:
+    """User + system CPU seconds of ``proc``'s main thread (ours: the event loop's), None if unknown."""
+    if proc is None or proc.poll() is not None:
+        return None
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def process_cpu(proc: subprocess.Popen | None) -> float | None:

@@ -814,7 +814,9 @@ def _append(
             )
         batches = [rebuilt]
     else:
-        data = bytearray(records)
+        # stamped in place when the records are a writable view of a frame this request owns (a
+        # large Produce frame is joined into a bytearray: framing.FrameReader), else copied first
+        data = records if type(records) is memoryview and not records.readonly else bytearray(records)
         validator.set_max_timestamp(data, batch, stats)
     try:
         base = plog.append(data, batches, now)

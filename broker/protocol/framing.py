@@ -19,6 +19,8 @@ _SIZE_CORR = Struct(">ii")
 _SIZE_CORR_TAGS = Struct(">iiB")
 #: Incomplete frames larger than this are gathered as chunks instead of re-concatenated per read.
 _CHUNKED = 64 << 10
+#: joins the parts of a chunked Produce frame into one writable buffer
+_PRODUCE_JOIN = bytearray().join
 
 
 _INT16 = Struct(">h")
@@ -81,7 +83,10 @@ class FrameReader:
     reads, without its size prefix), joined once complete into exactly the frame's bytes: memory
     grows with the bytes received (never preallocated from the size prefix) and a large frame
     arriving in many reads is copied once (a produce request of 2,000 records is ~230 KB in 4 reads),
-    not once per read nor once more to cut it out of the joined reads."""
+    not once per read nor once more to cut it out of the joined reads. Such a frame is ``bytes``,
+    except a Produce request's (API key 0), joined into a ``bytearray`` that its handler owns: the
+    append stamps the record batches in it (dispatch/produce.py ``_append``) instead of copying
+    them first. Frames cut from one read are ``bytes``."""
 
     __slots__ = ("max_size", "_buf", "_parts", "_have", "_need")
 
@@ -108,8 +113,13 @@ class FrameReader:
                 self._have = have
                 return frames
             cut = len(data) - (have - self._need)  # the bytes of ``data`` that finish the frame
-            self._parts.append(data if cut == len(data) else memoryview(data)[:cut])
-            frames.append(b"".join(self._parts))
+            parts = self._parts
+            parts.append(data if cut == len(data) else memoryview(data)[:cut])
+            # a Produce request (API key 0) is joined into a bytearray: the append stamps its
+            # batches in place (base offset, leader epoch, max timestamp) instead of copying them
+            first = parts[0]
+            produce = len(first) >= 2 and first[0] == 0 and first[1] == 0
+            frames.append(_PRODUCE_JOIN(parts) if produce else b"".join(parts))
             self._parts = []
             self._have = self._need = 0
             if cut == len(data):

@@ -236,6 +236,8 @@ class TracedPipeline(RequestPipeline):
     __slots__ = ()
 
     def handle(self, frame: bytes, client: ClientInfo) -> Outcome:
+        if type(frame) is bytearray:  # a large Produce frame, which the append would stamp in place:
+            frame = bytes(frame)  # the tracer decodes the request as the client sent it
         return self.tracer.handle(self, frame, client)
 
     def complete(self, pending: Pending, result: Any = None, exc: BaseException | None = None) -> Outcome:

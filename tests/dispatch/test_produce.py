@@ -10,8 +10,10 @@ import uuid
 import pytest
 
 from broker.dispatch.produce import _after_flush, _ok_many, _ok_one, _one_partition, _when_durable
+from broker.dispatch.registry import ClientInfo
+from broker.log.batch import check_crc, read_header
 from broker.log.manager import StorageError
-from broker.log.records import simple_batch
+from broker.log.records import build_batch, simple_batch
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.produce import (
     RESPONSE_DECODERS,
@@ -25,6 +27,7 @@ from broker.protocol.generated.produce import (
     TopicProduceData,
     TopicProduceResponse,
 )
+from tests.support.wire import request_bytes
 
 PRODUCE = 0
 
@@ -268,3 +271,43 @@ def test_the_many_partition_success_answer_is_what_the_generated_encoder_writes(
             )
         )
         assert _ok_many(version, topics, throttle) == want
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_a_writable_produce_frame_is_stamped_in_place_and_stored_as_a_copied_one(node, version):
+    """A large Produce frame gathered from several reads is a bytearray (framing.FrameReader): the
+    append stamps its batch in place (base offset, leader epoch, the records' max timestamp and the
+    CRC over it) instead of copying it first. What is stored and answered is what the same request
+    as bytes gets: two topics, one written from each kind of frame, end with the same bytes."""
+    batch = build_batch(
+        [(None, b"v" * 100)] * 700,
+        base_timestamp=1_000,
+        max_timestamp=5,  # a producer's wrong max
+    )
+    info = ClientInfo(peer="in-process")
+    for topic, writable in (("as-bytes", False), ("as-bytearray", True)):
+        node.broker.admin.create_topic(topic, 1)
+        for i in range(2):  # the second lands at offset 700: a base offset to stamp
+            body = ProduceRequest(
+                transactional_id=None,
+                acks=-1,
+                timeout_ms=5000,
+                topic_data=[TopicProduceData(name=topic, partition_data=[PartitionProduceData(0, batch)])],
+            )
+            frame = request_bytes(PRODUCE, version, body, 7, "c")[4:]
+            sent = bytearray(frame) if writable else frame
+            out = node.loop.run_until_complete(node._handle(sent, info))
+            assert type(out) is bytes
+            pos = 9 if version >= 9 else 8
+            resp, _end = RESPONSE_DECODERS[version](out, pos)
+            (p,) = resp.responses[0].partition_responses
+            assert (p.error_code, p.base_offset) == (0, 700 * i)
+        if writable:
+            assert sent != frame  # stamped in place: its base offset (and max timestamp, CRC) changed
+    stored = [node.broker.logs.get(t, 0).segments[-1].path.read_bytes() for t in ("as-bytes", "as-bytearray")]
+    assert stored[0] == stored[1]
+    assert len(stored[0]) == 2 * len(batch)
+    for i in range(2):
+        head = read_header(stored[1], i * len(batch))
+        check_crc(stored[1], head)  # the CRC over the rewritten max timestamp
+        assert (head.base_offset, head.max_timestamp) == (700 * i, 1_000)

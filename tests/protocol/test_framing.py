@@ -1,5 +1,5 @@
 """broker.protocol.framing.FrameReader: any stream of frames, cut into reads anywhere, gives back
-exactly its frames (as bytes), with ``buffered`` counting what arrived and is not yet returned;
+exactly its frames (as bytes; a Produce request gathered from several reads as a bytearray), with ``buffered`` counting what arrived and is not yet returned;
 large frames are gathered from views of the reads and joined once."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ def feed_in(reader: FrameReader, stream: bytes, cuts: list[int]) -> list[bytes]:
     bounds = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
     for a, b in zip(bounds, bounds[1:], strict=False):
         got = reader.feed(stream[a:b])
-        assert all(type(f) is bytes for f in got)
+        # bytes, except a Produce request (API key 0) gathered from several reads: a bytearray
+        assert all(type(f) is bytes or (type(f) is bytearray and f[:2] == b"\0\0") for f in got)
         frames += got
         returned += sum(4 + len(f) for f in got)
         assert reader.buffered == b - returned  # what arrived and is not yet a frame
@@ -63,3 +64,28 @@ def test_a_bad_size_after_a_gathered_frame_is_refused():
     assert reader.feed(stream[:70_000]) == []
     with pytest.raises(FrameError):
         reader.feed(stream[70_000:])
+
+
+@pytest.mark.parametrize("api_key", [0, 1, 8])
+def test_a_gathered_produce_frame_is_writable_and_other_frames_are_bytes(api_key):
+    """A Produce request gathered from several reads is joined into a bytearray its handler may stamp
+    in place; any other API's, and any frame cut from one read, stays bytes."""
+    big = struct.pack(">hhi", api_key, 9, 7) + bytes(_CHUNKED + 100)
+    small = struct.pack(">hhi", 0, 9, 8) + b"x" * 10
+    stream = stream_of([big, small])
+    reader = FrameReader(1 << 20)
+    got = reader.feed(stream[:1000]) + reader.feed(stream[1000:])
+    assert got == [big, small]
+    assert type(got[0]) is (bytearray if api_key == 0 else bytes)
+    assert type(got[1]) is bytes
+    whole = FrameReader(1 << 20).feed(stream)  # one read: cut out as bytes
+    assert whole == [big, small] and all(type(f) is bytes for f in whole)
+
+
+def test_a_gathered_frame_whose_first_read_holds_one_byte_of_it():
+    """The API key is looked at only when the first part holds it; otherwise the frame is bytes."""
+    big = struct.pack(">hhi", 0, 9, 7) + bytes(_CHUNKED + 100)
+    stream = stream_of([big])
+    reader = FrameReader(1 << 20)
+    got = reader.feed(stream[:5]) + reader.feed(stream[5:])
+    assert got == [big] and type(got[0]) is bytes
