@@ -221,9 +221,9 @@ def test_records_built_field_by_field(case):
     same(*case)
 
 
-@needs_native
-@settings(max_examples=300, deadline=None)
-@given(
+#: a few records (timestamp delta, key, value), then how to damage the encoding: byte flips
+#: (position, value), a cut position and the kind of damage
+MUTATIONS = (
     st.lists(
         st.tuples(
             st.integers(-(1 << 40), 1 << 40), st.binary(max_size=20) | st.none(), st.binary(max_size=20)
@@ -235,6 +235,11 @@ def test_records_built_field_by_field(case):
     st.integers(0, 1 << 16),
     st.sampled_from(["flip", "truncate", "insert", "none"]),
 )
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(*MUTATIONS)
 def test_mutated_valid_sections(recs, flips, cut, how):
     data = bytearray(section([Record(i, ts, k, v) for i, (ts, k, v) in enumerate(recs)]))
     if how == "flip":
@@ -388,16 +393,7 @@ def test_check_batch_refuses_a_wrong_crc_and_short_buffers():
 @needs_batch
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(
-        st.tuples(
-            st.integers(-(1 << 40), 1 << 40), st.binary(max_size=20) | st.none(), st.binary(max_size=20)
-        ),
-        min_size=1,
-        max_size=8,
-    ),
-    st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), max_size=4),
-    st.integers(0, 1 << 16),
-    st.sampled_from(["flip", "truncate", "insert", "none"]),
+    *MUTATIONS,
     st.booleans(),
     st.booleans(),
 )
