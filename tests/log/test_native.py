@@ -237,11 +237,8 @@ MUTATIONS = (
 )
 
 
-@needs_native
-@settings(max_examples=300, deadline=None)
-@given(*MUTATIONS)
-def test_mutated_valid_sections(recs, flips, cut, how):
-    data = bytearray(section([Record(i, ts, k, v) for i, (ts, k, v) in enumerate(recs)]))
+def damage(data: bytearray, flips: list[tuple[int, int]], cut: int, how: str) -> None:
+    """Apply one of MUTATIONS' kinds of damage to ``data`` in place."""
     if how == "flip":
         for at, value in flips:
             data[at % len(data)] = value
@@ -250,6 +247,14 @@ def test_mutated_valid_sections(recs, flips, cut, how):
     elif how == "insert":
         for at, value in flips:
             data.insert(at % (len(data) + 1), value)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(*MUTATIONS)
+def test_mutated_valid_sections(recs, flips, cut, how):
+    data = bytearray(section([Record(i, ts, k, v) for i, (ts, k, v) in enumerate(recs)]))
+    damage(data, flips, cut, how)
     same(bytes(data), len(recs))
 
 
@@ -399,14 +404,7 @@ def test_check_batch_refuses_a_wrong_crc_and_short_buffers():
 )
 def test_check_batch_on_mutated_batches(recs, flips, cut, how, crc, keep):
     data = bytearray(R.build_batch([Record(i, ts, k, v) for i, (ts, k, v) in enumerate(recs)]))
-    if how == "flip":
-        for at, value in flips:
-            data[at % len(data)] = value
-    elif how == "truncate":
-        del data[cut % len(data) :]
-    elif how == "insert":
-        for at, value in flips:
-            data.insert(at % (len(data) + 1), value)
+    damage(data, flips, cut, how)
     if crc:  # past the CRC check, to the header's other fields and the records
         fix_crc(data)
     same_one(bytes(data), keep)
