@@ -145,19 +145,10 @@ def _common_request(b: bytes, p: int, v: int) -> tuple[OffsetCommitRequest, int]
     parts = []
     add = parts.append
     if flexible:
-        part = OffsetCommitRequestPartition
         for index, offset, epoch, meta, tags in rows:
             if meta != 1 or tags:  # metadata other than "", or tagged fields
                 return None
-            # _partition(index, offset, epoch), without the call: nearly every commit comes this way
-            o = new(part)
-            o.partition_index = index
-            o.committed_offset = offset
-            o.committed_leader_epoch = epoch
-            o.commit_timestamp = -1
-            o.committed_metadata = ""
-            o._unknown_tagged = None
-            add(o)
+            add(_partition(index, offset, epoch))
     elif v >= 6:
         for index, offset, epoch, meta in rows:
             if meta:
