@@ -12,7 +12,7 @@ import pytest
 from kafka import KafkaProducer
 
 from broker.security.selfsigned import ensure_self_signed
-from tests.support.process import free_port, serve_args
+from tests.support.process import free_port_pair, serve_args
 
 pytestmark = pytest.mark.server
 
@@ -27,7 +27,7 @@ def test_certificates_are_kept_and_reissued_only_for_new_names(tmp_path):
 
 
 def test_serve_tls_self_signed(tmp_path):
-    port = free_port()
+    port = free_port_pair()  # the SSL listener takes port + 1
     proc = serve_args(
         ["--port", str(port), "--data-dir", str(tmp_path / "d"), "--tls", "self-signed"], port + 1
     )

@@ -18,6 +18,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_port_pair() -> int:
+    """A port P such that P and P + 1 are both free now (for a broker whose second listener takes
+    the next port)."""
+    while True:
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+
+
 def serve(data: Path, port: int, *config: str) -> subprocess.Popen:
     args = ["--port", str(port), "--data-dir", str(data)]
     for pair in config:
