@@ -1159,28 +1159,26 @@ def _per_cpu(cpu: float | None, records: int | None) -> float | None:
     return None if cpu is None or not records else records / max(cpu, 1e-2)
 
 
-def thread_cpu(proc: subprocess.Popen | None) -> float | None:
-    """User + system CPU seconds of ``proc``'s main thread (ours: the event loop's), None if unknown."""
+def _stat_cpu(proc: subprocess.Popen | None, path: str) -> float | None:
+    """User + system CPU seconds from the /proc stat file ``path`` of a running ``proc``."""
     if proc is None or proc.poll() is not None:
         return None
     try:
-        with open(f"/proc/{proc.pid}/task/{proc.pid}/stat") as f:
+        with open(path.format(pid=proc.pid)) as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(proc: subprocess.Popen | None) -> float | None:
+    """User + system CPU seconds of ``proc``'s main thread (ours: the event loop's), None if unknown."""
+    return _stat_cpu(proc, "/proc/{pid}/task/{pid}/stat")
 
 
 def process_cpu(proc: subprocess.Popen | None) -> float | None:
     """User + system CPU seconds of ``proc`` and its threads so far (Linux /proc), None if unknown."""
-    if proc is None or proc.poll() is not None:
-        return None
-    try:
-        with open(f"/proc/{proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _stat_cpu(proc, "/proc/{pid}/stat")
 
 
 def groups(args, order, peers, mock, kafka, base) -> list[tuple[str, dict[str, float | None]]]:
