@@ -95,7 +95,7 @@ async def measure(partitions: int, args: argparse.Namespace) -> dict[str, float]
                 best = min(best, time.process_time() - start)
                 if profiler is not None:
                     profiler.disable()
-                assert type(out) in (bytes, tuple), out  # a large answer: (header, body)
+                assert type(out) in (bytes, tuple), out  # a large answer, in parts
                 if name == "full":
                     result["bytes"] = len(out) if type(out) is bytes else len(out[0]) + len(out[1])
             result[name] = best

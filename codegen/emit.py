@@ -442,17 +442,48 @@ class ModuleEmitter:
         for (kind, sig, _name), fn in self.fn_by_sig.items():
             if kind == "enc" and sig == key[1] and fn.startswith("encode_"):
                 self.functions.append(f"{top_name} = {fn}")
+                if self.in_parts(m, s, v):
+                    self.functions.append(f"{top_name}_parts = {fn}_parts")
                 self.fn_by_sig[key] = top_name
                 return top_name
         self.fn_by_sig[key] = top_name
         c = _Ctx()
-        c.add(0, f"def {top_name}(o: {self.cls(m, s)}) -> bytes:")
-        c.add(1, "out: list[bytes] = []")
-        c.add(1, "w = out.append")
-        self.enc_struct(c, 1, m, s, v, "o", "w")
-        c.add(1, 'return b"".join(out)')
+        if self.in_parts(m, s, v):
+            # a response carrying record batches (Fetch): its parts, which the connection writes
+            # as they are (a large answer's batches are never joined into one copy), and the
+            # joined bytes for everything else
+            c.add(0, f"def {top_name}_parts(o: {self.cls(m, s)}) -> list[bytes]:")
+            c.add(1, "out: list[bytes] = []")
+            c.add(1, "w = out.append")
+            self.enc_struct(c, 1, m, s, v, "o", "w")
+            c.add(1, "return out")
+            c.add(0, "")
+            c.add(0, "")
+            c.add(0, f"def {top_name}(o: {self.cls(m, s)}) -> bytes:")
+            c.add(1, f'return b"".join({top_name}_parts(o))')
+        else:
+            c.add(0, f"def {top_name}(o: {self.cls(m, s)}) -> bytes:")
+            c.add(1, "out: list[bytes] = []")
+            c.add(1, "w = out.append")
+            self.enc_struct(c, 1, m, s, v, "o", "w")
+            c.add(1, 'return b"".join(out)')
         self.functions.append("\n".join(c.lines))
         return top_name
+
+    def in_parts(self, m: MessageSpec, s: StructSpec, v: int) -> bool:
+        """Whether the encoder of version ``v`` comes with one giving its parts (a response with records)."""
+        return m.type == "response" and self.has_records(s, v)
+
+    def has_records(self, s: StructSpec, v: int) -> bool:
+        """Whether version ``v`` of ``s`` (or a struct inside it) has a records field."""
+        for f in s.fields:
+            if not f.present(v):
+                continue
+            if f.type.kind == "var" and f.type.name == "records":
+                return True
+            if f.struct is not None and self.has_records(f.struct, v):
+                return True
+        return False
 
     def enc_struct(self, c: _Ctx, ind: int, m: MessageSpec, s: StructSpec, v: int, obj: str, w: str) -> None:
         """Emit code that writes the object bound to ``obj`` through the writer ``w``."""
@@ -627,6 +658,12 @@ class ModuleEmitter:
             up = (role or "").upper() + "_" if role else ""
             tables.append(f"{up}DECODERS: tuple = ({', '.join(pad + decs)},)")
             tables.append(f"{up}ENCODERS: tuple = ({', '.join(pad + encs)},)")
+            parts = [
+                f"{en}_parts" if self.in_parts(m, m.root, v) else "None"
+                for v, en in zip(m.versions, encs, strict=True)
+            ]
+            if any(p != "None" for p in parts):
+                tables.append(f"{up}PART_ENCODERS: tuple = ({', '.join(pad + parts)},)")
             exports.append(m.name)
         m0 = self.messages[0]
         head = [BANNER.format(sources=", ".join(self.sources)).rstrip("\n"), f'"""{doc}"""', ""]

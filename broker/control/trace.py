@@ -193,7 +193,7 @@ class TraceJournal:
         else:
             entry["outcome"] = "response"
             api = pipeline.registry.get(entry["api_key"])
-            if type(out) is tuple:  # a large answer: (header, body)
+            if type(out) is tuple:  # a large answer, in parts
                 out = b"".join(out)
             if api is not None and entry["version"] in api.plans:
                 entry["response"] = to_json(_decode_response(api, entry["version"], out))

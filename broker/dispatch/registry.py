@@ -188,15 +188,18 @@ class Api:
         self.encoders = c.RESPONSE_ENCODERS
         self.module = mod
         # Per version: (header reader, body decoder, body encoder, flexible response header?); the
-        # header reader gives (client id, position of the body) (broker.protocol.framing).
+        # header reader gives (client id, position of the body) (broker.protocol.framing). The body
+        # encoder gives bytes, or for a response carrying record batches (Fetch) the list of its
+        # parts (the generated RESPONSE_PART_ENCODERS): the pipeline writes a large one unjoined.
         # ApiVersions responses always use header v0 so any client can read them (KIP-511).
+        parts = getattr(c, "RESPONSE_PART_ENCODERS", None)
         plans = {}
         for v in range(self.min_version, self.max_version + 1):
             flexible = self.flexible(v)
             plans[v] = (
                 request_header_v2 if flexible else request_header_v1,
                 self.decoders[v],
-                self.encoders[v],
+                parts[v] if parts is not None and parts[v] is not None else self.encoders[v],
                 flexible and self.key != 18,
             )
         self.plans = plans

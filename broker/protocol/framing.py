@@ -156,9 +156,19 @@ LARGE_BODY = 256 * 1024
 def response_parts(correlation_id: int, flexible_header: bool, body: bytes) -> tuple[bytes, bytes]:
     """:func:`response_frame` as (size prefix + response header, body), for large bodies: the
     connection writes the two one after the other and never joins them."""
+    return response_header(correlation_id, flexible_header, len(body)), body
+
+
+def response_header(correlation_id: int, flexible_header: bool, body_size: int) -> bytes:
+    """The size prefix and response header of a frame whose body has ``body_size`` bytes."""
     if flexible_header:
-        return _SIZE_CORR.pack(len(body) + 5, correlation_id) + b"\x00", body
-    return _SIZE_CORR.pack(len(body) + 4, correlation_id), body
+        return _SIZE_CORR.pack(body_size + 5, correlation_id) + b"\x00"
+    return _SIZE_CORR.pack(body_size + 4, correlation_id)
+
+
+def frame_size(frame: bytes | tuple) -> int:
+    """The bytes of a response frame: ``bytes``, or a large one as a tuple of its parts."""
+    return len(frame) if type(frame) is bytes else sum(map(len, frame))
 
 
 def response_frame(correlation_id: int, flexible_header: bool, body: bytes) -> bytes:

@@ -35,7 +35,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from broker.dispatch.registry import ClientInfo
-from broker.protocol.framing import FrameError, FrameReader
+from broker.protocol.framing import FrameError, FrameReader, frame_size
 from broker.security.tls import principal_from_cert
 
 from .pipeline import Close, Pending, RequestPipeline
@@ -262,7 +262,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._out_bytes += len(out)
             else:
                 self._write(out)
-        elif type(out) is tuple:  # a large frame in two parts
+        elif type(out) is tuple:  # a large frame in parts
             self._write(out)
         else:
             self._take(out, len(frame))
@@ -294,7 +294,7 @@ class KafkaConnection(asyncio.Protocol):
                 if session.expires_at_ms is not None
                 else "",
             )
-        if type(out) is bytes or type(out) is tuple:  # a frame, or a large one in two parts
+        if type(out) is bytes or type(out) is tuple:  # a frame, or a large one in parts
             self._write(out)
         else:
             self._take(out, len(frame))
@@ -485,7 +485,7 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def _write(self, data: bytes | tuple[bytes, bytes]) -> None:
-        """Write a response frame, or a large one as (header, body) (pipeline.py)."""
+        """Write a response frame, or a large one as a tuple of its parts (pipeline.py)."""
         if self.closed:
             return
         if self._ordered:  # behind a deferred response: keep the order
@@ -493,16 +493,16 @@ class KafkaConnection(asyncio.Protocol):
             return
         if self._out is not None:
             self._out.append(data)
-            self._out_bytes += len(data) if type(data) is bytes else len(data[1])
+            self._out_bytes += frame_size(data)
         elif type(data) is bytes:
             self.transport.write(data)
         else:
             self.transport.writelines(data)
 
     def _send(self, frames: list) -> None:
-        """Write ``frames`` in order: frames joined into one write; when a large frame (header,
-        body) is among them, all of them as one writelines, so that its body is never copied
-        (uvloop writes the buffers with one writev)."""
+        """Write ``frames`` in order: frames joined into one write; when a large frame (a tuple of
+        parts) is among them, all of them as one writelines, so that its body is never copied
+        (uvloop writes the buffers with writev)."""
         if len(frames) == 1:
             frame = frames[0]
             if type(frame) is bytes:
@@ -512,7 +512,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         try:
             data = b"".join(frames)
-        except TypeError:  # a large frame (header, body) among them
+        except TypeError:  # a large frame (a tuple of parts) among them
             self.transport.writelines([p for f in frames for p in ((f,) if type(f) is bytes else f)])
         else:
             self.transport.write(data)

@@ -6,8 +6,10 @@ it can be driven by tests frame by frame; the asyncio connection (connection.py)
 keeps responses in order and waits for awaitables. The outcome of a frame is one of:
 
 * ``bytes``: the complete response frame, to be written;
-* ``tuple`` (header, body): a large response frame (a body of at least ``framing.LARGE_BODY``
-  bytes), to be written in two parts, never joined (that would copy the body once more);
+* ``tuple`` (header, body parts...): a large response frame (a body of at least
+  ``framing.LARGE_BODY`` bytes), to be written part after part, never joined (that would copy the
+  body once more): (header, body), or for a Fetch the header and its encoder's parts, so that the
+  record batches read from the segments are written as they were read;
 * ``None``: nothing to answer (Produce with acks=0);
 * :class:`Close`: close this connection (a bad frame, an unknown API key or version, an
   undecodable request, a handler that says so), with the reason to log;
@@ -29,7 +31,14 @@ from broker.dispatch.api_versions import unsupported_version_response
 from broker.dispatch.registry import Api, ClientInfo, CloseConnection, Deferred, Registry, RequestContext
 from broker.dispatch.services import Services
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.protocol.framing import LARGE_BODY, REQUEST_PREFIX, peek_client_id, response_frame, response_parts
+from broker.protocol.framing import (
+    LARGE_BODY,
+    REQUEST_PREFIX,
+    peek_client_id,
+    response_frame,
+    response_header,
+    response_parts,
+)
 from broker.protocol.primitives import DecodeError
 from broker.security.errors import SaslFailure
 
@@ -273,7 +282,12 @@ def encode(api: Api, version: int, correlation_id: int, response: Any) -> bytes 
     except Exception:
         log.exception("%s v%d: cannot encode response %r", api.name, version, response)
         return Close("internal error encoding a response")
-    if len(body) >= LARGE_BODY:
+    if type(body) is list:  # a response with record batches, in parts (registry.Api.load)
+        size = sum(map(len, body))
+        if size >= LARGE_BODY:
+            return (response_header(correlation_id, flexible_response_header, size), *body)
+        body = b"".join(body)
+    elif len(body) >= LARGE_BODY:
         return response_parts(correlation_id, flexible_response_header, body)
     return response_frame(correlation_id, flexible_response_header, body)
 

@@ -17,7 +17,7 @@ import pytest
 
 from broker.protocol.primitives import DecodeError
 from codegen.spec import FieldSpec, MessageSpec
-from tests.support.values import all_specs, cases, class_for, codec, sample
+from tests.support.values import all_specs, cases, class_for, codec, module_for, sample
 
 BAD_FRAME_ERRORS = (DecodeError, struct.error, IndexError, UnicodeDecodeError, ValueError)
 CASES = cases()
@@ -62,6 +62,50 @@ def test_roundtrip(m: MessageSpec, v: int, nulls: bool) -> None:
     # decoding from an offset inside a larger buffer works the same way
     back2, end2 = dec(b"\x01\x02\x03" + data + b"\x04", 3)
     assert (back2, end2) == (obj, len(data) + 3)
+
+
+def _has_records(s: Any, v: int) -> bool:
+    return any(
+        f.present(v)
+        and (
+            (f.type.kind == "var" and f.type.name == "records")
+            or (f.struct is not None and _has_records(f.struct, v))
+        )
+        for f in s.fields
+    )
+
+
+RECORD_RESPONSES = [(m, v) for m, v in CASES if m.type == "response" and _has_records(m.root, v)]
+
+
+def test_exactly_the_responses_with_records_have_part_encoders() -> None:
+    """A response that carries record batches (Fetch) also has an encoder giving its parts, which the
+    pipeline writes unjoined when the answer is large; no other message has one."""
+    assert {m.name for m, _v in RECORD_RESPONSES} == {"FetchResponse"}
+    for m in all_specs():
+        if m.type != "response":  # (a request shares its response's module)
+            continue
+        parts = getattr(module_for(m), "RESPONSE_PART_ENCODERS", None)
+        for v in m.versions:
+            has = parts is not None and parts[v] is not None
+            assert has == ((m, v) in RECORD_RESPONSES), f"{m.name} v{v}"
+
+
+@pytest.mark.parametrize("nulls", [False, True], ids=["values", "nulls"])
+@pytest.mark.parametrize("m, v", RECORD_RESPONSES, ids=[f"{m.name}-v{v}" for m, v in RECORD_RESPONSES])
+def test_part_encoders_give_the_bytes_of_the_encoder_and_the_records_uncopied(
+    m: MessageSpec, v: int, nulls: bool
+) -> None:
+    enc, _dec = codec(m, v)
+    parts_of = module_for(m).RESPONSE_PART_ENCODERS[v]
+    obj = sample(m, v, nulls=nulls, big=not nulls)
+    parts = parts_of(obj)
+    assert type(parts) is list and all(type(p) is bytes or type(p) is memoryview for p in parts)
+    assert b"".join(parts) == enc(obj)
+    records = [p.records for t in obj.responses for p in t.partitions if p.records]
+    assert records or nulls
+    for r in records:  # the very objects read from the segments are among the parts
+        assert any(part is r for part in parts)
 
 
 def _big_cases() -> list[tuple[MessageSpec, int]]:

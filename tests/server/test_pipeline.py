@@ -12,10 +12,12 @@ import pytest
 from broker.app import Broker
 from broker.config import Config
 from broker.dispatch.registry import ClientInfo, CloseConnection
+from broker.log.records import simple_batch
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated import codec
 from broker.protocol.generated.api_versions import ApiVersionsRequest
 from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from broker.protocol.generated.list_groups import ListGroupsRequest
@@ -26,6 +28,7 @@ from broker.protocol.generated.list_offsets import (
 )
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
 from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
+from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
 from broker.server.pipeline import Close, Pending, RequestPipeline
 from tests.support.wire import request_bytes
 
@@ -204,3 +207,53 @@ def test_the_inline_hot_path_answers_as_the_general_path(pipeline):
             assert type(general) is Close and general.reason == fast.reason, name
         else:
             assert type(fast) is bytes and fast == general, name
+
+
+async def test_a_large_fetch_answer_is_its_parts_with_the_read_batches_unjoined(tmp_path):
+    """A Fetch answer of at least framing.LARGE_BODY bytes is a tuple of the frame header and the
+    encoder's parts, each batch read from a segment among them as it was read (no copy of the
+    body); a small one is one bytes frame. Both decode to the same records."""
+    broker = Broker(Config({"port": 0, "host": "127.0.0.1", "log.dirs": str(tmp_path)}))
+    logs = broker.services.logs
+    logs.start()
+    try:
+        broker.admin.create_topic("big", 2)
+        pipeline = RequestPipeline(broker.registry, broker.services)
+        value = b"v" * 1000
+        for partition, count in ((0, 400), (1, 2)):  # ~400 kB in partition 0, 2 kB in partition 1
+            batch = simple_batch([value] * count)
+            req = ProduceRequest(
+                None,
+                -1,
+                30_000,
+                [TopicProduceData("big", partition_data=[PartitionProduceData(partition, batch)])],
+            )
+            out = pipeline.handle(_frame(0, 9, req), ClientInfo(peer="test"))
+            assert type(out) is Pending
+            frame = pipeline.complete(out, await out.awaitable)
+            assert _response(frame, 0, 9, True)[1].responses[0].partition_responses[0].error_code == 0
+
+        def fetch(partitions: list[int]) -> FetchRequest:
+            parts = [
+                FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20) for p in partitions
+            ]
+            return FetchRequest(
+                max_wait_ms=0,
+                min_bytes=1,
+                max_bytes=50 << 20,
+                topics=[FetchTopic(topic="big", partitions=parts)],
+            )
+
+        large = pipeline.handle(_frame(1, 12, fetch([0, 1])), ClientInfo(peer="test"))
+        assert type(large) is tuple and len(large) > 2
+        assert sum(map(len, large)) - 4 == struct.unpack_from(">i", large[0])[0]
+        _corr, resp = _response(b"".join(large), 1, 12, True)
+        records = [p.records for p in resp.responses[0].partitions]
+        assert [len(r) for r in records] == [len(simple_batch([value] * n)) for n in (400, 2)]
+        assert bytes(records[0]) in large and bytes(records[1]) in large  # each batch, unjoined
+        small = pipeline.handle(_frame(1, 12, fetch([1])), ClientInfo(peer="test"))
+        assert type(small) is bytes
+        assert bytes(_response(small, 1, 12, True)[1].responses[0].partitions[0].records) == bytes(records[1])
+    finally:
+        await logs.close()
+        broker.close()

@@ -72,7 +72,7 @@ class InProcessBroker:
         out = self.loop.run_until_complete(task)
         if type(out) is Close:
             raise ConnectionClosed(out.reason)
-        if type(out) is tuple:  # a large answer: (header, body)
+        if type(out) is tuple:  # a large answer, in parts
             out = b"".join(out)
         assert type(out) is bytes, f"no answer: {out!r}"
         (size, corr) = struct.unpack_from(">ii", out, 0)

@@ -2203,7 +2203,7 @@ def decode_response_v4(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
     return o, p
 
 
-def encode_response_v4(o: FetchResponse) -> bytes:
+def encode_response_v4_parts(o: FetchResponse) -> list[bytes]:
     out: list[bytes] = []
     w = out.append
     a1 = o.responses
@@ -2224,7 +2224,11 @@ def encode_response_v4(o: FetchResponse) -> bytes:
             w(_S2.pack(-1 if s8 is None else len(s8)))
             if s8 is not None:
                 w(s8)
-    return b"".join(out)
+    return out
+
+
+def encode_response_v4(o: FetchResponse) -> bytes:
+    return b"".join(encode_response_v4_parts(o))
 
 
 def decode_response_v5(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
@@ -2298,7 +2302,7 @@ def decode_response_v5(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
     return o, p
 
 
-def encode_response_v5(o: FetchResponse) -> bytes:
+def encode_response_v5_parts(o: FetchResponse) -> list[bytes]:
     out: list[bytes] = []
     w = out.append
     a1 = o.responses
@@ -2319,13 +2323,20 @@ def encode_response_v5(o: FetchResponse) -> bytes:
             w(_S2.pack(-1 if s8 is None else len(s8)))
             if s8 is not None:
                 w(s8)
-    return b"".join(out)
+    return out
+
+
+def encode_response_v5(o: FetchResponse) -> bytes:
+    return b"".join(encode_response_v5_parts(o))
 
 
 decode_response_v6 = decode_response_v5
 
 
 encode_response_v6 = encode_response_v5
+
+
+encode_response_v6_parts = encode_response_v5_parts
 
 
 def decode_response_v7(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
@@ -2397,7 +2408,7 @@ def decode_response_v7(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
     return o, p
 
 
-def encode_response_v7(o: FetchResponse) -> bytes:
+def encode_response_v7_parts(o: FetchResponse) -> list[bytes]:
     out: list[bytes] = []
     w = out.append
     a1 = o.responses
@@ -2418,7 +2429,11 @@ def encode_response_v7(o: FetchResponse) -> bytes:
             w(_S2.pack(-1 if s8 is None else len(s8)))
             if s8 is not None:
                 w(s8)
-    return b"".join(out)
+    return out
+
+
+def encode_response_v7(o: FetchResponse) -> bytes:
+    return b"".join(encode_response_v7_parts(o))
 
 
 decode_response_v8 = decode_response_v7
@@ -2427,16 +2442,25 @@ decode_response_v8 = decode_response_v7
 encode_response_v8 = encode_response_v7
 
 
+encode_response_v8_parts = encode_response_v7_parts
+
+
 decode_response_v9 = decode_response_v7
 
 
 encode_response_v9 = encode_response_v7
 
 
+encode_response_v9_parts = encode_response_v7_parts
+
+
 decode_response_v10 = decode_response_v7
 
 
 encode_response_v10 = encode_response_v7
+
+
+encode_response_v10_parts = encode_response_v7_parts
 
 
 def decode_response_v11(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
@@ -2507,7 +2531,7 @@ def decode_response_v11(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
     return o, p
 
 
-def encode_response_v11(o: FetchResponse) -> bytes:
+def encode_response_v11_parts(o: FetchResponse) -> list[bytes]:
     out: list[bytes] = []
     w = out.append
     a1 = o.responses
@@ -2528,7 +2552,11 @@ def encode_response_v11(o: FetchResponse) -> bytes:
             w(_S13.pack(e5.preferred_read_replica, -1 if s8 is None else len(s8)))
             if s8 is not None:
                 w(s8)
-    return b"".join(out)
+    return out
+
+
+def encode_response_v11(o: FetchResponse) -> bytes:
+    return b"".join(encode_response_v11_parts(o))
 
 
 def decode_response_v12(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
@@ -2708,7 +2736,7 @@ def decode_response_v12(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
     return o, p
 
 
-def encode_response_v12(o: FetchResponse) -> bytes:
+def encode_response_v12_parts(o: FetchResponse) -> list[bytes]:
     out: list[bytes] = []
     w = out.append
     a1 = o.responses
@@ -2782,7 +2810,11 @@ def encode_response_v12(o: FetchResponse) -> bytes:
         _write_tagged(w, None, o._unknown_tagged)
     else:
         w(b"\x00")
-    return b"".join(out)
+    return out
+
+
+def encode_response_v12(o: FetchResponse) -> bytes:
+    return b"".join(encode_response_v12_parts(o))
 
 
 def decode_response_v13(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
@@ -2955,7 +2987,7 @@ def decode_response_v13(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
     return o, p
 
 
-def encode_response_v13(o: FetchResponse) -> bytes:
+def encode_response_v13_parts(o: FetchResponse) -> list[bytes]:
     out: list[bytes] = []
     w = out.append
     a1 = o.responses
@@ -3026,7 +3058,11 @@ def encode_response_v13(o: FetchResponse) -> bytes:
         _write_tagged(w, None, o._unknown_tagged)
     else:
         w(b"\x00")
-    return b"".join(out)
+    return out
+
+
+def encode_response_v13(o: FetchResponse) -> bytes:
+    return b"".join(encode_response_v13_parts(o))
 
 
 decode_response_v14 = decode_response_v13
@@ -3035,10 +3071,16 @@ decode_response_v14 = decode_response_v13
 encode_response_v14 = encode_response_v13
 
 
+encode_response_v14_parts = encode_response_v13_parts
+
+
 decode_response_v15 = decode_response_v13
 
 
 encode_response_v15 = encode_response_v13
+
+
+encode_response_v15_parts = encode_response_v13_parts
 
 
 def decode_response_v16(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
@@ -3276,7 +3318,7 @@ def decode_response_v16(b: bytes, p: int = 0) -> tuple[FetchResponse, int]:
     return o, p
 
 
-def encode_response_v16(o: FetchResponse) -> bytes:
+def encode_response_v16_parts(o: FetchResponse) -> list[bytes]:
     out: list[bytes] = []
     w = out.append
     a1 = o.responses
@@ -3371,7 +3413,11 @@ def encode_response_v16(o: FetchResponse) -> bytes:
                 parts20.append(b"\x00")
         tg19.append((0, b"".join(parts20)))
     _write_tagged(w, tg19, o._unknown_tagged)
-    return b"".join(out)
+    return out
+
+
+def encode_response_v16(o: FetchResponse) -> bytes:
+    return b"".join(encode_response_v16_parts(o))
 
 
 decode_response_v17 = decode_response_v16
@@ -3380,16 +3426,23 @@ decode_response_v17 = decode_response_v16
 encode_response_v17 = encode_response_v16
 
 
+encode_response_v17_parts = encode_response_v16_parts
+
+
 decode_response_v18 = decode_response_v16
 
 
 encode_response_v18 = encode_response_v16
 
 
+encode_response_v18_parts = encode_response_v16_parts
+
+
 REQUEST_DECODERS: tuple = (None, None, None, None, decode_request_v4, decode_request_v5, decode_request_v6, decode_request_v7, decode_request_v8, decode_request_v9, decode_request_v10, decode_request_v11, decode_request_v12, decode_request_v13, decode_request_v14, decode_request_v15, decode_request_v16, decode_request_v17, decode_request_v18,)
 REQUEST_ENCODERS: tuple = (None, None, None, None, encode_request_v4, encode_request_v5, encode_request_v6, encode_request_v7, encode_request_v8, encode_request_v9, encode_request_v10, encode_request_v11, encode_request_v12, encode_request_v13, encode_request_v14, encode_request_v15, encode_request_v16, encode_request_v17, encode_request_v18,)
 RESPONSE_DECODERS: tuple = (None, None, None, None, decode_response_v4, decode_response_v5, decode_response_v6, decode_response_v7, decode_response_v8, decode_response_v9, decode_response_v10, decode_response_v11, decode_response_v12, decode_response_v13, decode_response_v14, decode_response_v15, decode_response_v16, decode_response_v17, decode_response_v18,)
 RESPONSE_ENCODERS: tuple = (None, None, None, None, encode_response_v4, encode_response_v5, encode_response_v6, encode_response_v7, encode_response_v8, encode_response_v9, encode_response_v10, encode_response_v11, encode_response_v12, encode_response_v13, encode_response_v14, encode_response_v15, encode_response_v16, encode_response_v17, encode_response_v18,)
+RESPONSE_PART_ENCODERS: tuple = (None, None, None, None, encode_response_v4_parts, encode_response_v5_parts, encode_response_v6_parts, encode_response_v7_parts, encode_response_v8_parts, encode_response_v9_parts, encode_response_v10_parts, encode_response_v11_parts, encode_response_v12_parts, encode_response_v13_parts, encode_response_v14_parts, encode_response_v15_parts, encode_response_v16_parts, encode_response_v17_parts, encode_response_v18_parts,)
 
 # Imported for every generated module; not all are used by each.
 _ = (Any, Callable, UUID, _pack, _unpack_from, _UV, _ZU, _read_unknown, _ruv, _uuid, _uv, _uvt, _write_tagged, MISSING, _ARRAYS)
