@@ -97,7 +97,7 @@ async def measure(partitions: int, args: argparse.Namespace) -> dict[str, float]
                     profiler.disable()
                 assert type(out) in (bytes, tuple), out  # a large answer, in parts
                 if name == "full":
-                    result["bytes"] = len(out) if type(out) is bytes else len(out[0]) + len(out[1])
+                    result["bytes"] = len(out) if type(out) is bytes else sum(map(len, out))
             result[name] = best
         result["incremental"] = incremental(pipeline, client, topic.topic_id, ends, args)
         if profiler is not None:
