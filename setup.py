@@ -3,7 +3,9 @@ cannot be built (no C compiler) the install goes on and the broker runs the same
 
 - broker.log._native: the produce path's record walk (broker/log/_native.c; Python: broker/log/streaming.py)
 - broker.coordinator._replay: the start-up replay's walk of the coordinator log
-  (broker/coordinator/_replay.c; Python: broker/coordinator/loader.py)"""
+  (broker/coordinator/_replay.c; Python: broker/coordinator/loader.py)
+- broker.dispatch._offset_commit: the common OffsetCommit request's parse
+  (broker/dispatch/_offset_commit.c; Python: broker/dispatch/offset_commit.py)"""
 
 from setuptools import Extension, setup
 
@@ -18,5 +20,6 @@ setup(
             depends=["broker/log/_varint.h"],
             optional=True,
         ),
+        Extension("broker.dispatch._offset_commit", ["broker/dispatch/_offset_commit.c"], optional=True),
     ]
 )

@@ -5,6 +5,7 @@ flexible; v9 member epochs for consumer groups; v10 topic ids. Rules: broker/coo
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,11 @@ from broker.security.authorizer import GROUP, READ, TOPIC
 
 from . import coordinating
 from .registry import Deferred, RequestContext
+
+try:  # broker/dispatch/_offset_commit.c, an optional extension (setup.py)
+    from . import _offset_commit
+except ImportError:  # not built (no compiler at install): the Python parse alone
+    _offset_commit = None
 
 API_KEY = 8
 
@@ -175,12 +181,31 @@ def _common_request(b: bytes, p: int, v: int) -> tuple[OffsetCommitRequest, int]
     return req, after
 
 
+#: the compiled ``_common_request`` of v8-9 (broker/dispatch/_offset_commit.c): the same request
+#: where it takes one, None where the Python parse decides; None when the extension is not built or
+#: ``PYKBROKER_NATIVE=0`` (tests/dispatch/test_offset_commit_decoder.py holds the two to one result)
+native_common_request: Callable[[bytes, int, int], tuple[OffsetCommitRequest, int] | None] | None = None
+if _offset_commit is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0":
+    _offset_commit.bind(
+        OffsetCommitRequest, OffsetCommitRequestTopic, OffsetCommitRequestPartition, ZERO_UUID
+    )
+    native_common_request = _offset_commit.common_request
+
+#: the versions the compiled parse takes (flexible, topics by name)
+NATIVE_VERSIONS = range(8, 10)
+
+
 def _decoder(v: int) -> Callable[[bytes, int], tuple[OffsetCommitRequest, int]]:
     generated = GENERATED_DECODERS[v]
     if v < 2:  # v0-1 (no client of this decade sends them): the generated decoder alone
         return generated
+    native = native_common_request if v in NATIVE_VERSIONS else None
 
     def decode(b: bytes, p: int = 0) -> tuple[OffsetCommitRequest, int]:
+        if native is not None:
+            out = native(b, p, v)
+            if out is not None:
+                return out
         try:
             out = _common_request(b, p, v)
         except (IndexError, struct.error, UnicodeDecodeError, ValueError):

@@ -2,18 +2,25 @@
 request of one topic whose partitions carry empty metadata is parsed directly from its fixed layout,
 anything else by the generated decoder. Both must give the same request, field for field, for every
 version, and for mutated frames the direct parse either gives the generated decoder's result or hands
-the frame over to it."""
+the frame over to it. Where the compiled parse is built (broker/dispatch/_offset_commit.c, v8-9), it
+gives the Python parse's result for every frame: the same request, or None where the Python parse
+hands the frame over."""
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
 import struct
+import subprocess
+import sys
+import sysconfig
 import uuid
 
 import pytest
 
-from broker.dispatch import build_registry
-from broker.dispatch.offset_commit import REQUEST_DECODERS, _common_request
+from broker.dispatch import build_registry, offset_commit
+from broker.dispatch.offset_commit import NATIVE_VERSIONS, REQUEST_DECODERS, _common_request
 from broker.protocol.generated.offset_commit import REQUEST_DECODERS as GENERATED
 from broker.protocol.generated.offset_commit import (
     REQUEST_ENCODERS,
@@ -86,13 +93,24 @@ def _cases(v: int):
                     yield _request(v, group, member, instance, name, partitions, seed=seed)
 
 
-def _direct(frame: bytes, version: int):
+def _direct(frame: bytes, version: int, pos: int = 0):
     """The direct parse, or None where it hands the frame over (it returns None, or raises one of
-    the errors the pipeline's decoder catches for that)."""
+    the errors the pipeline's decoder catches for that). Where the compiled parse takes the version,
+    it is checked to give the same (None, or the same request and end)."""
     try:
-        return _common_request(frame, 0, version)
+        python = _common_request(frame, pos, version)
     except (IndexError, struct.error, UnicodeDecodeError, ValueError):
-        return None
+        python = None
+    native = offset_commit.native_common_request
+    if native is not None and version in NATIVE_VERSIONS:
+        compiled = native(frame, pos, version)
+        if python is None:
+            assert compiled is None, frame
+        else:
+            assert compiled is not None, frame
+            _same(compiled[0], python[0])
+            assert compiled[1] == python[1]
+    return python
 
 
 @pytest.mark.parametrize("version", DIRECT)
@@ -101,7 +119,7 @@ def test_common_requests_decode_as_the_generated_decoder_does(version):
     for req in _cases(version):
         frame = b"\x00" * 5 + REQUEST_ENCODERS[version](req)
         want, end = GENERATED[version](frame, 5)
-        fast = _common_request(frame, 5, version)
+        fast = _direct(frame, version, 5)
         if fast is not None:
             direct += 1
             got, got_end = fast
@@ -116,7 +134,7 @@ def test_common_requests_decode_as_the_generated_decoder_does(version):
         frame = REQUEST_ENCODERS[version](
             _request(version, "group-1", "consumer-1", None, "topic", partitions)
         )
-        assert _common_request(frame, 0, version) is not None
+        assert _direct(frame, version) is not None
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -188,3 +206,44 @@ def test_the_registry_decodes_offset_commit_with_the_handler_modules_decoders():
     assert api.decoders is REQUEST_DECODERS
     assert all(api.plans[v][1] is REQUEST_DECODERS[v] for v in range(api.min_version, api.max_version + 1))
     assert REQUEST_DECODERS[0] is GENERATED[0] and REQUEST_DECODERS[1] is GENERATED[1]
+
+
+def test_the_compiled_parse_refuses_what_it_does_not_take():
+    """Another version, a frame that is not bytes, a position outside the frame: None (the Python
+    parse decides); a wrong call raises."""
+    native = offset_commit.native_common_request
+    if native is None:
+        pytest.skip("broker/dispatch/_offset_commit.c is not built here (or PYKBROKER_NATIVE=0)")
+    frame = REQUEST_ENCODERS[9](_request(9))
+    assert native(frame, 0, 9) is not None
+    for version in (7, 10):
+        assert native(REQUEST_ENCODERS[version](_request(version)), 0, version) is None
+    assert native(bytearray(frame), 0, 9) is None
+    assert native(memoryview(frame), 0, 9) is None
+    assert native(frame, -1, 9) is None and native(frame, len(frame) + 1, 9) is None
+    assert native(frame, len(frame), 9) is None
+    with pytest.raises(TypeError):
+        native(frame, 0)
+
+
+def test_the_extension_is_built_where_a_compiler_is():
+    """CI (``.ci/run``: a fresh clone, scripts/setup.sh's ``pip install -e .``) sets
+    PYKBROKER_REQUIRE_NATIVE=1: there a missing build fails. A checkout that was never installed
+    (e.g. another git worktree on a shared venv) skips."""
+    if not shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]):
+        pytest.skip("no C compiler: the install leaves the extension out")
+    built = offset_commit._offset_commit is not None
+    if not built and os.environ.get("PYKBROKER_REQUIRE_NATIVE") != "1":
+        pytest.skip(
+            "broker/dispatch/_offset_commit.c is not built in this checkout (`pip install -e .` builds it)"
+        )
+    assert built, "broker/dispatch/_offset_commit.c is not built: run `pip install -e .` (scripts/setup.sh)"
+    if os.environ.get("PYKBROKER_NATIVE", "1") != "0":
+        assert offset_commit.native_common_request is offset_commit._offset_commit.common_request
+
+
+def test_pykbroker_native_0_turns_it_off():
+    code = "from broker.dispatch import offset_commit as O; print(O.native_common_request is None)"
+    env = {**os.environ, "PYKBROKER_NATIVE": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
