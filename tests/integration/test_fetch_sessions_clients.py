@@ -75,13 +75,14 @@ def test_kafka_python_reads_through_incremental_fetch_sessions(broker):
         consumer.assign([tp for tp in everything if tp.partition != 5])
         wave([5, 6], 10, "unassigned", expect=[6])
         # (the answer with partition 6 may come from a fetch sent before the assignment changed:
-        # the next one forgets partition 5)
+        # the next one forgets partition 5; and a fetch sent while a partition's records wait
+        # unpolled in the client leaves that partition out, which forgets it too until the next
+        # fetch adds it back, as the Java client does)
         deadline = time.monotonic() + TIMEOUT
-        while any(key[1] == 5 for s in _sessions(broker) for key in s.partitions):
-            assert time.monotonic() < deadline, "partition 5 never left the fetch session"
+        others = set(range(PARTS)) - {5}
+        while [{key[1] for key in s.partitions} for s in _sessions(broker)] != [others]:
+            assert time.monotonic() < deadline, "the session never held every partition but 5"
             assert not consumer.poll(timeout_ms=100)  # nothing arrives meanwhile
-        sessions = _sessions(broker)
-        assert len(sessions) == 1 and len(sessions[0].partitions) == PARTS - 1
         consumer.assign(everything)
         consumer.seek(TopicPartition("fs", 5), offsets[5])
         got = _poll_until(consumer, 10)
