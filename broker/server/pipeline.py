@@ -270,6 +270,10 @@ def _log_request(api: Api, version: int, correlation_id: int, client: ClientInfo
     )
 
 
+#: a large answer in parts is written unjoined when its parts average at least this many bytes
+MIN_AVERAGE_PART = 1024
+
+
 def encode(api: Api, version: int, correlation_id: int, response: Any) -> bytes | tuple | Close | None:
     """The response frame for a handler's answer (``None``: no response)."""
     if response is None:  # e.g. Produce with acks=0
@@ -284,7 +288,10 @@ def encode(api: Api, version: int, correlation_id: int, response: Any) -> bytes 
         return Close("internal error encoding a response")
     if type(body) is list:  # a response with record batches, in parts (registry.Api.load)
         size = sum(map(len, body))
-        if size >= LARGE_BODY:
+        # written part by part when large and its parts are too (the batches read from the
+        # segments): a writev of many tiny parts -- thousands of partitions of a few records each --
+        # costs the loop more than joining them (~50 ns a part against ~0.15 ns a byte)
+        if size >= LARGE_BODY and size >= len(body) * MIN_AVERAGE_PART:
             return (response_header(correlation_id, flexible_response_header, size), *body)
         body = b"".join(body)
     elif len(body) >= LARGE_BODY:

@@ -11,13 +11,22 @@ import pytest
 
 from broker.app import Broker
 from broker.config import Config
+from broker.dispatch import build_registry
 from broker.dispatch.registry import ClientInfo, CloseConnection
 from broker.log.records import simple_batch
 from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.framing import LARGE_BODY, response_frame
 from broker.protocol.generated import codec
 from broker.protocol.generated.api_versions import ApiVersionsRequest
 from broker.protocol.generated.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
-from broker.protocol.generated.fetch import FetchPartition, FetchRequest, FetchTopic
+from broker.protocol.generated.fetch import (
+    FetchableTopicResponse,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    PartitionData,
+)
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from broker.protocol.generated.list_groups import ListGroupsRequest
@@ -29,7 +38,7 @@ from broker.protocol.generated.list_offsets import (
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
 from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 from broker.protocol.generated.produce import PartitionProduceData, ProduceRequest, TopicProduceData
-from broker.server.pipeline import Close, Pending, RequestPipeline
+from broker.server.pipeline import Close, Pending, RequestPipeline, encode
 from tests.support.wire import request_bytes
 
 
@@ -257,3 +266,26 @@ async def test_a_large_fetch_answer_is_its_parts_with_the_read_batches_unjoined(
     finally:
         await logs.close()
         broker.close()
+
+
+def test_a_large_fetch_answer_of_tiny_parts_is_joined():
+    """Thousands of partitions of a few records each: written as one joined frame (a writev of
+    tens of thousands of tiny parts costs more than the join); large batches stay parts."""
+    registry = build_registry()
+    api = registry.get(1)
+
+    def answer(partitions: int, record_bytes: int) -> FetchResponse:
+        parts = [
+            PartitionData(
+                partition_index=p, high_watermark=1, last_stable_offset=1, records=bytes(record_bytes)
+            )
+            for p in range(partitions)
+        ]
+        return FetchResponse(responses=[FetchableTopicResponse(topic="t", partitions=parts)])
+
+    for (partitions, record_bytes), kind in (((5_000, 60), bytes), ((4, 100_000), tuple)):
+        out = encode(api, 12, 7, answer(partitions, record_bytes))
+        assert type(out) is kind
+        whole = out if type(out) is bytes else b"".join(out)
+        assert len(whole) >= LARGE_BODY
+        assert whole == response_frame(7, True, api.encoders[12](answer(partitions, record_bytes)))
