@@ -448,25 +448,21 @@ class ModuleEmitter:
                 return top_name
         self.fn_by_sig[key] = top_name
         c = _Ctx()
-        if self.in_parts(m, s, v):
-            # a response carrying record batches (Fetch): its parts, which the connection writes
-            # as they are (a large answer's batches are never joined into one copy), and the
-            # joined bytes for everything else
-            c.add(0, f"def {top_name}_parts(o: {self.cls(m, s)}) -> list[bytes]:")
-            c.add(1, "out: list[bytes] = []")
-            c.add(1, "w = out.append")
-            self.enc_struct(c, 1, m, s, v, "o", "w")
-            c.add(1, "return out")
+        # a response carrying record batches (Fetch) is encoded as its parts, which the connection
+        # writes as they are (a large answer's batches are never joined into one copy); its bytes
+        # encoder is their join
+        parts = self.in_parts(m, s, v)
+        name, returns = (f"{top_name}_parts", "list[bytes]") if parts else (top_name, "bytes")
+        c.add(0, f"def {name}(o: {self.cls(m, s)}) -> {returns}:")
+        c.add(1, "out: list[bytes] = []")
+        c.add(1, "w = out.append")
+        self.enc_struct(c, 1, m, s, v, "o", "w")
+        c.add(1, "return out" if parts else 'return b"".join(out)')
+        if parts:
             c.add(0, "")
             c.add(0, "")
             c.add(0, f"def {top_name}(o: {self.cls(m, s)}) -> bytes:")
             c.add(1, f'return b"".join({top_name}_parts(o))')
-        else:
-            c.add(0, f"def {top_name}(o: {self.cls(m, s)}) -> bytes:")
-            c.add(1, "out: list[bytes] = []")
-            c.add(1, "w = out.append")
-            self.enc_struct(c, 1, m, s, v, "o", "w")
-            c.add(1, 'return b"".join(out)')
         self.functions.append("\n".join(c.lines))
         return top_name
 

@@ -484,7 +484,7 @@ class KafkaConnection(asyncio.Protocol):
             self.reading_paused = True
             self.transport.pause_reading()
 
-    def _write(self, data: bytes | tuple[bytes, bytes]) -> None:
+    def _write(self, data: bytes | tuple) -> None:
         """Write a response frame, or a large one as a tuple of its parts (pipeline.py)."""
         if self.closed:
             return
