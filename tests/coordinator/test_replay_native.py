@@ -15,10 +15,6 @@ from __future__ import annotations
 import gc
 import os
 import random
-import shutil
-import subprocess
-import sys
-import sysconfig
 import uuid
 from typing import Any
 
@@ -38,6 +34,7 @@ from broker.log.batch import iter_batches
 from broker.log.control import marker_batch
 from broker.log.partition import PartitionLog
 from broker.log.records import Record, build_batch
+from tests.support.native import native_enabled, require_built, unset_with_native_0
 
 from . import test_compaction_replay as compaction
 from .test_loader_runs import BASE, BASE_TS, batches, commit, group_record, new_state, section
@@ -98,21 +95,13 @@ def replay_section(data: bytes, count: int, min_offset: int, keep: bool = False)
 
 
 def test_the_extension_is_built_where_a_compiler_is():
-    """CI (``.ci/run``) sets PYKBROKER_REQUIRE_NATIVE=1: there a missing build fails."""
-    if not shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]):
-        pytest.skip("no C compiler: the install leaves the extension out")
-    if _replay is None and os.environ.get("PYKBROKER_REQUIRE_NATIVE") != "1":
-        pytest.skip("broker/coordinator/_replay.c is not built in this checkout (`pip install -e .`)")
-    assert _replay is not None, "broker/coordinator/_replay.c is not built: run `pip install -e .`"
-    if os.environ.get("PYKBROKER_NATIVE", "1") != "0":
+    require_built(_replay, "broker/coordinator/_replay.c")
+    if native_enabled():
         assert loader.native_scan is _replay.scan
 
 
 def test_pykbroker_native_0_turns_it_off():
-    code = "from broker.coordinator import loader; print(loader.native_scan is None)"
-    env = {**os.environ, "PYKBROKER_NATIVE": "0"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"
+    assert unset_with_native_0("broker.coordinator.loader", "native_scan")
 
 
 @needs_native

@@ -8,13 +8,8 @@ hands the frame over."""
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
 import struct
-import subprocess
-import sys
-import sysconfig
 import uuid
 
 import pytest
@@ -28,6 +23,7 @@ from broker.protocol.generated.offset_commit import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
+from tests.support.native import native_enabled, require_built, unset_with_native_0
 
 VERSIONS = range(0, 11)
 DIRECT = range(2, 11)
@@ -227,23 +223,10 @@ def test_the_compiled_parse_refuses_what_it_does_not_take():
 
 
 def test_the_extension_is_built_where_a_compiler_is():
-    """CI (``.ci/run``: a fresh clone, scripts/setup.sh's ``pip install -e .``) sets
-    PYKBROKER_REQUIRE_NATIVE=1: there a missing build fails. A checkout that was never installed
-    (e.g. another git worktree on a shared venv) skips."""
-    if not shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]):
-        pytest.skip("no C compiler: the install leaves the extension out")
-    built = offset_commit._offset_commit is not None
-    if not built and os.environ.get("PYKBROKER_REQUIRE_NATIVE") != "1":
-        pytest.skip(
-            "broker/dispatch/_offset_commit.c is not built in this checkout (`pip install -e .` builds it)"
-        )
-    assert built, "broker/dispatch/_offset_commit.c is not built: run `pip install -e .` (scripts/setup.sh)"
-    if os.environ.get("PYKBROKER_NATIVE", "1") != "0":
+    require_built(offset_commit._offset_commit, "broker/dispatch/_offset_commit.c")
+    if native_enabled():
         assert offset_commit.native_common_request is offset_commit._offset_commit.common_request
 
 
 def test_pykbroker_native_0_turns_it_off():
-    code = "from broker.dispatch import offset_commit as O; print(O.native_common_request is None)"
-    env = {**os.environ, "PYKBROKER_NATIVE": "0"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"
+    assert unset_with_native_0("broker.dispatch.offset_commit", "native_common_request")

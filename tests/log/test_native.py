@@ -9,10 +9,8 @@ it off (the suite runs tests/log with it off too: scripts/test.sh)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +21,7 @@ from broker.log import records as R
 from broker.log import streaming as S
 from broker.log.crc import crc32c
 from broker.log.records import Record
+from tests.support.native import native_enabled, require_built, unset_with_native_0
 
 try:
     from broker.log import _native
@@ -79,23 +78,13 @@ def section(records: list[Record]) -> bytes:
 
 
 def test_the_extension_is_built_where_a_compiler_is():
-    """CI (``.ci/run``: a fresh clone, scripts/setup.sh's ``pip install -e .``) sets
-    PYKBROKER_REQUIRE_NATIVE=1: there a missing build fails. A checkout that was never installed
-    (e.g. another git worktree on a shared venv) skips."""
-    if not shutil.which((sysconfig.get_config_var("CC") or "cc").split()[0]):
-        pytest.skip("no C compiler: the install leaves the extension out")
-    if _native is None and os.environ.get("PYKBROKER_REQUIRE_NATIVE") != "1":
-        pytest.skip("broker/log/_native.c is not built in this checkout (`pip install -e .` builds it)")
-    assert _native is not None, "broker/log/_native.c is not built: run `pip install -e .` (scripts/setup.sh)"
-    if os.environ.get("PYKBROKER_NATIVE", "1") != "0":
+    require_built(_native, "broker/log/_native.c")
+    if native_enabled():
         assert S.native_check is _native.check_records
 
 
 def test_pykbroker_native_0_turns_it_off():
-    code = "from broker.log import streaming as S; print(S.native_check is None)"
-    env = {**os.environ, "PYKBROKER_NATIVE": "0"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "True"
+    assert unset_with_native_0("broker.log.streaming", "native_check")
 
 
 # ---------------------------------------------------------------------------------------------
