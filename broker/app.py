@@ -14,18 +14,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import concurrent.futures
 import logging
 import os
 import shutil
 import socket
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import broker.control as control_plane
+from broker import features
 from broker.clock import BrokerClock
 from broker.cluster import ClusterMeta, TopicRegistry
 from broker.config import Config, Endpoint
-from broker.coordinator import GroupCoordinator
 from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
 from broker.dispatch.fetch_session import FetchSessionCache
@@ -39,11 +41,12 @@ from broker.security.authorizer import Authorizer, parse_super_users
 from broker.server import Listener
 from broker.server.pipeline import RequestPipeline
 from broker.topic_admin import TopicAdmin
-from broker.txn import TransactionCoordinator
 
 if TYPE_CHECKING:
     from broker.control import Control
     from broker.control.http import ControlServer
+    from broker.coordinator import GroupCoordinator
+    from broker.txn import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,10 @@ def node_endpoints(endpoints: list[Endpoint], index: int) -> list[Endpoint]:
         )
         for ep in endpoints
     ]
+
+
+async def _call(fn: Callable[[], None]) -> None:
+    fn()
 
 
 class Broker:
@@ -117,7 +124,7 @@ class Broker:
                 listener.close()
             raise
         self.registry = build_registry(
-            config["kafka.version"] or None, config["persona"] or None, self.txns.transaction_version
+            config["kafka.version"] or None, config["persona"] or None, features.transaction_version(config)
         )
         if config["persona"] == "redpanda":
             self.cluster_id = redpanda_cluster_id(self.cluster_id)
@@ -133,7 +140,7 @@ class Broker:
             topics=self.topics,
             logs=self.logs,
             admin=self.admin,
-            groups=self.groups,
+            load_groups=lambda: self.groups,
             registry=self.registry,
             advertised_address=self.advertised_address,
             quotas=self.quotas,
@@ -141,7 +148,7 @@ class Broker:
             nodes=self.nodes,
             authorizer=self.authorizer,
             acls=self.acls,
-            txns=self.txns,
+            load_txns=lambda: self.txns,
             fetch_sessions=FetchSessionCache(
                 config["max.incremental.fetch.session.cache.slots"], self.logs.now_ms
             ),
@@ -190,17 +197,19 @@ class Broker:
         self.delete_topic = self.admin.delete_topic
         self.create_partitions = self.admin.create_partitions
         self.alter_topic_configs = self.admin.alter_topic_configs
-        self.groups = GroupCoordinator(config, self.admin, self.clock)
-        self.groups.load()
+        # The coordinators (see the ``groups`` and ``txns`` properties): loaded here when the data
+        # directory holds their logs (their groups, offsets and transactions are restored, members'
+        # sessions and transactions' timeouts armed, and in-doubt transactions completed at once) or
+        # on a simulated cluster; in a data directory without them (a fresh one) built on first use.
+        self._groups: GroupCoordinator | None = None
+        self._txns: TransactionCoordinator | None = None
+        #: the event loop the broker runs on, once known (the coordinators' timers are armed on it)
+        self._loop: asyncio.AbstractEventLoop | None = asyncio._get_running_loop()
+        if self.nodes.multi or any(topic.internal for topic in self.topics.all()):
+            self.txns  # noqa: B018 (loads the group coordinator, then the transaction coordinator)
         self.nodes.on_coordinators_moved.append(self._coordinators_moved)
         self.nodes.on_leader_changed.append(self._leader_changed)
         self._stamp_leader_epochs()
-        self.txns = TransactionCoordinator(config, self.admin, self.clock, self.groups)
-        if self.nodes.multi:  # transactional ids are coordinated by their slot's leader
-            self.txns.multi = True
-            self.txns.coordinator_of = self.nodes.txn_coordinator_and_epoch
-            self.txns.leader_of = self._partition_leader
-        self.txns.load()
         self.nodes.on_txn_coordinators_moved.append(self._txn_coordinators_moved)
         self.quotas = ClientQuotas(data_dir, config["quota.window.num"], config["quota.window.size.seconds"])
         #: SCRAM credentials: sasl.users, then those set through AlterUserScramCredentials (data dir)
@@ -214,6 +223,73 @@ class Broker:
                 parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"]
             )
             self.acls = AclStore(data_dir, self.authorizer)
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        """The group coordinator (groups, offsets, group configs), built and loaded on first use
+        when start-up did not load it: what a fresh data directory's broker never needs (a producer's,
+        or a test that creates topics) costs neither its imports (about a fifth of start-up's) nor
+        its construction; the first request that needs it pays them once (tens of ms)."""
+        if self._groups is None:
+            self._on_loop(self._load_groups)
+        assert self._groups is not None
+        return self._groups
+
+    def _load_groups(self) -> None:
+        # imported here, not at the top: the coordinator's modules are not imported at all until a
+        # group, an offset or a group config is first used (see ``groups``)
+        from broker.coordinator import GroupCoordinator  # noqa: PLC0415
+
+        if self._groups is None:
+            groups = GroupCoordinator(self.config, self.admin, self.clock)
+            groups.load()
+            self._groups = groups
+
+    @property
+    def txns(self) -> TransactionCoordinator:
+        """The transaction coordinator (transactional ids, transactions, markers), built and loaded
+        on first use like :attr:`groups` (with it: transactional offset commits go through it)."""
+        if self._txns is None:
+            self._on_loop(self._load_txns)
+        assert self._txns is not None
+        return self._txns
+
+    def _load_txns(self) -> None:
+        from broker.txn import TransactionCoordinator  # noqa: PLC0415 (see _load_groups)
+
+        if self._txns is None:
+            txns = TransactionCoordinator(self.config, self.admin, self.clock, self.groups)
+            if self.nodes.multi:  # transactional ids are coordinated by their slot's leader
+                txns.multi = True
+                txns.coordinator_of = self.nodes.txn_coordinator_and_epoch
+                txns.leader_of = self._partition_leader
+            txns.load()
+            self._txns = txns
+
+    def _on_loop(self, load: Callable[[], None]) -> None:
+        """Run ``load`` (a coordinator's construction and load, which arm its timers on the
+        current event loop) on the broker's event loop: here; on the loop's own thread, waited for,
+        when first used from another thread while the broker runs (a test peeking at its groups);
+        or run on it now when it is not running."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or asyncio._get_running_loop() is loop:
+            load()
+            return
+        if not loop.is_running():  # (an in-process test broker between requests: its loop, here)
+            loop.run_until_complete(_call(load))
+            return
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                load()
+            except BaseException as e:  # handed to the waiting thread
+                done.set_exception(e)
+            else:
+                done.set_result(None)
+
+        loop.call_soon_threadsafe(run)
+        done.result()
 
     @property
     def control(self) -> Control:
@@ -233,6 +309,7 @@ class Broker:
         return self.advertised.get(listener) or next(iter(self.advertised.values()))
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         if self.config["control.port"] >= 0:  # first: a control port in use fails with nothing started
             # aiohttp (a fifth of the start-up imports) only when the control API is asked for
             from broker.control.http import ControlServer  # noqa: PLC0415
@@ -356,8 +433,10 @@ class Broker:
             await self.control_server.stop()
         if self.pipeline.tracer is not None:  # the trace journal (trace.file, or the control API)
             control_plane.trace.stop(self)
-        self.groups.close()
-        self.txns.close()
+        if self._groups is not None:
+            self._groups.close()
+        if self._txns is not None:
+            self._txns.close()
         await self.logs.close()
         self.lock.release()
         self._stopped.set()

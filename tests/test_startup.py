@@ -17,7 +17,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from broker.cli import serve
 from broker.config import Config, ConfigError, parse_properties
@@ -553,6 +554,9 @@ NOT_AT_START_UP = [
     "broker.dispatch.metadata",
     "broker.protocol.generated.fetch",
     "broker.protocol.generated.produce",
+    # the coordinators of a data directory without their logs (this one is new): built on first use
+    "broker.coordinator",
+    "broker.txn",
     "broker.protocol.generated.metadata",
     "encodings.idna",  # binding a str host name: the listener passes ASCII names as bytes
 ]
@@ -644,3 +648,37 @@ def test_a_handler_and_the_control_plane_load_on_first_use(tmp_path):
         assert api.module is sys.modules["broker.dispatch.metadata"]
         assert b.control.rules() == []  # created on first use, on the broker's loop
         assert b.broker.control is b.broker.control
+
+
+def test_the_coordinators_load_on_first_use_in_a_new_data_directory_and_at_start_once_it_has_their_logs(
+    tmp_path,
+):
+    """A broker whose data directory holds no coordinator log builds its group and transaction
+    coordinators when a request first needs one (an offset commit here; a metadata request does
+    not); once their logs exist, a restart loads them before listening, restoring what they hold."""
+    tp = TopicPartition("t", 0)
+    with running_broker(tmp_path) as b:
+        assert (b.broker._groups, b.broker._txns) == (None, None)
+        b.call(b.broker.create_topic, "t", 1)
+        with WireClient(b.port) as c:
+            assert [t.name for t in c.call(3, 12, MetadataRequest(topics=None)).topics] == ["t"]
+        assert b.broker._groups is None
+        consumer = KafkaConsumer(
+            bootstrap_servers=f"127.0.0.1:{b.port}", group_id="g", enable_auto_commit=False
+        )
+        try:
+            consumer.assign([tp])
+            consumer.commit({tp: OffsetAndMetadata(5, "", -1)})
+        finally:
+            consumer.close()
+        assert b.broker._groups is not None
+        assert b.broker.services.groups is b.broker.groups  # one coordinator, however it is reached
+    with running_broker(tmp_path) as b:
+        assert b.broker._groups is not None and b.broker._txns is not None  # loaded at start
+        consumer = KafkaConsumer(
+            bootstrap_servers=f"127.0.0.1:{b.port}", group_id="g", enable_auto_commit=False
+        )
+        try:
+            assert consumer.committed(tp) == 5
+        finally:
+            consumer.close()

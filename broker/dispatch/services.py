@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from .registry import Registry
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Services:
     #: this broker's (first) node; handlers answer as ``ctx.node_id``, the node the client reached
     node_id: int
@@ -42,16 +43,16 @@ class Services:
     logs: LogManager
     #: create, delete, grow and reconfigure topics
     admin: TopicAdmin
-    #: the group coordinator's facade (groups, offsets, group configs)
-    groups: GroupCoordinator
+    #: the group coordinator, loaded on first use (``groups``; broker.app's ``Broker.groups``)
+    load_groups: Callable[[], GroupCoordinator]
     #: the served APIs and versions (ApiVersions answers from it)
     registry: Registry
     #: listener name -> the (host, port) clients connected to it are told to use
     advertised_address: Callable[[str], tuple[str, int]]
     #: client quotas (DescribeClientQuotas/AlterClientQuotas) and their enforcement
     quotas: ClientQuotas
-    #: the transaction coordinator's facade (transactional ids, transactions, markers)
-    txns: TransactionCoordinator
+    #: the transaction coordinator, loaded on first use (``txns``; broker.app's ``Broker.txns``)
+    load_txns: Callable[[], TransactionCoordinator]
     #: SCRAM credentials (DescribeUserScramCredentials/AlterUserScramCredentials, SCRAM authentication)
     scram: ScramCredentials
     #: the cluster's nodes, partition leaders and group coordinators (one node unless cluster.nodes)
@@ -63,3 +64,15 @@ class Services:
     acls: AclStore | None = None
     #: the incremental fetch sessions (KIP-227; dispatch/fetch_session.py), None: every fetch is full
     fetch_sessions: FetchSessionCache | None = None
+
+    @cached_property
+    def groups(self) -> GroupCoordinator:
+        """The group coordinator's facade (groups, offsets, group configs): built on the first
+        request that needs it when start-up did not load it; afterwards a plain attribute."""
+        return self.load_groups()
+
+    @cached_property
+    def txns(self) -> TransactionCoordinator:
+        """The transaction coordinator's facade (transactional ids, transactions, markers), as
+        ``groups``."""
+        return self.load_txns()

@@ -63,10 +63,12 @@ new = object.__new__
 MISSING: Any = _Missing()
 
 
-def to_uuid(raw: bytes) -> UUID:
+def to_uuid(raw: bytes | bytearray) -> UUID:
+    """The UUID of 16 bytes of a frame: ``bytes``, or a ``bytearray`` slice of a Produce frame
+    gathered from several reads (framing.FrameReader), which ``UUID`` itself refuses."""
     if raw == _ZERO_UUID_BYTES:
         return ZERO_UUID
-    return UUID(bytes=raw)
+    return UUID(bytes=raw if type(raw) is bytes else bytes(raw))
 
 
 def short_topic(b: bytes, p: int, end: int, by_id: bool) -> tuple[str, UUID, int] | None:

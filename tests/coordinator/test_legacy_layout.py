@@ -191,6 +191,10 @@ def test_a_legacy_data_directory_loads_appends_kafkas_layout_and_survives_restar
 def test_a_new_data_directory_is_kafkas_layout_from_offset_zero(tmp_path):
     node = open_broker(tmp_path / "d")
     try:
+        # a new data directory's coordinator loads on first use (broker.app), marking it then:
+        # before any record of it can be appended
+        assert read_kafka_layout_from(tmp_path / "d") is None
+        node.broker.groups  # noqa: B018
         assert read_kafka_layout_from(tmp_path / "d") == 0
         node.broker.create_topic("orders", 1)
         Members().join(node, "cg", ["orders"], "uniform", 30_000)
