@@ -5,7 +5,9 @@ cannot be built (no C compiler) the install goes on and the broker runs the same
 - broker.coordinator._replay: the start-up replay's walk of the coordinator log
   (broker/coordinator/_replay.c; Python: broker/coordinator/loader.py)
 - broker.dispatch._offset_commit: the common OffsetCommit request's parse
-  (broker/dispatch/_offset_commit.c; Python: broker/dispatch/offset_commit.py)"""
+  (broker/dispatch/_offset_commit.c; Python: broker/dispatch/offset_commit.py)
+- broker.dispatch._produce: the Produce request of one partition's parse
+  (broker/dispatch/_produce.c; Python: broker/dispatch/produce.py)"""
 
 from setuptools import Extension, setup
 
@@ -21,5 +23,6 @@ setup(
             optional=True,
         ),
         Extension("broker.dispatch._offset_commit", ["broker/dispatch/_offset_commit.c"], optional=True),
+        Extension("broker.dispatch._produce", ["broker/dispatch/_produce.c"], optional=True),
     ]
 )

@@ -21,7 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import os
 import struct
+from collections.abc import Callable
 from functools import lru_cache
 from uuid import UUID
 
@@ -44,12 +46,17 @@ from broker.protocol.generated.produce import (
     TopicProduceData,
     TopicProduceResponse,
 )
-from broker.protocol.primitives import ZERO_UUID, new, short_topic, uvarint, uvarint_tail
+from broker.protocol.primitives import ZERO_UUID, new, short_topic, to_uuid, uvarint, uvarint_tail
 from broker.quotas import user_of
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE
 
 from . import leadership
 from .registry import CloseConnection, Deferred, RequestContext
+
+try:  # broker/dispatch/_produce.c, an optional extension (setup.py); named apart from ``_produce`` below
+    from . import _produce as _compiled
+except ImportError:  # not built (no compiler at install): the Python parse alone
+    _compiled = None
 
 API_KEY = 0
 VERSIONS = (3, 13)
@@ -147,10 +154,24 @@ def _one_partition_request(b: bytes, p: int, v: int) -> tuple[ProduceRequest, in
     return o, p
 
 
-def _decoder(v: int):
+#: the compiled ``_one_partition_request`` (broker/dispatch/_produce.c): the same request where it
+#: takes one, None where the Python parse decides; None when the extension is not built or
+#: ``PYKBROKER_NATIVE=0`` (tests/dispatch/test_produce_decoder.py holds the two to one result)
+native_one_partition_request: Callable[[bytes, int, int], tuple[ProduceRequest, int] | None] | None = None
+if _compiled is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0":
+    _compiled.bind(ProduceRequest, TopicProduceData, PartitionProduceData, ZERO_UUID, to_uuid)
+    native_one_partition_request = _compiled.one_partition_request
+
+
+def _decoder(v: int) -> Callable[[bytes, int], tuple[ProduceRequest, int]]:
     generated = GENERATED_DECODERS[v]
+    native = native_one_partition_request
 
     def decode(b: bytes, p: int = 0) -> tuple[ProduceRequest, int]:
+        if native is not None:
+            out = native(b, p, v)
+            if out is not None:
+                return out
         try:
             out = _one_partition_request(b, p, v)
         except (IndexError, struct.error, UnicodeDecodeError, ValueError):
@@ -162,7 +183,8 @@ def _decoder(v: int):
 
 
 #: the request decoders the pipeline uses for Produce (broker/dispatch/registry.py): a request of one
-#: partition is parsed directly (``_one_partition_request``), anything else by the generated decoder;
+#: partition is parsed directly (``_one_partition_request``, compiled where built), anything else by
+#: the generated decoder;
 #: tests/dispatch/test_produce_decoder.py holds the two to the same result
 REQUEST_DECODERS = {v: _decoder(v) for v in range(VERSIONS[0], VERSIONS[1] + 1)}
 

@@ -1,7 +1,10 @@
 """The Produce decoder the pipeline uses (``broker.dispatch.produce.REQUEST_DECODERS``): a request of
 one topic and one partition is parsed directly from its fixed layout, anything else by the generated
 decoder. Both must give the same request, field for field, for every version, and for mutated frames
-the direct parse either gives the generated decoder's result or hands the frame over to it."""
+the direct parse either gives the generated decoder's result or hands the frame over to it. Where the
+compiled parse is built (broker/dispatch/_produce.c), it gives the Python parse's result for every
+frame, bytes or bytearray: the same request (records a view of the frame, writable where the frame
+is), or None where the Python parse hands the frame over."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import uuid
 
 import pytest
 
-from broker.dispatch import build_registry
+from broker.dispatch import build_registry, produce
 from broker.dispatch.produce import REQUEST_DECODERS, _one_partition_request
 from broker.log.records import simple_batch
 from broker.protocol.generated.produce import (
@@ -23,6 +26,7 @@ from broker.protocol.generated.produce import (
     ProduceRequest,
     TopicProduceData,
 )
+from tests.support.native import native_enabled, require_built, unset_with_native_0
 
 VERSIONS = range(3, 14)
 
@@ -79,7 +83,7 @@ def test_one_partition_requests_decode_as_the_generated_decoder_does(version):
     for req in _cases(version):
         frame = b"\x00" * 5 + REQUEST_ENCODERS[version](req)
         want, end = GENERATED[version](frame, 5)
-        fast = _one_partition_request(frame, 5, version)
+        fast = _direct(frame, version, 5)
         if fast is not None:
             direct += 1
             got, got_end = fast
@@ -92,7 +96,7 @@ def test_one_partition_requests_decode_as_the_generated_decoder_does(version):
     # librdkafka's request is the direct parse's, whatever the size of its batch
     for size in (1, 100, 20_000):
         frame = REQUEST_ENCODERS[version](_request(version, "topic", None, simple_batch([b"x" * size])))
-        assert _one_partition_request(frame, 0, version) is not None
+        assert _direct(frame, version) is not None
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -120,13 +124,34 @@ def test_other_shapes_go_to_the_generated_decoder(version):
         assert end == want_end
 
 
-def _direct(frame: bytes, version: int):
-    """The direct parse, or None where it hands the frame over (it returns None, or raises one of
-    the errors the pipeline's decoder catches for that)."""
+def _python(frame: bytes, version: int, pos: int):
     try:
-        return _one_partition_request(frame, 0, version)
+        return _one_partition_request(frame, pos, version)
     except (IndexError, struct.error, UnicodeDecodeError, ValueError):
         return None
+
+
+def _direct(frame: bytes, version: int, pos: int = 0):
+    """The direct parse, or None where it hands the frame over (it returns None, or raises one of
+    the errors the pipeline's decoder catches for that). Where the compiled parse is built, it is
+    checked to give the same (None, or the same request and end) for the frame as bytes and as a
+    bytearray (the Python parse's of the bytes: its topic id of a bytearray fails uuid.UUID's
+    assertion), with records that are a view of that frame, writable where it is a bytearray, as the
+    Python parse makes them."""
+    python = _python(frame, version, pos)
+    native = produce.native_one_partition_request
+    if native is not None:
+        for b in (frame, bytearray(frame)):
+            compiled = native(b, pos, version)
+            if python is None:
+                assert compiled is None, b
+                continue
+            assert compiled is not None, b
+            _same(compiled[0], python[0])
+            assert compiled[1] == python[1]
+            records = compiled[0].topic_data[0].partition_data[0].records
+            assert records.obj is b and records.readonly == (type(b) is bytes)
+    return python
 
 
 def _outcome(decode, frame: bytes):
@@ -169,3 +194,49 @@ def test_the_registry_decodes_produce_with_the_handler_modules_decoders():
     api = build_registry().get(0)
     assert api.decoders is REQUEST_DECODERS
     assert all(api.plans[v][1] is REQUEST_DECODERS[v] for v in VERSIONS)
+
+
+def test_the_compiled_parse_keeps_the_frame_and_stamps_in_place():
+    """The records of a bytearray frame are a writable view of it (the append stamps the batch's
+    max timestamp there); the view keeps the frame alive."""
+    native = produce.native_one_partition_request
+    if native is None:
+        pytest.skip("broker/dispatch/_produce.c is not built here (or PYKBROKER_NATIVE=0)")
+    batch = simple_batch([b"v" * 10])
+    frame = bytearray(REQUEST_ENCODERS[9](_request(9, records=batch)))
+    req, end = native(frame, 0, 9)
+    assert end == len(frame)
+    records = req.topic_data[0].partition_data[0].records
+    records[0] = 0xAB
+    assert frame[frame.index(batch[1:]) - 1] == 0xAB
+    with pytest.raises(BufferError):  # exported: the frame cannot be resized under the view
+        frame.append(0)
+    del frame
+    assert bytes(records[1:]) == batch[1:]
+
+
+def test_the_compiled_parse_refuses_what_it_does_not_take():
+    """Another version, a frame that is neither bytes nor bytearray, a position outside the frame:
+    None (the Python parse decides); a wrong call raises."""
+    native = produce.native_one_partition_request
+    if native is None:
+        pytest.skip("broker/dispatch/_produce.c is not built here (or PYKBROKER_NATIVE=0)")
+    frame = REQUEST_ENCODERS[9](_request(9))
+    assert native(frame, 0, 9) is not None
+    for version in (2, 14):
+        assert native(frame, 0, version) is None
+    assert native(memoryview(frame), 0, 9) is None
+    assert native(frame, -1, 9) is None and native(frame, len(frame) + 1, 9) is None
+    assert native(frame, len(frame), 9) is None
+    with pytest.raises(TypeError):
+        native(frame, 0)
+
+
+def test_the_extension_is_built_where_a_compiler_is():
+    require_built(produce._compiled, "broker/dispatch/_produce.c")
+    if native_enabled():
+        assert produce.native_one_partition_request is produce._compiled.one_partition_request
+
+
+def test_pykbroker_native_0_turns_it_off():
+    assert unset_with_native_0("broker.dispatch.produce", "native_one_partition_request")

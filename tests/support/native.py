@@ -1,5 +1,6 @@
 """The checks every compiled extension's tests share (broker/log/_native.c, broker/coordinator/_replay.c,
-broker/dispatch/_offset_commit.c): that the install built it, and that PYKBROKER_NATIVE=0 turns it off."""
+broker/dispatch/_offset_commit.c, broker/dispatch/_produce.c): that the install built it, and that
+PYKBROKER_NATIVE=0 turns it off."""
 
 from __future__ import annotations
 
