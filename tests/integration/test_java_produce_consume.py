@@ -14,6 +14,7 @@ from collections import defaultdict
 
 import pytest
 
+from broker.log.journal import batch_ends
 from broker.log.records import iter_records
 from tests.support.java import json_lines, require_java
 from tests.support.produce_consume import value_of as support_value_of
@@ -127,3 +128,39 @@ def test_java_compressed_batches_read_by_python_clients(broker):
             assert got == expected, codec
     finally:
         consumer.close()
+
+
+def test_java_produce_requests_larger_than_one_read(broker):
+    """kafka-clients 4.x sends Produce v13 (topics by id); with large batches a request spans
+    several socket reads, and the broker gathers it into one writable frame. Every record is
+    acknowledged once, in order per partition, and reads back (a request over 64 kB used to close
+    the connection: its topic id was decoded from that frame's bytearray)."""
+    java = require_java()
+    n, parts = 40_000, 4
+    broker.call(broker.broker.create_topic, "jbig", parts)
+    base_ts = int(time.time() * 1000) - 60_000
+    settings = "linger.ms=200,batch.size=400000,max.request.size=4000000"
+    commands = [f"produce jbig {n} {base_ts} {settings}", f"consume jbig {n}"]
+    result = java.run("ProduceConsumeProbe", [broker.bootstrap, *commands], timeout=120)
+    lines = json_lines(result.stdout)
+    failed = [line for line in lines if "error" in line]
+    assert result.returncode == 0 and len(lines) == 2 and not failed, (
+        f"{failed}\nstderr:\n{result.stderr[-4000:]}"
+    )
+    produced, consumed = lines
+    per_part: dict[int, list[int]] = defaultdict(list)
+    for p, off in produced["acks"]:
+        per_part[p].append(off)
+    assert sorted(per_part) == list(range(parts))
+    assert all(offs == list(range(len(offs))) for offs in per_part.values())
+    assert sorted((r[3], r[4]) for r in consumed["records"]) == sorted(
+        (str(i), value_of(i)) for i in range(n)
+    )
+    # the requests really were larger than one read: some stored batch alone exceeds 64 kB
+    sizes = []
+    for p in range(parts):
+        ends = [
+            end for end, _next in batch_ends(broker.call(broker.broker.logs.get("jbig", p).read, 0, 1 << 30))
+        ]
+        sizes += [b - a for a, b in zip([0, *ends], ends, strict=False)]
+    assert max(sizes) > 64 * 1024, max(sizes)
