@@ -109,6 +109,8 @@ assert _COMMON_TAIL.size == 48
 
 @dataclass(slots=True)
 class CoordinatorRecord:
+    """A coordinator log record: its type id, key and value structs (value None: a tombstone)."""
+
     type: int
     key: Any
     value: Any | None  # None: tombstone

@@ -44,6 +44,8 @@ class InvalidRecords(InvalidBatch):
 
 @dataclass(slots=True)
 class Record:
+    """One record of a batch, its offset and timestamp as deltas from the batch's."""
+
     offset_delta: int
     timestamp_delta: int
     key: bytes | None = None

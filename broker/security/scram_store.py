@@ -71,12 +71,16 @@ def salted_password(mechanism: str, password: str, salt: bytes, iterations: int)
 
 @dataclass(frozen=True)
 class Deletion:
+    """An AlterUserScramCredentials deletion: a user's credential of one mechanism."""
+
     name: str
     mechanism: int
 
 
 @dataclass(frozen=True)
 class Upsertion:
+    """An AlterUserScramCredentials upsertion: a user's salted password for one mechanism."""
+
     name: str
     mechanism: int
     iterations: int
