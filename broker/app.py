@@ -17,7 +17,6 @@ import binascii
 import concurrent.futures
 import logging
 import os
-import shutil
 import socket
 import uuid
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from broker.datadir import DataDirLock
 from broker.dispatch import build_registry
 from broker.dispatch.fetch_session import FetchSessionCache
 from broker.dispatch.services import Services
-from broker.log.manager import LogManager
+from broker.log.manager import LogManager, remove_tree
 from broker.log.segment import SYSTEM_OPS, FileOps
 from broker.nodes import Nodes
 from broker.quotas import ClientQuotas
@@ -183,7 +182,7 @@ class Broker:
         self.nodes.on_node_up.append(self._node_up)
         for name in os.listdir(data_dir):  # (one listing: glob's matching costs ~10 us a partition)
             if name.endswith("-delete"):  # a topic deletion interrupted by a crash
-                shutil.rmtree(data_dir / name, ignore_errors=True)
+                remove_tree(data_dir / name)
         self.logs = LogManager(data_dir, config, file_ops, recover=recover, time_ms=self.clock.now_ms)
         self.logs.topic_id_of = lambda name: t.topic_id if (t := self.topics.get(name)) else None
         self.clock.on_advance.append(self.logs.apply_retention)

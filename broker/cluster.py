@@ -49,6 +49,8 @@ def validate_topic_name(name: str) -> None:
 
 @dataclass
 class Topic:
+    """A topic: its name, id, partition count, config overrides and replica placement."""
+
     name: str
     topic_id: uuid.UUID
     partitions: int

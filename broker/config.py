@@ -7,12 +7,13 @@ Values come from (lowest to highest precedence) the defaults below, a ``.propert
 
 from __future__ import annotations
 
-import difflib
 import functools
+import importlib
 import logging
 import pkgutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from broker.log.config import TOPIC_SETTINGS  # the topic settings name their broker synonyms
@@ -869,7 +870,12 @@ def kafka_broker_properties() -> frozenset[str]:
     return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
 
 
+def _difflib() -> ModuleType:
+    """difflib, imported on first use: only an unknown setting's error message needs it."""
+    return importlib.import_module("difflib")
+
+
 def _did_you_mean(key: str) -> str:
     known = [*SETTINGS, *kafka_broker_properties()]
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+    close = _difflib().get_close_matches(key, known, n=1, cutoff=0.75)
     return f" (did you mean {close[0]}?)" if close else ""

@@ -536,7 +536,9 @@ def test_packaging_metadata_uses_an_spdx_license_and_ignores_the_default_data_di
 
 #: what ``serve`` must not import before it is ready (each is loaded when first used): the control
 #: plane's operations (fault injector, invariant checker, its HTTP client and server), the
-#: crc32c package's __init__ with importlib.metadata (broker/log/crc.py), and the handler modules
+#: crc32c package's __init__ with importlib.metadata (broker/log/crc.py), the handler modules, and
+#: the modules only an optional feature needs (regex patterns, inline TLS keys, topic deletion, an
+#: unknown setting's suggestion, SCRAM, each compression codec)
 NOT_AT_START_UP = [
     "broker.control.operations",
     "broker.control.faults",
@@ -559,6 +561,16 @@ NOT_AT_START_UP = [
     "broker.txn",
     "broker.protocol.generated.metadata",
     "encodings.idna",  # binding a str host name: the listener passes ASCII names as bytes
+    "re2",  # broker/patterns.py
+    "tempfile",  # broker/security/tls.py
+    "shutil",  # broker/log/manager.py remove_tree
+    "difflib",  # broker/config.py
+    "hashlib",  # broker/security/scram_store.py
+    "hmac",
+    "gzip",  # broker/log/codec_libs.py
+    "cramjam",
+    "lz4.frame",
+    "zstandard",
 ]
 
 _SNAPSHOT = """

@@ -19,6 +19,8 @@ from broker.protocol.errors import ErrorCode, KafkaError
 
 @dataclass(frozen=True)
 class GroupSetting:
+    """A group-level setting (IncrementalAlterConfigs on a group) and the broker properties bounding it."""
+
     name: str
     broker_key: str  # the broker property that supplies the default
     min_key: str

@@ -23,6 +23,8 @@ class Waiter(Protocol):
 
 @dataclass(slots=True)  # an operation makes one per request: slots make it three times cheaper
 class Result:
+    """What a coordinator operation produces: the response, the records to write, what follows."""
+
     response: Any = None
     records: list[CoordinatorRecord] = field(default_factory=list)
     #: (waiter of a parked request, its response) pairs to resolve with this operation

@@ -47,6 +47,8 @@ _replayed = ClassicGroup.replayed
 
 @dataclass(frozen=True)
 class GroupConfig:
+    """The group coordinator's settings (the broker's group.* properties)."""
+
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1800000
     initial_rebalance_delay_ms: int = 3000
@@ -91,6 +93,8 @@ class ConsumerGroupConfig:
 
 @dataclass(slots=True)
 class CommittedOffset:
+    """A partition's committed offset in a group."""
+
     offset: int
     leader_epoch: int
     metadata: str

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Services:
+    """What the request handlers reach the broker through (``ctx.services``)."""
+
     #: this broker's (first) node; handlers answer as ``ctx.node_id``, the node the client reached
     node_id: int
     cluster_id: str

@@ -97,6 +97,8 @@ class CleanCancelled(Exception):
 
 @dataclass
 class CleanResult:
+    """A cleaning pass's output: the offsets it covers, its .cleaned file and its counts."""
+
     start: int
     end: int
     path: Path  # the fsynced .cleaned file

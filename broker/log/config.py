@@ -175,6 +175,8 @@ def _no_check(v: Any) -> None:
 
 @dataclass(frozen=True)
 class TopicSetting:
+    """A topic-level setting: its Kafka name, type, default, check and broker synonyms."""
+
     name: str
     kind: str  # Kafka's ConfigDef type: INT, LONG, DOUBLE, BOOLEAN, STRING, LIST
     default: Any
@@ -519,6 +521,8 @@ def validate_topic_configs(broker_defaults: Mapping[str, Any], overrides: Mappin
 
 @dataclass(frozen=True)
 class LogConfig:
+    """A partition log's effective settings, resolved from the topic's configs and the broker's."""
+
     segment_bytes: int
     segment_ms: int
     retention_ms: int

@@ -92,6 +92,8 @@ def encode_keyed(kind: int, offset: int, key: bytes, data: Any = b"") -> list:
 
 @dataclass
 class Entry:
+    """One journal entry: an append to (or a truncation of) a partition's log."""
+
     kind: int
     topic_id: bytes
     topic: str

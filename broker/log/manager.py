@@ -54,10 +54,10 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import importlib
 import logging
 import os
 import resource
-import shutil
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -172,6 +172,13 @@ def open_files_limit(setting: int) -> int:
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove the directory ``path`` and everything in it, ignoring errors (a deleted topic's
+    partition). shutil is imported on the first call: its import (bz2, lzma, fnmatch: ~2.5 ms) is not
+    paid by a broker start that deletes nothing."""
+    importlib.import_module("shutil").rmtree(path, ignore_errors=True)
 
 
 def _syncfs(fd: int, what: str) -> None:
@@ -468,7 +475,7 @@ class LogManager:
             self._journal_keys.pop(plog, None)
             self.recovery_points.pop(key, None)
             plog.close_for_delete()
-            shutil.rmtree(doomed, ignore_errors=True)
+            remove_tree(doomed)
         self._topic_ids.pop(topic, None)
         # a recreated topic must not inherit the old partitions' recovery points nor start offsets
         self.write_checkpoint()

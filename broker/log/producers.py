@@ -23,6 +23,8 @@ SEQ_MOD = 1 << 31
 
 @dataclass(slots=True)
 class CachedBatch:
+    """A producer's recent batch, kept to answer a retried one as a duplicate."""
+
     first_seq: int
     last_seq: int
     base_offset: int

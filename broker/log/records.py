@@ -15,16 +15,14 @@ blocks (Java rejects linked blocks), 4 zstd.
 
 from __future__ import annotations
 
-import gzip
 import time
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from struct import Struct
 
-import cramjam
-
 from broker.log import batch as _batch
+from broker.log import codec_libs
 from broker.log.batch import (
     COMPRESSION_MASK,
     CONTROL_MASK,
@@ -46,6 +44,8 @@ class InvalidRecords(InvalidBatch):
 
 @dataclass(slots=True)
 class Record:
+    """One record of a batch, its offset and timestamp as deltas from the batch's."""
+
     offset_delta: int
     timestamp_delta: int
     key: bytes | None = None
@@ -257,7 +257,7 @@ def _xerial_encode(data: bytes) -> bytes:
     parts = [_XERIAL_HEADER]
     view = memoryview(data)
     for i in range(0, len(data), _XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(view[i : i + _XERIAL_BLOCK]))
+        block = bytes(codec_libs.cramjam.snappy.compress_raw(view[i : i + _XERIAL_BLOCK]))
         parts.append(_BLOCK_LEN.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -265,7 +265,7 @@ def _xerial_encode(data: bytes) -> bytes:
 
 def _snappy_decode(data: bytes) -> bytes:
     if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return bytes(codec_libs.cramjam.snappy.decompress_raw(data))
     if len(data) < 16:
         raise InvalidRecords("truncated xerial snappy header")
     out = []
@@ -277,7 +277,7 @@ def _snappy_decode(data: bytes) -> bytes:
         pos += 4
         if size < 0 or size > n - pos:
             raise InvalidRecords(f"xerial snappy block of {size} bytes runs past the end")
-        out.append(bytes(cramjam.snappy.decompress_raw(data[pos : pos + size])))
+        out.append(bytes(codec_libs.cramjam.snappy.decompress_raw(data[pos : pos + size])))
         pos += size
     return b"".join(out)
 
@@ -285,28 +285,28 @@ def _snappy_decode(data: bytes) -> bytes:
 def _gzip_decode(data: bytes) -> bytes:
     if not data:  # gzip.decompress() takes zero members as an empty stream; Java does not
         raise InvalidRecords("empty gzip stream")
-    return gzip.decompress(data)
+    return codec_libs.gzip.decompress(data)
 
 
 def _lz4_encode(data: bytes) -> bytes:
     # Independent 64 KiB blocks with block checksums: what the Java client (which rejects linked
     # blocks) and librdkafka accept. cramjam.lz4.compress() would link the blocks.
-    c = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
+    c = codec_libs.cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
     c.compress(data)
     return bytes(c.finish())
 
 
 _COMPRESS = {
-    1: lambda d: gzip.compress(d, compresslevel=6, mtime=0),
+    1: lambda d: codec_libs.gzip.compress(d, compresslevel=6, mtime=0),
     2: _xerial_encode,
     3: _lz4_encode,
-    4: lambda d: bytes(cramjam.zstd.compress(d, 3)),
+    4: lambda d: bytes(codec_libs.cramjam.zstd.compress(d, 3)),
 }
 _DECOMPRESS = {
     1: _gzip_decode,
     2: _snappy_decode,
-    3: lambda d: bytes(cramjam.lz4.decompress(d)),
-    4: lambda d: bytes(cramjam.zstd.decompress(d)),
+    3: lambda d: bytes(codec_libs.cramjam.lz4.decompress(d)),
+    4: lambda d: bytes(codec_libs.cramjam.zstd.decompress(d)),
 }
 
 
@@ -332,7 +332,7 @@ def decompress(codec: int, data: bytes | memoryview) -> bytes:
         return fn(bytes(data))
     except InvalidRecords:
         raise
-    except (cramjam.DecompressionError, OSError, EOFError, zlib.error, ValueError) as e:
+    except (codec_libs.cramjam.DecompressionError, OSError, EOFError, zlib.error, ValueError) as e:
         name = _batch.COMPRESSION_NAMES[codec]
         raise InvalidRecords(f"cannot decompress the {name} records: {e}") from None
 

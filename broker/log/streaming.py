@@ -40,10 +40,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import cramjam
-import lz4.frame
-import zstandard
-
+from . import codec_libs
 from .batch import (
     COMPRESSION_MASK,
     COMPRESSION_NAMES,
@@ -113,7 +110,7 @@ def _gzip_chunks(data: bytes) -> Iterator[bytes]:
 
 
 def _zstd_chunks(data: bytes) -> Iterator[bytes]:
-    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    reader = codec_libs.zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
     while True:
         out = reader.read(CHUNK)
         if not out:
@@ -123,7 +120,7 @@ def _zstd_chunks(data: bytes) -> Iterator[bytes]:
 
 def _lz4_chunks(data: bytes) -> Iterator[bytes]:
     while data:
-        d = lz4.frame.LZ4FrameDecompressor()
+        d = codec_libs.lz4_frame.LZ4FrameDecompressor()
         out = d.decompress(data, max_length=CHUNK)
         while True:
             if out:
@@ -137,10 +134,10 @@ def _lz4_chunks(data: bytes) -> Iterator[bytes]:
 
 
 def _snappy_block(block: bytes, budget: int) -> bytes:
-    size = cramjam.snappy.decompress_raw_len(block)
+    size = codec_libs.cramjam.snappy.decompress_raw_len(block)
     if size > budget:
         raise _invalid(f"a snappy block declares {size} bytes, beyond the {budget} still allowed")
-    return bytes(cramjam.snappy.decompress_raw(block))
+    return bytes(codec_libs.cramjam.snappy.decompress_raw(block))
 
 
 def _snappy_chunks(data: bytes, limit: int) -> Iterator[bytes]:
@@ -185,7 +182,13 @@ def decompressed_chunks(codec: int, data: bytes, limit: int) -> Iterator[bytes]:
             yield chunk
     except InvalidBatch:
         raise
-    except (cramjam.DecompressionError, zstandard.ZstdError, RuntimeError, zlib.error, ValueError) as e:
+    except (
+        codec_libs.cramjam.DecompressionError,
+        codec_libs.zstandard.ZstdError,
+        RuntimeError,
+        zlib.error,
+        ValueError,
+    ) as e:
         raise InvalidRecords(f"cannot decompress the {COMPRESSION_NAMES[codec]} records: {e}") from None
 
 

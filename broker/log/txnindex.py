@@ -24,6 +24,8 @@ SUFFIX = ".txnindex"
 
 @dataclass(frozen=True, slots=True)
 class AbortedTxn:
+    """An aborted transaction's entry in a segment's transaction index."""
+
     producer_id: int
     first_offset: int
     last_offset: int

@@ -22,14 +22,11 @@ producer used. The rebuilt batch must still fit max.message.bytes (MESSAGE_TOO_L
 
 from __future__ import annotations
 
-import gzip
 from struct import Struct
-
-import cramjam
-import lz4.frame
 
 from broker.log.crc import crc32c
 
+from . import codec_libs
 from . import records as _records
 from .batch import (
     COMPRESSION_MASK,
@@ -147,20 +144,20 @@ def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
     if codec == 0:
         return data
     if codec == 1:
-        return gzip.compress(data, compresslevel=6 if level in (None, -1) else level, mtime=0)
+        return codec_libs.gzip.compress(data, compresslevel=6 if level in (None, -1) else level, mtime=0)
     if codec == 3:
         # Kafka uses lz4-java's fast compressor at the default level 9 and LZ4 HC at any other; the
         # frame as Kafka's Lz4BlockOutputStream writes it: 64 KiB independent blocks, no content size
-        return lz4.frame.compress(
+        return codec_libs.lz4_frame.compress(
             data,
             compression_level=0 if level in (None, 9) else level,
-            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_size=codec_libs.lz4_frame.BLOCKSIZE_MAX64KB,
             block_linked=False,
             content_checksum=False,
             store_size=False,
         )
     if codec == 4:
-        return bytes(cramjam.zstd.compress(data, level=3 if level is None else level))
+        return bytes(codec_libs.cramjam.zstd.compress(data, level=3 if level is None else level))
     return _records.compress(codec, data)
 
 

@@ -21,13 +21,13 @@ DUPLICATE_RESOURCE, deleting or describing a credential that does not exist RESO
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
+import importlib
 import json
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from broker.datadir import write_durably
 from broker.protocol.errors import ErrorCode
@@ -37,7 +37,8 @@ FILE = "scram-credentials.json"
 #: Kafka's ScramMechanism type codes (org.apache.kafka.clients.admin.ScramMechanism)
 MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 TYPE_OF = {name: code for code, name in MECHANISM_TYPES.items()}
-_HASH = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+#: the hash of each mechanism (its hashlib name)
+_HASH = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
 #: Kafka's ScramMechanism.minIterations and ScramControlManager.MAX_ITERATIONS
 MIN_ITERATIONS = 4096
@@ -47,27 +48,39 @@ MAX_ITERATIONS = 16384
 AuthInfo = tuple[bytes, bytes, bytes, int]
 
 
+def _hashing() -> tuple[ModuleType, ModuleType]:
+    """hashlib and hmac, imported on first use: only SCRAM credentials need them, and their import
+    (OpenSSL's hash bindings, ~1.7 ms) is not paid by a broker start without any."""
+    return importlib.import_module("hashlib"), importlib.import_module("hmac")
+
+
 def keys_from_salted_password(mechanism: str, salted_password: bytes) -> tuple[bytes, bytes]:
     """RFC 5802: StoredKey = H(HMAC(SaltedPassword, "Client Key")), ServerKey = HMAC(SaltedPassword,
     "Server Key")."""
-    hf = _HASH[mechanism]
-    client_key = hmac.new(salted_password, b"Client Key", hf).digest()
-    return hf(client_key).digest(), hmac.new(salted_password, b"Server Key", hf).digest()
+    hash_module, hmac_module = _hashing()
+    hf = getattr(hash_module, _HASH[mechanism])
+    client_key = hmac_module.new(salted_password, b"Client Key", hf).digest()
+    return hf(client_key).digest(), hmac_module.new(salted_password, b"Server Key", hf).digest()
 
 
 def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
     """RFC 5802's Hi(): PBKDF2 with the mechanism's HMAC (what a client sends in an upsertion)."""
-    return hashlib.pbkdf2_hmac(_HASH[mechanism]().name, password.encode(), salt, iterations)
+    hash_module, _hmac_module = _hashing()
+    return hash_module.pbkdf2_hmac(_HASH[mechanism], password.encode(), salt, iterations)
 
 
 @dataclass(frozen=True)
 class Deletion:
+    """An AlterUserScramCredentials deletion: a user's credential of one mechanism."""
+
     name: str
     mechanism: int
 
 
 @dataclass(frozen=True)
 class Upsertion:
+    """An AlterUserScramCredentials upsertion: a user's salted password for one mechanism."""
+
     name: str
     mechanism: int
     iterations: int

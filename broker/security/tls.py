@@ -15,11 +15,12 @@ Every property may be given per listener as ``listener.name.<listener>.<property
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import ssl
-import tempfile
 from collections.abc import Callable
+from types import ModuleType
 
 from broker.config import ConfigError
 
@@ -74,9 +75,15 @@ def server_context(prop: Callable[[str], str], listener: str) -> ssl.SSLContext:
     return ctx
 
 
+def _tempfile() -> ModuleType:
+    """tempfile, imported on first use: only an inline key and chain need it, and its import (shutil,
+    random, bz2, lzma: ~3 ms) is not paid by every broker start."""
+    return importlib.import_module("tempfile")
+
+
 def _load_inline_chain(ctx: ssl.SSLContext, chain: str, key: str, password: str | None) -> None:
     """``load_cert_chain`` reads files only: the PEM text goes through a private temporary file."""
-    fd, path = tempfile.mkstemp(suffix=".pem")
+    fd, path = _tempfile().mkstemp(suffix=".pem")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(key.strip() + "\n" + chain.strip() + "\n")

@@ -4,8 +4,7 @@ answer them (read-only: no records)."""
 
 from __future__ import annotations
 
-import re2
-
+from broker.patterns import PatternError, compile_re2
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.describe_transactions import TopicData
 from broker.protocol.generated.describe_transactions import TransactionState as DescribedState
@@ -15,8 +14,6 @@ from broker.protocol.generated.list_transactions import TransactionState as List
 from .state import TxnCoordinatorState, TxnState
 
 _BY_NAME = {s.kafka_name: s for s in TxnState}
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False
 
 
 def not_coordinator(tid: str) -> DescribedState:
@@ -58,8 +55,8 @@ def list_transactions(
     regex = None
     if pattern:
         try:
-            regex = re2.compile(pattern, options=_OPTIONS)
-        except re2.error:
+            regex = compile_re2(pattern)
+        except PatternError:
             return ListTransactionsResponse(error_code=int(ErrorCode.INVALID_REGULAR_EXPRESSION))
     out = []
     for tid, meta in st.txns.items():

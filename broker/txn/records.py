@@ -34,6 +34,8 @@ class RecordError(ValueError):
 
 @dataclass(slots=True)
 class TxnRecord:
+    """A transaction log record: a transactional id and its value (None: a tombstone)."""
+
     transactional_id: str
     value: TransactionLogValue | None  # None: tombstone
     #: not written (Kafka keeps it in memory only): the epoch before a KIP-360 bump; -1 on load

@@ -57,6 +57,8 @@ COMPLETE = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 
 @dataclass
 class TxnMetadata:
+    """A transactional id's state in the transaction coordinator."""
+
     transactional_id: str
     producer_id: int
     producer_epoch: int
@@ -136,6 +138,8 @@ def from_value(transactional_id: str, v: TransactionLogValue) -> TxnMetadata:
 
 @dataclass
 class TxnConfig:
+    """The transaction coordinator's settings (the broker's transaction.* properties)."""
+
     max_timeout_ms: int = 900_000
     #: transactional.id.expiration.ms (Kafka's default: 7 days)
     id_expiration_ms: int = 604_800_000

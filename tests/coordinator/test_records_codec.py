@@ -17,6 +17,8 @@ from broker.coordinator.generated import group_metadata_value as gmv
 from broker.coordinator.generated.offset_commit_key import OffsetCommitKey
 from broker.coordinator.generated.offset_commit_value import OffsetCommitValue
 from broker.coordinator.records import (
+    _RECORD_HEADS,
+    _ZIGZAG,
     OFFSET_COMMIT,
     CoordinatorRecord,
     OffsetCommitRecord,
@@ -27,7 +29,7 @@ from broker.coordinator.records import (
 )
 from broker.coordinator.state import CommittedOffset, decode_committed
 from broker.log.records import Record as LogRecord
-from broker.log.records import build_batch
+from broker.log.records import _varint, build_batch
 from broker.protocol.primitives import ZERO_UUID
 
 from .context import CoordinatorContext
@@ -266,6 +268,11 @@ _records = st.lists(_offset_records | st.sampled_from(SAMPLES), max_size=150)
 )
 def test_to_batch_is_the_generic_batch_byte_for_byte(records, now, producer):
     assert to_batch(records, now, producer) == _generic_batch(records, now, producer)
+
+
+def test_to_batchs_varint_tables_are_the_generic_varints():
+    assert _ZIGZAG == tuple(_varint(n) for n in range(4096))
+    assert _RECORD_HEADS == tuple(b"\x00\x00" + _varint(n) for n in range(4096))
 
 
 def test_to_batch_of_one_request_shares_group_and_topic_but_not_across_them():

@@ -3,6 +3,8 @@ properties, certificate principals, and the SASL session's states."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import ssl
 
 import pytest
@@ -14,6 +16,7 @@ from broker.control.trace import to_json
 from broker.protocol.generated.sasl_authenticate import SaslAuthenticateRequest
 from broker.security.listeners import listener_security
 from broker.security.sasl import PLAIN_FAILED, SaslFailure, parse_jaas_users, parse_users
+from broker.security.scram_store import keys_from_salted_password, salted_password
 from broker.security.tls import PrincipalRules, principal_from_cert, server_context
 
 
@@ -161,3 +164,15 @@ def test_principal_mapping_applies_to_the_certificate_subject():
 def test_the_protocol_trace_never_records_sasl_tokens():
     token = b"\x00alice\x00secret"
     assert to_json(SaslAuthenticateRequest(token)) == {"auth_bytes": {"bytes": len(token), "redacted": True}}
+
+
+@pytest.mark.parametrize(("mechanism", "name"), [("SCRAM-SHA-256", "sha256"), ("SCRAM-SHA-512", "sha512")])
+def test_scram_keys_are_rfc_5802s(mechanism, name):
+    salted = salted_password(mechanism, "pencil", b"salt", 4096)
+    assert salted == hashlib.pbkdf2_hmac(name, b"pencil", b"salt", 4096)
+    h = getattr(hashlib, name)
+    client_key = hmac.new(salted, b"Client Key", h).digest()
+    assert keys_from_salted_password(mechanism, salted) == (
+        h(client_key).digest(),
+        hmac.new(salted, b"Server Key", h).digest(),
+    )

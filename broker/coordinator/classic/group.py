@@ -51,6 +51,8 @@ class IllegalTransition(RuntimeError):
 
 @dataclass
 class Member:
+    """A member of a classic group (JoinGroup's protocol)."""
+
     member_id: str
     group_instance_id: str | None
     client_id: str

@@ -45,6 +45,8 @@ class ClassicMeta:
 
 @dataclass
 class ConsumerMember:
+    """A member of a consumer group (KIP-848's ConsumerGroupHeartbeat protocol)."""
+
     member_id: str
     instance_id: str | None = None
     rack_id: str | None = None
@@ -69,12 +71,16 @@ class ConsumerMember:
 
 @dataclass
 class TopicMeta:
+    """A subscribed topic's metadata as the group's assignment saw it."""
+
     name: str
     partitions: int
 
 
 @dataclass
 class ConsumerGroup:
+    """A consumer group (KIP-848): epochs, members, target assignment and subscribed topics."""
+
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0

@@ -6,11 +6,12 @@ A pattern must match a whole topic name; internal topics never match. Compiled p
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import re2
+from broker.patterns import PatternError, compile_re2
 
-_OPTIONS = re2.Options()
-_OPTIONS.log_errors = False
+if TYPE_CHECKING:
+    import re2
 
 
 class InvalidRegex(ValueError):
@@ -20,11 +21,10 @@ class InvalidRegex(ValueError):
 @lru_cache(maxsize=1024)
 def compile_pattern(pattern: str) -> re2._Regexp:
     try:
-        return re2.compile(pattern, options=_OPTIONS)
-    except re2.error as e:
-        reason = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
+        return compile_re2(pattern)
+    except PatternError as e:
         raise InvalidRegex(
-            f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {reason}."
+            f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {e}."
         ) from None
 
 
