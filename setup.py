@@ -22,7 +22,17 @@ setup(
             depends=["broker/log/_varint.h"],
             optional=True,
         ),
-        Extension("broker.dispatch._offset_commit", ["broker/dispatch/_offset_commit.c"], optional=True),
-        Extension("broker.dispatch._produce", ["broker/dispatch/_produce.c"], optional=True),
+        Extension(
+            "broker.dispatch._offset_commit",
+            ["broker/dispatch/_offset_commit.c"],
+            depends=["broker/dispatch/_slots.h"],
+            optional=True,
+        ),
+        Extension(
+            "broker.dispatch._produce",
+            ["broker/dispatch/_produce.c"],
+            depends=["broker/dispatch/_slots.h"],
+            optional=True,
+        ),
     ]
 )

@@ -22,6 +22,8 @@
 #include <stdint.h>
 #include <structmember.h>
 
+#include "_slots.h"
+
 /* bind(): the request, topic and partition classes (strong references), where each keeps its
    fields (slot offsets, as broker/dispatch/_offset_commit.c stores them), the zero UUID and the
    function that makes a topic id of 16 bytes (broker.protocol.primitives.to_uuid). A fresh object's
@@ -37,53 +39,6 @@ static PyTypeObject *request_cls, *topic_cls, *partition_cls;
 static Py_ssize_t request_slots[R_COUNT], topic_slots[T_COUNT], partition_slots[P_COUNT];
 static PyObject *zero_uuid, *to_uuid;
 static PyObject *empty_str;
-
-/* the slot offsets of ``fields`` in ``cls``; -1 (TypeError) if one is not an object slot of it */
-static int
-slot_offsets(PyTypeObject *cls, const char **fields, int count, Py_ssize_t *out)
-{
-    for (int f = 0; f < count; f++) {
-        PyObject *d = PyDict_GetItemString(cls->tp_dict, fields[f]); /* borrowed */
-        if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type ||
-            ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
-            PyErr_Format(PyExc_TypeError, "%s has no object slot %s", cls->tp_name, fields[f]);
-            return -1;
-        }
-        out[f] = ((PyMemberDescrObject *)d)->d_member->offset;
-    }
-    return 0;
-}
-
-/* store ``value`` (a new reference, stolen) in the empty slot at ``offset`` of ``o``; -1 if NULL */
-static inline int
-put(PyObject *o, Py_ssize_t offset, PyObject *value)
-{
-    *(PyObject **)((char *)o + offset) = value;
-    return value == NULL ? -1 : 0;
-}
-
-static int16_t
-i16(const unsigned char *d)
-{
-    return (int16_t)(((uint16_t)d[0] << 8) | d[1]);
-}
-
-static int32_t
-i32(const unsigned char *d)
-{
-    return (int32_t)(((uint32_t)d[0] << 24) | ((uint32_t)d[1] << 16) | ((uint32_t)d[2] << 8) | d[3]);
-}
-
-/* The UTF-8 string of the n bytes at d (new reference), or NULL with no error set where the Python
-   parse would not take it (and NULL with an error set on MemoryError). */
-static PyObject *
-utf8(const unsigned char *d, Py_ssize_t n)
-{
-    PyObject *s = PyUnicode_DecodeUTF8((const char *)d, n, NULL);
-    if (s == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
-        PyErr_Clear(); /* the Python parse hands it to the generated decoder, which names it */
-    return s;
-}
 
 /* A compact string (v9+) of one length byte at *pos: 0 null (where nullable), 1-127 0-126 bytes;
    the str (new reference), Py_None for null, or NULL as utf8() says. */
@@ -103,26 +58,12 @@ compact_string(const unsigned char *d, Py_ssize_t end, Py_ssize_t *pos, int null
 }
 
 static PyObject *
-new_object(PyTypeObject *cls)
-{
-    return cls->tp_alloc(cls, 0);
-}
-
-static PyObject *
 one_partition_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "one_partition_request(frame, pos, version)");
-        return NULL;
-    }
-    if (request_cls == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "one_partition_request before bind()");
-        return NULL;
-    }
-    PyObject *frame = args[0];
-    long version = PyLong_AsLong(args[2]);
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (PyErr_Occurred())
+    PyObject *frame;
+    Py_ssize_t pos;
+    long version;
+    if (request_args("one_partition_request", request_cls != NULL, args, nargs, &frame, &pos, &version) < 0)
         return NULL;
     const unsigned char *d;
     Py_ssize_t end;
@@ -301,14 +242,12 @@ bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                         "bind(ProduceRequest, TopicProduceData, PartitionProduceData, zero uuid, to_uuid)");
         return NULL;
     }
-    PyTypeObject *r = (PyTypeObject *)args[0], *t = (PyTypeObject *)args[1], *p = (PyTypeObject *)args[2];
-    if (slot_offsets(r, request_fields, R_COUNT, request_slots) < 0 ||
-        slot_offsets(t, topic_fields, T_COUNT, topic_slots) < 0 ||
-        slot_offsets(p, partition_fields, P_COUNT, partition_slots) < 0)
+    PyTypeObject **cls[3] = {&request_cls, &topic_cls, &partition_cls};
+    const char **fields[3] = {request_fields, topic_fields, partition_fields};
+    const int count[3] = {R_COUNT, T_COUNT, P_COUNT};
+    Py_ssize_t *slots[3] = {request_slots, topic_slots, partition_slots};
+    if (bind_classes(args, cls, fields, count, slots) < 0)
         return NULL;
-    Py_XSETREF(request_cls, (PyTypeObject *)Py_NewRef(r));
-    Py_XSETREF(topic_cls, (PyTypeObject *)Py_NewRef(t));
-    Py_XSETREF(partition_cls, (PyTypeObject *)Py_NewRef(p));
     Py_XSETREF(zero_uuid, Py_NewRef(args[3]));
     Py_XSETREF(to_uuid, Py_NewRef(args[4]));
     Py_RETURN_NONE;
