@@ -20,7 +20,7 @@ from broker.protocol.generated.offset_commit import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
-from broker.protocol.primitives import ZERO_UUID, new, short_topic
+from broker.protocol.primitives import ZERO_UUID, direct_decoder, new, short_topic
 from broker.security.authorizer import GROUP, READ, TOPIC
 
 from . import coordinating
@@ -196,24 +196,10 @@ NATIVE_VERSIONS = range(8, 10)
 
 
 def _decoder(v: int) -> Callable[[bytes, int], tuple[OffsetCommitRequest, int]]:
-    generated = GENERATED_DECODERS[v]
     if v < 2:  # v0-1 (no client of this decade sends them): the generated decoder alone
-        return generated
+        return GENERATED_DECODERS[v]
     native = native_common_request if v in NATIVE_VERSIONS else None
-
-    def decode(b: bytes, p: int = 0) -> tuple[OffsetCommitRequest, int]:
-        if native is not None:
-            out = native(b, p, v)
-            if out is not None:
-                return out
-        try:
-            out = _common_request(b, p, v)
-        except (IndexError, struct.error, UnicodeDecodeError, ValueError):
-            out = None  # (the generated decoder names the error)
-        return out if out is not None else generated(b, p)
-
-    decode.__name__ = decode.__qualname__ = f"decode_request_v{v}"
-    return decode
+    return direct_decoder(v, _common_request, GENERATED_DECODERS[v], native)
 
 
 #: the request decoders the pipeline uses for OffsetCommit (broker/dispatch/registry.py): a request

@@ -46,7 +46,15 @@ from broker.protocol.generated.produce import (
     TopicProduceData,
     TopicProduceResponse,
 )
-from broker.protocol.primitives import ZERO_UUID, new, short_topic, to_uuid, uvarint, uvarint_tail
+from broker.protocol.primitives import (
+    ZERO_UUID,
+    direct_decoder,
+    new,
+    short_topic,
+    to_uuid,
+    uvarint,
+    uvarint_tail,
+)
 from broker.quotas import user_of
 from broker.security.authorizer import TOPIC, TRANSACTIONAL_ID, WRITE
 
@@ -163,30 +171,14 @@ if _compiled is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0":
     native_one_partition_request = _compiled.one_partition_request
 
 
-def _decoder(v: int) -> Callable[[bytes, int], tuple[ProduceRequest, int]]:
-    generated = GENERATED_DECODERS[v]
-    native = native_one_partition_request
-
-    def decode(b: bytes, p: int = 0) -> tuple[ProduceRequest, int]:
-        if native is not None:
-            out = native(b, p, v)
-            if out is not None:
-                return out
-        try:
-            out = _one_partition_request(b, p, v)
-        except (IndexError, struct.error, UnicodeDecodeError, ValueError):
-            out = None  # (the generated decoder names the error)
-        return out if out is not None else generated(b, p)
-
-    decode.__name__ = decode.__qualname__ = f"decode_request_v{v}"
-    return decode
-
-
 #: the request decoders the pipeline uses for Produce (broker/dispatch/registry.py): a request of one
 #: partition is parsed directly (``_one_partition_request``, compiled where built), anything else by
 #: the generated decoder;
 #: tests/dispatch/test_produce_decoder.py holds the two to the same result
-REQUEST_DECODERS = {v: _decoder(v) for v in range(VERSIONS[0], VERSIONS[1] + 1)}
+REQUEST_DECODERS = {
+    v: direct_decoder(v, _one_partition_request, GENERATED_DECODERS[v], native_one_partition_request)
+    for v in range(VERSIONS[0], VERSIONS[1] + 1)
+}
 
 
 def _error(

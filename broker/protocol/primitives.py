@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from struct import Struct
+from struct import error as StructError
 from typing import Any
 from uuid import UUID
 
@@ -82,6 +83,36 @@ def short_topic(b: bytes, p: int, end: int, by_id: bool) -> tuple[str, UUID, int
     if n < 0 or n > 126 or p + n > end:
         return None
     return b[p : p + n].decode(), ZERO_UUID, p + n
+
+
+#: what a direct parse raises on a malformed frame (the generated decoder then names the error)
+_DIRECT_PARSE_ERRORS = (IndexError, StructError, UnicodeDecodeError, ValueError)
+
+
+def direct_decoder(
+    v: int,
+    direct: Callable[[bytes, int, int], tuple[Any, int] | None],
+    generated: Callable[[bytes, int], tuple[Any, int]],
+    native: Callable[[bytes, int, int], tuple[Any, int] | None] | None = None,
+) -> Callable[[bytes, int], tuple[Any, int]]:
+    """The request decoder of version ``v`` for a request whose common shape is parsed directly:
+    ``native`` (its compiled parse; None where it is not built or turned off) and then ``direct``
+    (its Python parse), each ``(frame, pos, v) -> (request, end)`` or None for a frame it does not
+    take, and the generated decoder for every other frame (it names what is malformed)."""
+
+    def decode(b: bytes, p: int = 0) -> tuple[Any, int]:
+        if native is not None:
+            out = native(b, p, v)
+            if out is not None:
+                return out
+        try:
+            out = direct(b, p, v)
+        except _DIRECT_PARSE_ERRORS:
+            out = None
+        return out if out is not None else generated(b, p)
+
+    decode.__name__ = decode.__qualname__ = f"decode_request_v{v}"
+    return decode
 
 
 def uvarint_tail(b: bytes, p: int, first: int) -> tuple[int, int]:
