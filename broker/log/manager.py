@@ -58,6 +58,7 @@ import importlib
 import logging
 import os
 import resource
+import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -319,6 +320,9 @@ class LogManager:
         self.recovery_points = self._read_checkpoint()
         #: the rows the checkpoint file holds as this broker last wrote it (None: not written yet)
         self._checkpointed: list[tuple[str, int, int]] | None = None
+        #: snapshots of the checkpoint taken (event loop) and the last written (under the lock)
+        self._checkpoint_seq = self._checkpoint_stored = 0
+        self._checkpoint_lock = threading.Lock()
         self.start_offsets = read_checkpoint(data_dir / START_CHECKPOINT)
         self.cleaner = LogCleaner(broker_config)
         self.cleaner.now_ms = self.now_ms
@@ -685,7 +689,13 @@ class LogManager:
                 if offset > synced.get(plog, 0):
                     synced[plog] = offset
             try:
-                self.write_checkpoint()
+                # the rows on the event loop; their file (10,000 lines at 10,000 partitions) and its
+                # fsync on the sync's thread, not stalling every connection meanwhile
+                rows = self._checkpoint_rows()
+                if rows is not None:
+                    await loop.run_in_executor(
+                        self._syncer, self._store_checkpoint, self._checkpoint_seq, rows
+                    )
                 await loop.run_in_executor(self._syncer, self.journal.delete_through, covered)
             except OSError as e:
                 log.error("background sync: cannot write the checkpoint or delete the journal: %s", e)
@@ -783,7 +793,15 @@ class LogManager:
         return read_checkpoint(self.data_dir / CHECKPOINT)
 
     def write_checkpoint(self) -> None:
-        """Kafka's format: version, count, then 'topic partition offset' lines."""
+        """Kafka's format: version, count, then 'topic partition offset' lines (written here, on
+        the calling thread; the background sync writes it on its own thread: ``sync_journal``)."""
+        rows = self._checkpoint_rows()
+        if rows is not None:
+            self._store_checkpoint(self._checkpoint_seq, rows)
+
+    def _checkpoint_rows(self) -> list[tuple[str, int, int]] | None:
+        """The recovery checkpoint's rows now (event loop), numbered (``_checkpoint_seq``) for
+        ``_store_checkpoint``; None when the file already says this (no rewrite, no fsync)."""
         # the recovery point is what is known to be on disk: below it, damage is corruption, not a torn tail
         # (a log not opened since the clean stop: the recovery point that stop wrote)
         points = self.recovery_points
@@ -802,11 +820,29 @@ class LogManager:
             if not plog.deleted
         ]
         self.recovery_points = {(t, p): o for t, p, o in rows}
-        if rows == self._checkpointed:  # the file already says this: no rewrite, no fsync on the loop
-            return
-        body = "0\n" + f"{len(rows)}\n" + "".join(f"{t} {p} {o}\n" for t, p, o in rows)
-        _atomic_write(self.data_dir / CHECKPOINT, body.encode())
+        if rows == self._checkpointed:
+            return None
+        # taken as written: a later snapshot with the same rows is not written again (if this one
+        # fails, ``_checkpointed`` is reset and the next one is)
         self._checkpointed = rows
+        self._checkpoint_seq += 1
+        return rows
+
+    def _store_checkpoint(self, seq: int, rows: list[tuple[str, int, int]]) -> None:
+        """Write snapshot ``seq`` (any thread) unless a later one is written already: a topic's
+        deletion writes its snapshot on the event loop while the background sync may be writing an
+        older one (which still names the deleted partitions) on its thread; the older one must not
+        replace it."""
+        with self._checkpoint_lock:
+            if seq <= self._checkpoint_stored:
+                return
+            body = "0\n" + f"{len(rows)}\n" + "".join(f"{t} {p} {o}\n" for t, p, o in rows)
+            try:
+                _atomic_write(self.data_dir / CHECKPOINT, body.encode())
+            except OSError:
+                self._checkpointed = None
+                raise
+            self._checkpoint_stored = seq
 
     def write_start_checkpoint(self, moved: dict[tuple[str, int], int] | None = None) -> None:
         """The log start offsets of every partition whose start is inside its first segment (moved by

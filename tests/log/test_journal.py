@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import uuid
 
 import pytest
@@ -226,6 +227,47 @@ async def test_the_background_sync_rotates_syncs_checkpoints_and_deletes_what_it
     assert read_checkpoint(tmp_path / CHECKPOINT) == {("t", 0): 2, ("t", 1): 1}
     await append(m, m.get("t", 1), b"late")[1]
     assert read_checkpoint(tmp_path / CHECKPOINT) == {("t", 0): 2, ("t", 1): 1}
+    await m.close()
+
+
+async def test_the_background_sync_writes_the_checkpoint_off_the_event_loop(tmp_path, monkeypatch):
+    m = manager(tmp_path)
+    m.open_topic("t", 1, {})
+    await append(m, m.get("t", 0), b"a")[1]
+    loop_thread = threading.get_ident()
+    writers = []
+    real = manager_module._atomic_write
+    monkeypatch.setattr(
+        manager_module,
+        "_atomic_write",
+        lambda path, data: (writers.append(threading.get_ident()), real(path, data)),
+    )
+    assert await m.sync_journal()
+    assert read_checkpoint(tmp_path / CHECKPOINT) == {("t", 0): 1}
+    assert writers and loop_thread not in writers
+    await m.close()
+
+
+async def test_an_older_checkpoint_written_late_never_replaces_a_newer_one(tmp_path):
+    # the background sync took its rows (naming topic "gone"), then the topic was deleted and that
+    # snapshot written on the loop; the sync's write, coming last, must not bring "gone" back
+    m = manager(tmp_path)
+    m.open_topic("t", 1, {})
+    m.open_topic("gone", 1, {})
+    await append(m, m.get("t", 0), b"a")[1]
+    await append(m, m.get("gone", 0), b"b")[1]
+    older = m._checkpoint_rows()
+    seq = m._checkpoint_seq
+    assert [r[0] for r in older] == ["t", "gone"]
+    m.delete_topic("gone")  # writes its own snapshot
+    assert list(read_checkpoint(tmp_path / CHECKPOINT)) == [("t", 0)]
+    m._store_checkpoint(seq, older)
+    assert list(read_checkpoint(tmp_path / CHECKPOINT)) == [("t", 0)]
+    # and a failed write is retried by the next snapshot, even with the same rows
+    m._checkpointed = None
+    rows = m._checkpoint_rows()
+    assert [r[:2] for r in rows] == [("t", 0)]
+    assert m._checkpoint_rows() is None  # (taken: the same rows are not written twice)
     await m.close()
 
 
