@@ -35,6 +35,7 @@ from struct import Struct
 from struct import error as StructError
 from typing import Any
 
+from broker import native
 from broker.log.batch import (
     COMPRESSION_MASK,
     CONTROL_MASK,
@@ -60,7 +61,7 @@ except ImportError:  # not built (no C compiler at install): the Python walk doe
 
 #: ``scan(section, pos, stop, count, base, min_offset)``: the compiled walk of the common records
 #: (broker/coordinator/_replay.c); None when the extension is not built or ``PYKBROKER_NATIVE=0``
-native_scan = _replay.scan if _replay is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
+native_scan = native.compiled(_replay.scan if _replay is not None else None)
 #: ``unpack(records)``: a run of OffsetCommit records ``native_scan`` took -> {partition: value bytes}
 native_unpack = _replay.unpack if _replay is not None else None
 

@@ -8,13 +8,13 @@ and codecs come from the generated table in ``broker/coordinator/generated``.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from struct import Struct
 from struct import error as StructError
 from typing import Any
 from uuid import UUID
 
+from broker import native
 from broker.coordinator.generated import BY_NAME, RECORD_TYPES
 from broker.coordinator.generated import consumer_group_member_metadata_value as _mem_v
 from broker.coordinator.generated import consumer_group_partition_metadata_value as _part_v
@@ -292,7 +292,7 @@ def _legacy_offset_commit_v4(value: bytes) -> Any:
 #: ``commit_records(records, cls, uuid_cls) -> (section, n)``: ``to_batch``'s encoding of the leading
 #: common OffsetCommit records, compiled (broker/coordinator/_replay.c); None when the extension is
 #: not built or ``PYKBROKER_NATIVE=0`` (tests/coordinator/test_records_native.py: the same bytes)
-native_commit_records = _commit_records if os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
+native_commit_records = native.compiled(_commit_records)
 
 
 def to_batch(records: list[Any], now_ms: int, producer: tuple[int, int] | None = None) -> bytes:

@@ -5,11 +5,11 @@ flexible; v9 member epochs for consumer groups; v10 topic ids. Rules: broker/coo
 from __future__ import annotations
 
 import asyncio
-import os
 import struct
 from collections.abc import Callable
 from typing import Any
 
+from broker import native
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.offset_commit import REQUEST_DECODERS as GENERATED_DECODERS
 from broker.protocol.generated.offset_commit import (
@@ -185,7 +185,7 @@ def _common_request(b: bytes, p: int, v: int) -> tuple[OffsetCommitRequest, int]
 #: where it takes one, None where the Python parse decides; None when the extension is not built or
 #: ``PYKBROKER_NATIVE=0`` (tests/dispatch/test_offset_commit_decoder.py holds the two to one result)
 native_common_request: Callable[[bytes, int, int], tuple[OffsetCommitRequest, int] | None] | None = None
-if _offset_commit is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0":
+if native.compiled(_offset_commit) is not None:
     _offset_commit.bind(
         OffsetCommitRequest, OffsetCommitRequestTopic, OffsetCommitRequestPartition, ZERO_UUID
     )

@@ -21,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import os
 import struct
 from collections.abc import Callable
 from functools import lru_cache
 from uuid import UUID
 
+from broker import native
 from broker.log import validator
 from broker.log.batch import HEADER_SIZE, TRANSACTIONAL_MASK, InvalidBatch, read_header, validate_produce
 from broker.log.manager import StorageError
@@ -166,7 +166,7 @@ def _one_partition_request(b: bytes, p: int, v: int) -> tuple[ProduceRequest, in
 #: takes one, None where the Python parse decides; None when the extension is not built or
 #: ``PYKBROKER_NATIVE=0`` (tests/dispatch/test_produce_decoder.py holds the two to one result)
 native_one_partition_request: Callable[[bytes, int, int], tuple[ProduceRequest, int] | None] | None = None
-if _compiled is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0":
+if native.compiled(_compiled) is not None:
     _compiled.bind(ProduceRequest, TopicProduceData, PartitionProduceData, ZERO_UUID, to_uuid)
     native_one_partition_request = _compiled.one_partition_request
 

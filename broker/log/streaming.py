@@ -35,10 +35,11 @@ walk does it all. tests/log/test_native.py holds the two to the same answers.
 from __future__ import annotations
 
 import itertools
-import os
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from broker import native
 
 from . import codec_libs
 from .batch import (
@@ -60,16 +61,12 @@ except ImportError:  # not built (no C compiler at install): the Python walk doe
 #: ``check_records(section, count)``: the compiled walk of :func:`_check_plain`, returning its
 #: facts (min, max and first timestamp delta, attributes all 0) or None for a section it refuses;
 #: None when the extension is not built or ``PYKBROKER_NATIVE=0``
-native_check = (
-    _native.check_records if _native is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
-)
+native_check = native.compiled(_native.check_records if _native is not None else None)
 
 #: ``check_batch(records)``: the header, CRC and record walk of exactly one valid uncompressed
 #: batch in one compiled call, giving its BatchInfo and RecordStats (see :func:`validate_one`);
 #: None as ``native_check``
-native_batch = (
-    _native.check_batch if _native is not None and os.environ.get("PYKBROKER_NATIVE", "1") != "0" else None
-)
+native_batch = native.compiled(_native.check_batch if _native is not None else None)
 
 CHUNK = 64 * 1024
 #: a compressed section may expand to at most this many times the topic's max.message.bytes
