@@ -23,6 +23,7 @@ from kafka.structs import OffsetAndMetadata
 from broker.cli import serve
 from broker.config import Config, ConfigError, parse_properties
 from broker.datadir import DataDirLocked
+from broker.log import manager as log_manager
 from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
@@ -538,7 +539,7 @@ def test_packaging_metadata_uses_an_spdx_license_and_ignores_the_default_data_di
 #: plane's operations (fault injector, invariant checker, its HTTP client and server), the
 #: crc32c package's __init__ with importlib.metadata (broker/log/crc.py), the handler modules, and
 #: the modules only an optional feature needs (regex patterns, inline TLS keys, topic deletion, an
-#: unknown setting's suggestion, SCRAM, each compression codec)
+#: unknown setting's suggestion, SCRAM, each compression codec, ctypes for syncfs)
 NOT_AT_START_UP = [
     "broker.control.operations",
     "broker.control.faults",
@@ -572,6 +573,8 @@ NOT_AT_START_UP = [
     "lz4.frame",
     "zstandard",
 ]
+if log_manager._syncfs_call is not log_manager._libc_syncfs:  # syncfs compiled (broker/log/_native.c)
+    NOT_AT_START_UP.append("ctypes")  # else broker/log/manager.py's fallback loads it on first use
 
 _SNAPSHOT = """
 import gc, json, os, signal, sys, threading, time
