@@ -60,7 +60,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.log.crc import crc32c
 
@@ -781,8 +781,7 @@ def _commit_and_finish(result: CleanResult) -> None:
     finish_swap(commit_swap(result))
 
 
-@dataclass
-class ToClean:
+class ToClean(NamedTuple):  # not a dataclass: see broker.config.Setting
     """What a pass over a user topic would clean (Kafka's LogToClean): ``segs`` = ``[start, end)``."""
 
     start: int
