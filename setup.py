@@ -2,6 +2,7 @@
 cannot be built (no C compiler) the install goes on and the broker runs the same code in Python.
 
 - broker.log._native: the produce path's record walk (broker/log/_native.c; Python: broker/log/streaming.py)
+  and syncfs (Python: ctypes, broker/log/manager.py)
 - broker.coordinator._replay: the start-up replay's walk of the coordinator log
   (broker/coordinator/_replay.c; Python: broker/coordinator/loader.py)
 - broker.dispatch._offset_commit: the common OffsetCommit request's parse

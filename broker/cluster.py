@@ -12,7 +12,6 @@ import base64
 import logging
 import re
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
@@ -47,21 +46,36 @@ def validate_topic_name(name: str) -> None:
         )
 
 
-@dataclass
 class Topic:
-    """A topic: its name, id, partition count, config overrides and replica placement."""
+    """A topic: its name, id, partition count, config overrides and replica placement.
 
-    name: str
-    topic_id: uuid.UUID
-    partitions: int
-    configs: dict[str, str] = field(default_factory=dict)
-    internal: bool = False
-    #: per partition, its replicas (the first is the preferred leader); None: every partition's
-    #: replica list is [the first node] (topics of a single-node broker, see broker/nodes.py)
-    replicas: list[list[int]] | None = None
-    #: per partition, its leader (-1: none live) and leader epoch; None with ``replicas``
-    leaders: list[int] | None = None
-    leader_epochs: list[int] | None = None
+    A plain class, not a dataclass: a dataclass compiles its generated methods at import (~3.5M
+    instructions each), which every broker start pays (bench/startup_bench.py); the mutable
+    records every start-up defines (this one, ClientInfo, the cleaner's CleanResult) are written
+    out instead, and the immutable ones are NamedTuples (see broker.config.Setting)."""
+
+    def __init__(
+        self,
+        name: str,
+        topic_id: uuid.UUID,
+        partitions: int,
+        configs: dict[str, str] | None = None,
+        internal: bool = False,
+        replicas: list[list[int]] | None = None,
+        leaders: list[int] | None = None,
+        leader_epochs: list[int] | None = None,
+    ) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partitions = partitions
+        self.configs: dict[str, str] = {} if configs is None else configs
+        self.internal = internal
+        #: per partition, its replicas (the first is the preferred leader); None: every partition's
+        #: replica list is [the first node] (topics of a single-node broker, see broker/nodes.py)
+        self.replicas = replicas
+        #: per partition, its leader (-1: none live) and leader epoch; None with ``replicas``
+        self.leaders = leaders
+        self.leader_epochs = leader_epochs
 
 
 def _topic_doc(t: Topic) -> dict:

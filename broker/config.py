@@ -24,9 +24,11 @@ log = logging.getLogger(__name__)
 LONG_MAX = (1 << 63) - 1
 
 
-# Setting, Endpoint (and the listener's ListenerSecurity, Bound) are NamedTuples, not frozen
-# dataclasses: a dataclass compiles its generated methods at import (~4.7M instructions each, a
-# NamedTuple ~0.8M), a cost every broker start pays (bench/startup_bench.py).
+# Setting, Endpoint (and the other immutable records every start-up defines, which point here: the
+# listener's ListenerSecurity and Bound, LogConfig, the handlers' Services, the log's AbortedTxn and
+# CachedBatch...) are NamedTuples, not frozen dataclasses: a dataclass compiles its generated methods
+# at import (~4.7M instructions each, a NamedTuple ~0.8M), a cost every broker start pays
+# (bench/startup_bench.py).
 class Setting(NamedTuple):
     name: str
     type: type

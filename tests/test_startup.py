@@ -23,6 +23,7 @@ from kafka.structs import OffsetAndMetadata
 from broker.cli import serve
 from broker.config import Config, ConfigError, parse_properties
 from broker.datadir import DataDirLocked
+from broker.log import manager as log_manager
 from broker.protocol.generated.describe_cluster import DescribeClusterRequest
 from broker.protocol.generated.find_coordinator import FindCoordinatorRequest
 from broker.protocol.generated.metadata import MetadataRequest, MetadataRequestTopic
@@ -538,7 +539,7 @@ def test_packaging_metadata_uses_an_spdx_license_and_ignores_the_default_data_di
 #: plane's operations (fault injector, invariant checker, its HTTP client and server), the
 #: crc32c package's __init__ with importlib.metadata (broker/log/crc.py), the handler modules, and
 #: the modules only an optional feature needs (regex patterns, inline TLS keys, topic deletion, an
-#: unknown setting's suggestion, SCRAM, each compression codec)
+#: unknown setting's suggestion, SCRAM, each compression codec, ctypes for syncfs)
 NOT_AT_START_UP = [
     "broker.control.operations",
     "broker.control.faults",
@@ -572,6 +573,8 @@ NOT_AT_START_UP = [
     "lz4.frame",
     "zstandard",
 ]
+if log_manager._syncfs_call is not log_manager._libc_syncfs:  # syncfs compiled (broker/log/_native.c)
+    NOT_AT_START_UP.append("ctypes")  # else broker/log/manager.py's fallback loads it on first use
 
 _SNAPSHOT = """
 import gc, json, os, signal, sys, threading, time
@@ -583,6 +586,13 @@ def snapshot():
         json.dump(
             {
                 "modules": sorted(sys.modules),
+                "dataclasses": sorted(
+                    f"{name}.{k}"
+                    for name, m in list(sys.modules.items())
+                    if name.startswith("broker")
+                    for k, v in list(vars(m).items())
+                    if isinstance(v, type) and "__dataclass_fields__" in v.__dict__ and v.__module__ == name
+                ),
                 "frozen": gc.get_freeze_count(),
                 "gc": gc.isenabled(),
                 "threshold": gc.get_threshold(),
@@ -598,7 +608,8 @@ main(["serve", "--port", "0", "--data-dir", data, "--ready-file", ready])
 
 def test_serve_loads_the_control_plane_and_handlers_only_when_used_and_freezes_start_up(tmp_path):
     """``pykbroker serve`` up to listening (the ready file) imports none of NOT_AT_START_UP (the next
-    test: the first request of an API loads its handler, the control plane loads when used)."""
+    test: the first request of an API loads its handler, the control plane loads when used) and
+    builds no dataclass."""
     ready, out = tmp_path / "ready", tmp_path / "modules.json"
     proc = subprocess.run(
         [sys.executable, "-c", _SNAPSHOT, str(ready), str(out), str(tmp_path / "data")],
@@ -611,6 +622,9 @@ def test_serve_loads_the_control_plane_and_handlers_only_when_used_and_freezes_s
     loaded = set(snapshot["modules"])
     assert "broker.app" in loaded and "broker.dispatch.registry" in loaded  # the snapshot is of a broker
     assert [m for m in NOT_AT_START_UP if m in loaded] == []
+    # nor defines a dataclass: each compiles its generated methods at import (~3.5M instructions);
+    # the records start-up needs are NamedTuples, plain classes or broker.slotted classes
+    assert snapshot["dataclasses"] == []
     # what start-up built is out of the collector's generations (gc.freeze) once it listens, and the
     # collector, off during start-up, runs again
     assert snapshot["frozen"] > 10_000

@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker import features
@@ -40,30 +39,44 @@ class CloseConnection(Exception):
     """Raised by a handler when the right answer is to close the connection (e.g. acks=0 errors)."""
 
 
-@dataclass
 class ClientInfo:
-    """What we know about the client on one connection (for logs and DescribeGroups)."""
+    """What we know about the client on one connection (for logs and DescribeGroups). A plain
+    class, not a dataclass: see broker.cluster.Topic."""
 
-    peer: str
-    #: the name of the listener the client connected to (its advertised address is the one given)
-    listener: str = "PLAINTEXT"
-    #: set by a handler whose client exceeded a quota: the connection handles no further request
-    #: for this many ms once the response is out (KIP-219), then resets it to 0
-    mute_ms: int = 0
-    client_id: str | None = None
-    software_name: str | None = None
-    software_version: str | None = None
-    #: this connection's number in the broker (the control API lists and matches on it)
-    connection_id: int = 0
-    #: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (the listener's security protocol)
-    security_protocol: str = "PLAINTEXT"
-    #: who the client is: ``User:<name>`` once SASL authenticated, the certificate's subject on
-    #: TLS with a client certificate, else ``User:ANONYMOUS`` (Kafka's principals)
-    principal: str = "User:ANONYMOUS"
-    #: the SASL session (broker.security.sasl.SaslSession) on a SASL listener, else None
-    sasl: Any = None
-    #: the node of a multi-node cluster the client reached (-1: the broker's node, services.node_id)
-    node_id: int = -1
+    def __init__(
+        self,
+        peer: str,
+        listener: str = "PLAINTEXT",
+        mute_ms: int = 0,
+        client_id: str | None = None,
+        software_name: str | None = None,
+        software_version: str | None = None,
+        connection_id: int = 0,
+        security_protocol: str = "PLAINTEXT",
+        principal: str = "User:ANONYMOUS",
+        sasl: Any = None,
+        node_id: int = -1,
+    ) -> None:
+        self.peer = peer
+        #: the name of the listener the client connected to (its advertised address is the one given)
+        self.listener = listener
+        #: set by a handler whose client exceeded a quota: the connection handles no further request
+        #: for this many ms once the response is out (KIP-219), then resets it to 0
+        self.mute_ms = mute_ms
+        self.client_id = client_id
+        self.software_name = software_name
+        self.software_version = software_version
+        #: this connection's number in the broker (the control API lists and matches on it)
+        self.connection_id = connection_id
+        #: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (the listener's security protocol)
+        self.security_protocol = security_protocol
+        #: who the client is: ``User:<name>`` once SASL authenticated, the certificate's subject on
+        #: TLS with a client certificate, else ``User:ANONYMOUS`` (Kafka's principals)
+        self.principal = principal
+        #: the SASL session (broker.security.sasl.SaslSession) on a SASL listener, else None
+        self.sasl = sasl
+        #: the node of a multi-node cluster the client reached (-1: the broker's node, services.node_id)
+        self.node_id = node_id
 
     @property
     def host(self) -> str:

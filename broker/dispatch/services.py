@@ -8,9 +8,7 @@ this package): not its listeners, connections or lifecycle.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from broker.cluster import TopicRegistry
@@ -29,8 +27,7 @@ if TYPE_CHECKING:
     from .registry import Registry
 
 
-@dataclass(frozen=True)
-class Services:
+class Services(NamedTuple):  # not a dataclass: see broker.config.Setting
     """What the request handlers reach the broker through (``ctx.services``)."""
 
     #: this broker's (first) node; handlers answer as ``ctx.node_id``, the node the client reached
@@ -67,13 +64,14 @@ class Services:
     #: the incremental fetch sessions (KIP-227; dispatch/fetch_session.py), None: every fetch is full
     fetch_sessions: FetchSessionCache | None = None
 
-    @cached_property
+    @property
     def groups(self) -> GroupCoordinator:
         """The group coordinator's facade (groups, offsets, group configs): built on the first
-        request that needs it when start-up did not load it; afterwards a plain attribute."""
+        request that needs it when start-up did not load it (``load_groups`` returns the same one
+        every time after)."""
         return self.load_groups()
 
-    @cached_property
+    @property
     def txns(self) -> TransactionCoordinator:
         """The transaction coordinator's facade (transactional ids, transactions, markers), as
         ``groups``."""

@@ -18,14 +18,20 @@
    batch, any fault): the caller then takes the Python path, which accepts or raises as before. So
    one call replaces the header parse, the CRC call and the record walk of a partition.
 
+   syncfs(fd) is syncfs(2) with the GIL released, returning 0 or the errno (broker/log/manager.py
+   raises the OSError): the same call as the manager's ctypes fallback, without importing ctypes at
+   every start-up. Linux only (where syncfs exists); elsewhere the module has no syncfs.
+
    Built by `pip install -e .` (setup.py, an optional extension: without a compiler the install goes
    on and the broker uses the Python walk; PYKBROKER_NATIVE=0 disables it at run time). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <structmember.h>
+#include <unistd.h>
 
 #include "_varint.h"
 
@@ -354,6 +360,22 @@ crc32c_py(PyObject *Py_UNUSED(self), PyObject *arg)
     return PyLong_FromUnsignedLong(c);
 }
 
+#ifdef __linux__
+static PyObject *
+syncfs_py(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    int fd = PyObject_AsFileDescriptor(arg);
+    if (fd < 0)
+        return NULL;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (syncfs(fd) != 0)
+        err = errno;
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(err);
+}
+#endif
+
 static PyMethodDef methods[] = {
     {"check_batch", (PyCFunction)check_batch, METH_O,
      "check_batch(records) -> (BatchInfo, RecordStats) for exactly one valid uncompressed v2"
@@ -364,6 +386,10 @@ static PyMethodDef methods[] = {
     {"check_records", (PyCFunction)(void (*)(void))check_records, METH_FASTCALL,
      "check_records(section, count) -> (min ts delta, max ts delta, first ts delta, attributes all 0)"
      " or None when the records section is malformed"},
+#ifdef __linux__
+    {"syncfs", (PyCFunction)syncfs_py, METH_O,
+     "syncfs(fd) -> 0, or the errno of a failed syncfs(2) of fd's file system (GIL released)"},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

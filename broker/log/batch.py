@@ -18,10 +18,10 @@ why the broker can assign offsets by rewriting the first 8 bytes in place.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from struct import Struct
 
 from broker.log.crc import crc32c
+from broker.slotted import Slotted
 
 HEADER = Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -54,22 +54,52 @@ class InvalidBatch(ValueError):
         self.corrupt = corrupt
 
 
-@dataclass(slots=True)
-class BatchInfo:
-    """The header fields of one batch and where it sits in its buffer."""
+class BatchInfo(Slotted):
+    """The header fields of one batch and where it sits in its buffer (not a dataclass: see
+    broker.slotted)."""
 
-    position: int
-    size: int  # whole batch, header included
-    base_offset: int
-    last_offset_delta: int
-    attributes: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
-    partition_leader_epoch: int
+    __slots__ = (
+        "position",
+        "size",
+        "base_offset",
+        "last_offset_delta",
+        "attributes",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "records_count",
+        "partition_leader_epoch",
+    )
+
+    def __init__(
+        self,
+        position: int,
+        size: int,
+        base_offset: int,
+        last_offset_delta: int,
+        attributes: int,
+        base_timestamp: int,
+        max_timestamp: int,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        records_count: int,
+        partition_leader_epoch: int,
+    ) -> None:
+        self.position = position
+        self.size = size  # whole batch, header included
+        self.base_offset = base_offset
+        self.last_offset_delta = last_offset_delta
+        self.attributes = attributes
+        self.base_timestamp = base_timestamp
+        self.max_timestamp = max_timestamp
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.records_count = records_count
+        self.partition_leader_epoch = partition_leader_epoch
 
     @property
     def last_offset(self) -> int:

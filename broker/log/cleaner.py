@@ -58,9 +58,8 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.log.crc import crc32c
 
@@ -95,25 +94,26 @@ class CleanCancelled(Exception):
     """The broker is shutting down; the pass left only a ``.cleaned`` file behind (deleted)."""
 
 
-@dataclass
 class CleanResult:
-    """A cleaning pass's output: the offsets it covers, its .cleaned file and its counts."""
+    """A cleaning pass's output: the offsets it covers, its .cleaned file and its counts (a plain
+    class, not a dataclass: see broker.cluster.Topic)."""
 
-    start: int
-    end: int
-    path: Path  # the fsynced .cleaned file
-    records_read: int = 0
-    records_kept: int = 0
-    tombstones_dropped: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    batches_written: int = 0
-    keys: int = 0
-    aborted_dropped: int = 0  # records of aborted transactions removed
-    markers_dropped: int = 0  # transaction markers removed (past their delete horizon)
-    #: user topics: the aborted transactions whose markers lie in ``[start, end)`` after the pass
-    #: (Kafka's cleaned transaction index); None when the pass leaves the index alone
-    aborted: list[AbortedTxn] | None = None
+    def __init__(self, start: int, end: int, path: Path) -> None:
+        self.start = start
+        self.end = end
+        self.path = path  # the fsynced .cleaned file
+        self.records_read = 0
+        self.records_kept = 0
+        self.tombstones_dropped = 0
+        self.bytes_read = 0
+        self.bytes_written = 0
+        self.batches_written = 0
+        self.keys = 0
+        self.aborted_dropped = 0  # records of aborted transactions removed
+        self.markers_dropped = 0  # transaction markers removed (past their delete horizon)
+        #: user topics: the aborted transactions whose markers lie in ``[start, end)`` after the
+        #: pass (Kafka's cleaned transaction index); None when the pass leaves the index alone
+        self.aborted: list[AbortedTxn] | None = None
 
 
 def range_name(start: int, end: int) -> str:
@@ -781,8 +781,7 @@ def _commit_and_finish(result: CleanResult) -> None:
     finish_swap(commit_swap(result))
 
 
-@dataclass
-class ToClean:
+class ToClean(NamedTuple):  # not a dataclass: see broker.config.Setting
     """What a pass over a user topic would clean (Kafka's LogToClean): ``segs`` = ``[start, end)``."""
 
     start: int

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.protocol.errors import ErrorCode, KafkaError
 
@@ -173,8 +172,7 @@ def _no_check(v: Any) -> None:
 # the settings
 
 
-@dataclass(frozen=True)
-class TopicSetting:
+class TopicSetting(NamedTuple):  # not a dataclass: see broker.config.Setting
     """A topic-level setting: its Kafka name, type, default, check and broker synonyms."""
 
     name: str
@@ -519,8 +517,7 @@ def validate_topic_configs(broker_defaults: Mapping[str, Any], overrides: Mappin
         raise KafkaError(ErrorCode.INVALID_CONFIG, TIERED_STORAGE_DISABLED)
 
 
-@dataclass(frozen=True)
-class LogConfig:
+class LogConfig(NamedTuple):
     """A partition log's effective settings, resolved from the topic's configs and the broker's."""
 
     segment_bytes: int

@@ -32,9 +32,8 @@ import logging
 import os
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .batch import HEADER, HEADER_SIZE
 from .crc import crc32c
@@ -90,8 +89,7 @@ def encode_keyed(kind: int, offset: int, key: bytes, data: Any = b"") -> list:
     return [_LENGTH_CRC.pack(len(rest), crc32c(rest)) + rest]
 
 
-@dataclass
-class Entry:
+class Entry(NamedTuple):  # not a dataclass: see broker.config.Setting
     """One journal entry: an append to (or a truncation of) a partition's log."""
 
     kind: int

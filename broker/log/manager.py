@@ -53,7 +53,7 @@ fsync does; the next write starts a new journal file, with the failed entries fi
 from __future__ import annotations
 
 import asyncio
-import ctypes
+import functools
 import importlib
 import logging
 import os
@@ -65,6 +65,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from broker import native
 from broker.protocol.errors import ErrorCode, KafkaError
 
 from .cleaner import LogCleaner, fsync_dir
@@ -83,6 +84,11 @@ from .journal import (
 )
 from .partition import UNOPENED, PartitionLog, flush_targets, mark_all_flushed, now_ms
 from .segment import SYSTEM_OPS, FileOps, OpenFiles, Segment, segment_name, starting_open_files_limit
+
+try:
+    from . import _native
+except ImportError:  # not built (no C compiler at install): syncfs through ctypes
+    _native = None
 
 log = logging.getLogger(__name__)
 
@@ -172,9 +178,6 @@ def open_files_limit(setting: int) -> int:
     return max(64, soft // 2)
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
 def remove_tree(path: Path) -> None:
     """Remove the directory ``path`` and everything in it, ignoring errors (a deleted topic's
     partition). shutil is imported on the first call: its import (bz2, lzma, fnmatch: ~2.5 ms) is not
@@ -182,10 +185,30 @@ def remove_tree(path: Path) -> None:
     importlib.import_module("shutil").rmtree(path, ignore_errors=True)
 
 
+@functools.cache
+def _libc() -> Any:
+    """The C library through ctypes, imported on first use: only the syncfs fallback needs it (the
+    import of ctypes is ~1 ms of every start-up otherwise)."""
+    return importlib.import_module("ctypes").CDLL(None, use_errno=True)
+
+
+def _libc_syncfs(fd: int) -> int:
+    """syncfs(2) through ctypes: 0, or the errno of its failure. The fallback of the compiled
+    ``_native.syncfs`` (not built, or ``PYKBROKER_NATIVE=0``), with the same answers."""
+    if _libc().syncfs(fd) != 0:
+        return importlib.import_module("ctypes").get_errno()
+    return 0
+
+
+#: ``syncfs(fd) -> 0 or errno``: broker/log/_native.c's (GIL released, as ctypes releases it), else
+#: :func:`_libc_syncfs`
+_syncfs_call: Callable[[int], int] = native.compiled(getattr(_native, "syncfs", None)) or _libc_syncfs
+
+
 def _syncfs(fd: int, what: str) -> None:
     """syncfs(2) of the file system holding the open ``fd``; OSError if it reports a failure."""
-    if _libc.syncfs(fd) != 0:
-        err = ctypes.get_errno()
+    err = _syncfs_call(fd)
+    if err:
         raise OSError(err, f"syncfs: {os.strerror(err)}", what)
 
 

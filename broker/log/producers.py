@@ -11,7 +11,7 @@ their last batch's timestamp, as Kafka; never one whose transaction is open).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from broker.protocol.errors import ErrorCode, KafkaError
 
@@ -21,8 +21,7 @@ MAX_CACHED_BATCHES = 5
 SEQ_MOD = 1 << 31
 
 
-@dataclass(slots=True)
-class CachedBatch:
+class CachedBatch(NamedTuple):  # not a dataclass: see broker.config.Setting
     """A producer's recent batch, kept to answer a retried one as a duplicate."""
 
     first_seq: int

@@ -18,7 +18,6 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from struct import Struct
 
 from broker.log import batch as _batch
@@ -35,6 +34,7 @@ from broker.log.batch import (
     InvalidBatch,
 )
 from broker.log.crc import crc32c
+from broker.slotted import Slotted
 
 
 class InvalidRecords(InvalidBatch):
@@ -42,16 +42,27 @@ class InvalidRecords(InvalidBatch):
     InvalidBatch with ``corrupt=True`` (CORRUPT_MESSAGE)."""
 
 
-@dataclass(slots=True)
-class Record:
-    """One record of a batch, its offset and timestamp as deltas from the batch's."""
+class Record(Slotted):
+    """One record of a batch, its offset and timestamp as deltas from the batch's (not a dataclass:
+    see broker.slotted); ``headers`` None is no headers, an empty list."""
 
-    offset_delta: int
-    timestamp_delta: int
-    key: bytes | None = None
-    value: bytes | None = None
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
-    attributes: int = 0
+    __slots__ = ("offset_delta", "timestamp_delta", "key", "value", "headers", "attributes")
+
+    def __init__(
+        self,
+        offset_delta: int,
+        timestamp_delta: int,
+        key: bytes | None = None,
+        value: bytes | None = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
+        attributes: int = 0,
+    ) -> None:
+        self.offset_delta = offset_delta
+        self.timestamp_delta = timestamp_delta
+        self.key = key
+        self.value = value
+        self.headers: list[tuple[str, bytes | None]] = [] if headers is None else headers
+        self.attributes = attributes
 
 
 # ---------------------------------------------------------------------------------------------

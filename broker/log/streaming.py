@@ -37,9 +37,9 @@ from __future__ import annotations
 import itertools
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from broker import native
+from broker.slotted import Slotted
 
 from . import codec_libs
 from .batch import (
@@ -301,17 +301,27 @@ def _section_stream(buf: bytes | memoryview, info: BatchInfo, limit: int) -> _St
 # produce validation
 
 
-@dataclass(slots=True)
-class RecordStats:
+class RecordStats(Slotted):
     """What validation learnt about a batch's records: the smallest and largest timestamp delta,
     the first record's delta, and whether every record's attributes byte is 0. ``section`` is the
-    decompressed records section when the caller asked to keep it and it fit the window."""
+    decompressed records section when the caller asked to keep it and it fit the window. (Not a
+    dataclass: see broker.slotted.)"""
 
-    min_ts_delta: int
-    max_ts_delta: int
-    first_ts_delta: int
-    plain_attributes: bool
-    section: bytes | None = None
+    __slots__ = ("min_ts_delta", "max_ts_delta", "first_ts_delta", "plain_attributes", "section")
+
+    def __init__(
+        self,
+        min_ts_delta: int,
+        max_ts_delta: int,
+        first_ts_delta: int,
+        plain_attributes: bool,
+        section: bytes | None = None,
+    ) -> None:
+        self.min_ts_delta = min_ts_delta
+        self.max_ts_delta = max_ts_delta
+        self.first_ts_delta = first_ts_delta
+        self.plain_attributes = plain_attributes
+        self.section = section
 
 
 if native_batch is not None:

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_left
-from dataclasses import dataclass
 from pathlib import Path
 from struct import Struct
+from typing import NamedTuple
 
 ENTRY = Struct(">hqqqq")  # 34 bytes
 SUFFIX = ".txnindex"
 
 
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
+class AbortedTxn(NamedTuple):  # not a dataclass: see broker.config.Setting
     """An aborted transaction's entry in a segment's transaction index."""
 
     producer_id: int

@@ -21,7 +21,6 @@ no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 # ResourceType codes
@@ -124,8 +123,7 @@ class AclBinding(NamedTuple):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class AclFilter:
+class AclFilter(NamedTuple):  # not a dataclass: see broker.config.Setting
     """Kafka's AclBindingFilter: None (name, principal, host) and ANY codes match anything; a MATCH
     pattern type matches every pattern that applies to the name (LITERAL equal or ``*``, PREFIXED
     prefix of it)."""

@@ -25,9 +25,9 @@ import importlib
 import json
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import NamedTuple
 
 from broker.datadir import write_durably
 from broker.protocol.errors import ErrorCode
@@ -69,16 +69,14 @@ def salted_password(mechanism: str, password: str, salt: bytes, iterations: int)
     return hash_module.pbkdf2_hmac(_HASH[mechanism], password.encode(), salt, iterations)
 
 
-@dataclass(frozen=True)
-class Deletion:
+class Deletion(NamedTuple):  # not a dataclass: see broker.config.Setting
     """An AlterUserScramCredentials deletion: a user's credential of one mechanism."""
 
     name: str
     mechanism: int
 
 
-@dataclass(frozen=True)
-class Upsertion:
+class Upsertion(NamedTuple):
     """An AlterUserScramCredentials upsertion: a user's salted password for one mechanism."""
 
     name: str

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes
+import errno
 import math
 import os
 import threading
@@ -17,7 +17,7 @@ from broker.log.batch import validate_produce
 from broker.log.manager import FLUSH_WORKERS, LogManager, StorageError
 
 NOW = 1_700_000_000_000
-_real_libc = manager_module._libc
+_real_syncfs = manager_module._syncfs_call
 #: group commits that sync the segments themselves (no journal: log.flush.journal=false); the
 #: journal's group commit is tested in test_journal.py
 SEGMENT_SYNC = {"log.flush.journal": "false"}
@@ -244,25 +244,24 @@ async def test_never_with_flush_ms_fsyncs_old_unflushed_messages(tmp_path):
     await m.close()
 
 
-class _CountingLibc:
-    """``manager._libc`` with its syncfs counted (and failing with EIO while ``fail`` is set)."""
+class _CountingSyncfs:
+    """``manager._syncfs_call`` with its calls counted (and failing with EIO while ``fail`` is set)."""
 
     def __init__(self) -> None:
         self.calls = 0
         self.fail = False
 
-    def syncfs(self, fd: int) -> int:
+    def __call__(self, fd: int) -> int:
         self.calls += 1
         if self.fail:
-            ctypes.set_errno(5)
-            return -1
-        return _real_libc.syncfs(fd)
+            return errno.EIO
+        return _real_syncfs(fd)
 
 
 async def test_a_group_commit_of_many_files_syncs_them_with_one_syncfs(tmp_path, monkeypatch):
     monkeypatch.setattr(manager_module, "SYNCFS_MIN_FILES", 8)
-    libc = _CountingLibc()
-    monkeypatch.setattr(manager_module, "_libc", libc)
+    syncfs = _CountingSyncfs()
+    monkeypatch.setattr(manager_module, "_syncfs_call", syncfs)
     m = manager(tmp_path, **{"log.flush": "interval"}, **SEGMENT_SYNC)
     m.open_topic("t", 8, {})
     logs = [m.get("t", p) for p in range(8)]
@@ -272,29 +271,29 @@ async def test_a_group_commit_of_many_files_syncs_them_with_one_syncfs(tmp_path,
     futs = {append(m, plog)[1] for plog in logs}
     await asyncio.wait_for(futs.pop(), 5)
     assert [plog.high_watermark for plog in logs] == [1] * 8
-    assert (libc.calls, synced) == (1, []), "one syncfs, no fsync per file"
+    assert (syncfs.calls, synced) == (1, []), "one syncfs, no fsync per file"
     assert all(plog.active.synced_size == plog.active.size for plog in logs)
     # fewer files than that: an fsync each, as before
     futs = {append(m, plog)[1] for plog in logs[:7]}
     await asyncio.wait_for(futs.pop(), 5)
-    assert (libc.calls, len(synced)) == (1, 7)
+    assert (syncfs.calls, len(synced)) == (1, 7)
     await m.close()
 
 
 async def test_a_failed_syncfs_fails_every_append_of_its_group_commit(tmp_path, monkeypatch):
     monkeypatch.setattr(manager_module, "SYNCFS_MIN_FILES", 8)
-    libc = _CountingLibc()
-    monkeypatch.setattr(manager_module, "_libc", libc)
+    syncfs = _CountingSyncfs()
+    monkeypatch.setattr(manager_module, "_syncfs_call", syncfs)
     m = manager(tmp_path, **{"log.flush": "interval"}, **SEGMENT_SYNC)
     m.open_topic("t", 10, {})
     logs = [m.get("t", p) for p in range(10)]
-    libc.fail = True
+    syncfs.fail = True
     futs = {append(m, plog)[1] for plog in logs}
     with pytest.raises(StorageError, match="syncfs"):
         await asyncio.wait_for(futs.pop(), 5)
     assert [plog.high_watermark for plog in logs] == [0] * 10
     assert [plog.log_end_offset for plog in logs] == [0] * 10, "cut from their logs"
-    libc.fail = False
+    syncfs.fail = False
     futs = {append(m, plog)[1] for plog in logs}
     await asyncio.wait_for(futs.pop(), 5)
     assert [plog.high_watermark for plog in logs] == [1] * 10

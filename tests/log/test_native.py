@@ -8,6 +8,7 @@ it off (the suite runs tests/log with it off too: scripts/test.sh)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.log import batch as B
+from broker.log import manager
 from broker.log import records as R
 from broker.log import streaming as S
 from broker.log.crc import crc32c
@@ -413,3 +415,53 @@ def test_validate_one_is_off_with_pykbroker_native_0():
     env = {**os.environ, "PYKBROKER_NATIVE": "0"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True None"
+
+
+# ---------------------------------------------------------------------------------------------
+# syncfs: the compiled call and the manager's ctypes fallback
+
+
+def _closed_fd() -> int:
+    fd = os.open(os.curdir, os.O_RDONLY)
+    os.close(fd)
+    return fd
+
+
+@needs_native
+def test_syncfs_compiled_and_through_ctypes_give_the_same_answers(tmp_path):
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        assert _native.syncfs(fd) == manager._libc_syncfs(fd) == 0
+    finally:
+        os.close(fd)
+    bad = _closed_fd()
+    assert _native.syncfs(bad) == manager._libc_syncfs(bad) == errno.EBADF
+    with pytest.raises(TypeError):
+        _native.syncfs("not a descriptor")
+
+
+@pytest.mark.parametrize("call", ["compiled", "ctypes"])
+def test_a_failed_syncfs_raises_oserror_naming_what_it_synced(monkeypatch, call):
+    if call == "compiled":
+        if _native is None:
+            pytest.skip("broker.log._native is not built")
+        monkeypatch.setattr(manager, "_syncfs_call", _native.syncfs)
+    else:
+        monkeypatch.setattr(manager, "_syncfs_call", manager._libc_syncfs)
+    with pytest.raises(OSError) as failed:
+        manager._syncfs(_closed_fd(), "the data directory")
+    assert (failed.value.errno, failed.value.filename) == (errno.EBADF, "the data directory")
+    assert str(failed.value.strerror).startswith("syncfs: ")
+
+
+def test_the_manager_syncs_through_the_compiled_call_and_ctypes_with_pykbroker_native_0():
+    """ctypes is imported only by the fallback (not at start-up: tests/test_startup.py)."""
+    if _native is not None and native_enabled():
+        assert manager._syncfs_call is _native.syncfs
+    code = (
+        "import sys; from broker.log import manager as m; "
+        "print(m._syncfs_call is m._libc_syncfs, 'ctypes' in sys.modules)"
+    )
+    env = {**os.environ, "PYKBROKER_NATIVE": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]
