@@ -539,7 +539,8 @@ def test_packaging_metadata_uses_an_spdx_license_and_ignores_the_default_data_di
 #: plane's operations (fault injector, invariant checker, its HTTP client and server), the
 #: crc32c package's __init__ with importlib.metadata (broker/log/crc.py), the handler modules, and
 #: the modules only an optional feature needs (regex patterns, inline TLS keys, topic deletion, an
-#: unknown setting's suggestion, SCRAM, each compression codec, ctypes for syncfs)
+#: unknown setting's suggestion and Kafka's setting names, SCRAM, each compression codec, ctypes for
+#: syncfs)
 NOT_AT_START_UP = [
     "broker.control.operations",
     "broker.control.faults",
@@ -566,6 +567,7 @@ NOT_AT_START_UP = [
     "tempfile",  # broker/security/tls.py
     "shutil",  # broker/log/manager.py remove_tree
     "difflib",  # broker/config.py
+    "pkgutil",  # broker/config.py (Kafka's own setting names: only for unknown settings)
     "hashlib",  # broker/security/scram_store.py
     "hmac",
     "gzip",  # broker/log/codec_libs.py
