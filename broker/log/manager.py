@@ -186,9 +186,10 @@ def remove_tree(path: Path) -> None:
 
 
 @functools.cache
+@functools.cache
 def _libc() -> Any:
-    """The C library through ctypes, imported on first use: only the syncfs fallback needs it (the
-    import of ctypes is ~1 ms of every start-up otherwise)."""
+    """The C library through ctypes, imported and loaded once, on first use: only the syncfs
+    fallback needs it (the import of ctypes is ~1 ms of every start-up otherwise)."""
     return importlib.import_module("ctypes").CDLL(None, use_errno=True)
 
 
