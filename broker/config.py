@@ -208,6 +208,13 @@ _SETTINGS = [
         1,
     ),
     Setting(
+        "log.flush.journal.direct",
+        bool,
+        True,
+        "With log.flush.journal: write the journal with direct I/O (O_DIRECT, in whole 4 KiB blocks) "
+        "where the file system takes it, else through the page cache.",
+    ),
+    Setting(
         "log.flush.journal.sync.ms",
         int,
         2000,

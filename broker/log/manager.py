@@ -72,7 +72,6 @@ from .cleaner import LogCleaner, fsync_dir
 from .config import LONG_MAX, LogConfig
 from .journal import (
     APPEND,
-    FILE_MAGIC,
     NO_TOPIC_ID,
     TRUNCATE,
     Journal,
@@ -371,6 +370,8 @@ class LogManager:
         #: fsync. A commit whose entries hold a truncation (after a failed fsync) always writes the
         #: journal, so that no replay brings the cut appends back.
         self.journal_min_logs: int = broker_config["log.flush.journal.min.partitions"]
+        #: whether the journal is written with direct I/O where the file system takes it (journal.py)
+        self.journal_direct: bool = bool(broker_config["log.flush.journal.direct"])
         self.journal: Journal | None = None
         #: entries appended since the last group commit took them, shared by every log (its
         #: ``journal``): (log, base offset, data) for an append, (log, offset, None) for a truncation
@@ -587,7 +588,7 @@ class LogManager:
             self._pending.clear()
         if self.journaled and (len(targets) >= self.journal_min_logs or _truncates(entries)):
             if self.journal is None:
-                self.journal = Journal(self.data_dir, self.file_ops)
+                self.journal = Journal(self.data_dir, self.file_ops, direct=self.journal_direct)
             job = loop.run_in_executor(self._executor, self._journal_write, entries)
             job.add_done_callback(lambda j: self._flush_done(j, fut, targets, entries))
             return
@@ -684,7 +685,7 @@ class LogManager:
         sync none of that happens again in this process (``_sync_failed``). Returns whether it synced."""
         if self.journal is None or self._syncing or self._sync_failed is not None:
             return False
-        if not self._unsynced and self.journal.size <= len(FILE_MAGIC):
+        if not self._unsynced and self.journal.empty:
             return True  # nothing appended since the last sync: no new file, nothing to delete
         self._syncing = True
         loop = asyncio.get_running_loop()

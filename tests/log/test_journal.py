@@ -173,6 +173,117 @@ def test_writes_go_through_writev_in_chunks_and_rotation_numbers_files(tmp_path)
     j.close()
 
 
+def direct_journal(tmp_path) -> Journal:
+    j = Journal(tmp_path)
+    j.open()
+    if not j.direct:
+        j.close()
+        pytest.skip(
+            f"the file system of {tmp_path} refuses direct I/O (the buffered path is tested elsewhere)"
+        )
+    return j
+
+
+def entries_of(n: int, start: int = 0, size: int = 1) -> list:
+    """The buffers of ``n`` appends of one record each (offsets from ``start``, values ``size`` times
+    their offset's digits)."""
+    bufs = []
+    for i in range(start, start + n):
+        batch = records.simple_batch([b"%d" % i * size], base_offset=i, base_timestamp=NOW)
+        bufs += encode_entry(APPEND, TID.bytes, "t", 0, i, batch)
+    return bufs
+
+
+def test_a_direct_journal_writes_whole_blocks_and_reads_back_every_entry(tmp_path):
+    j = direct_journal(tmp_path)
+    path = tmp_path / jmod.file_name(j.seq)
+    assert j.empty and path.stat().st_size == jmod.BLOCK  # the magic, padded to a block
+    j.write(entries_of(3))
+    assert not j.empty and j.size == path.stat().st_size and j.size % jmod.BLOCK == 0
+    j.write(entries_of(2, start=3))
+    assert j.size == path.stat().st_size == 3 * jmod.BLOCK  # each commit starts a block
+    entries, torn = read_entries(path)
+    assert [e.offset for e in entries] == [0, 1, 2, 3, 4] and torn == 0
+    assert entries[4].data == records.simple_batch([b"4"], base_offset=4, base_timestamp=NOW)
+    j.close()
+
+
+def test_a_direct_commit_larger_than_the_buffer_is_written_in_parts(tmp_path, monkeypatch):
+    monkeypatch.setattr(jmod, "STAGE_BYTES", 2 * jmod.BLOCK)
+    j = direct_journal(tmp_path)
+    j.write(entries_of(40, size=300))  # ~12 KB of entries, each about 300 bytes: parts cut entries
+    j.write(entries_of(1, start=40))  # a small commit after a large one: no stale bytes after it
+    entries, torn = read_entries(tmp_path / jmod.file_name(j.seq))
+    assert [e.offset for e in entries] == list(range(41)) and torn == 0
+    assert entries[39].data == records.simple_batch([b"39" * 300], base_offset=39, base_timestamp=NOW)
+    j.close()
+
+
+def test_a_torn_direct_commit_ends_the_file_at_the_last_whole_entry(tmp_path):
+    j = direct_journal(tmp_path)
+    j.write(entries_of(1))
+    j.write(entries_of(30, start=1, size=400))
+    path = tmp_path / jmod.file_name(j.seq)
+    j.close()
+    whole = path.read_bytes()
+    # a crash in the second commit's write: one of its blocks never reached the disk (reads as zeros)
+    torn = whole[: 3 * jmod.BLOCK] + bytes(jmod.BLOCK) + whole[4 * jmod.BLOCK :]
+    path.write_bytes(torn)
+    entries, tail = read_entries(path)
+    offsets = [e.offset for e in entries]
+    assert offsets == list(range(len(offsets))) and 1 < len(offsets) < 31 and tail > 0
+
+
+def test_a_file_system_refusing_direct_io_gets_buffered_files(tmp_path, monkeypatch):
+    real_open = os.open
+
+    def no_direct(path, flags, *a):
+        if flags & os.O_DIRECT:
+            raise OSError(22, "Invalid argument")
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(os, "open", no_direct)
+    j = Journal(tmp_path)
+    j.open()
+    assert not j.direct and j.empty and j.size == len(jmod.FILE_MAGIC)
+    j.write(entries_of(2))
+    assert [e.offset for _s, e in jmod.iter_entries(tmp_path)] == [0, 1]
+    j.close()
+
+
+def test_direct_writes_refused_after_the_open_fall_back_without_losing_the_commit(tmp_path, monkeypatch):
+    j = direct_journal(tmp_path)
+    first = j.seq
+    j.write(entries_of(1))
+    real_pwrite = os.pwrite
+
+    def refusing(fd, data, at):
+        if fd == j.fd and at > 0:
+            raise OSError(22, "Invalid argument")
+        return real_pwrite(fd, data, at)
+
+    monkeypatch.setattr(os, "pwrite", refusing)
+    j.write(entries_of(2, start=1))  # the commit goes to a new, buffered file
+    assert not j.direct and j.seq == first + 1
+    j.write(entries_of(1, start=3))
+    assert [(s, e.offset) for s, e in jmod.iter_entries(tmp_path)] == [
+        (first, 0),
+        (first + 1, 1),
+        (first + 1, 2),
+        (first + 1, 3),
+    ]
+    j.close()
+
+
+def test_direct_io_can_be_turned_off(tmp_path):
+    m = manager(tmp_path, **{"log.flush.journal.direct": "false"})
+    assert not m.journal_direct
+    j = Journal(tmp_path, direct=False)
+    j.open()
+    assert not j.direct and j.size == len(jmod.FILE_MAGIC)
+    j.close()
+
+
 # ---------------------------------------------------------------------------------- replay plan
 
 
