@@ -202,7 +202,7 @@ _SETTINGS = [
     Setting(
         "log.flush.journal.min.partitions",
         int,
-        32,
+        2,
         "With log.flush.journal: a group commit of at least this many partitions writes the journal; "
         "one of fewer fsyncs their segments directly.",
         1,
