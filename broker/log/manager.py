@@ -659,8 +659,9 @@ class LogManager:
 
     def _sync_segments(self, segments: list[Segment]) -> None:
         """The background sync's thread: make the segments durable (one syncfs of the data
-        directory's file system, or with injected file ops an fsync of each)."""
-        if self._syncfs_fd is not None:
+        directory's file system for many, else -- and with injected file ops -- an fsync of each:
+        a few partitions' sync writes back no other program's files)."""
+        if self._syncfs_fd is not None and len(segments) >= SYNCFS_MIN_FILES:
             _syncfs(self._syncfs_fd, "the data directory")
         else:
             _fsync_all(segments, self._flushers)

@@ -382,6 +382,33 @@ async def test_an_older_checkpoint_written_late_never_replaces_a_newer_one(tmp_p
     await m.close()
 
 
+@pytest.mark.parametrize("partitions", [2, manager_module.SYNCFS_MIN_FILES])
+async def test_the_background_sync_fsyncs_a_few_segments_and_syncfs_many(tmp_path, monkeypatch, partitions):
+    m = manager(tmp_path)
+    m.open_topic("t", partitions, {})
+    futs = {append(m, m.get("t", p), b"%d" % p)[1] for p in range(partitions)}
+    await asyncio.gather(*futs)
+    calls = {"syncfs": 0, "fsync_all": 0}
+    real_syncfs, real_fsync_all = manager_module._syncfs, manager_module._fsync_all
+
+    def counting_syncfs(fd, what):
+        calls["syncfs"] += 1
+        real_syncfs(fd, what)
+
+    def counting_fsync_all(segments, pool=None):
+        calls["fsync_all"] += 1
+        assert len(segments) == partitions
+        real_fsync_all(segments, pool)
+
+    monkeypatch.setattr(manager_module, "_syncfs", counting_syncfs)
+    monkeypatch.setattr(manager_module, "_fsync_all", counting_fsync_all)
+    assert await m.sync_journal()
+    many = partitions >= manager_module.SYNCFS_MIN_FILES
+    assert calls == ({"syncfs": 1, "fsync_all": 0} if many else {"syncfs": 0, "fsync_all": 1})
+    assert set(read_checkpoint(tmp_path / CHECKPOINT).values()) == {1}
+    await m.close()
+
+
 async def test_a_failed_background_sync_keeps_every_journal_file_until_a_restart_replays_them(
     tmp_path, monkeypatch
 ):
@@ -389,10 +416,11 @@ async def test_a_failed_background_sync_keeps_every_journal_file_until_a_restart
     m.open_topic("t", 1, {})
     await append(m, m.get("t", 0))[1]
 
-    def fail(fd, what):
-        raise OSError(5, "Input/output error", what)
+    def fail(*_args):
+        raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(manager_module, "_syncfs", fail)
+    monkeypatch.setattr(manager_module, "_syncfs", fail)  # (a sync of many partitions)
+    monkeypatch.setattr(manager_module, "_fsync_all", fail)  # (of a few, this one)
     assert not await m.sync_journal()
     assert len(journal_files(tmp_path)) == 2  # the covered one kept, and the new one
     assert read_checkpoint(tmp_path / CHECKPOINT).get(("t", 0), 0) == 0
