@@ -23,7 +23,16 @@ import orjson
 from broker.protocol.errors import ErrorCode, KafkaError
 
 from . import cleaner, streaming, txnindex
-from .batch import HEADER, HEADER_SIZE, LEADER_EPOCH, BatchInfo, InvalidBatch, assign_offsets, read_header
+from .batch import (
+    HEADER,
+    HEADER_SIZE,
+    LEADER_EPOCH,
+    BatchInfo,
+    InvalidBatch,
+    assign_offset,
+    assign_offsets,
+    read_header,
+)
 from .config import LogConfig
 from .control import parse_marker
 from .producers import ProducerState
@@ -498,29 +507,13 @@ class PartitionLog:
 
     def append(self, data: bytearray, batches: list[BatchInfo], now_ms: int) -> int:
         """Append validated batches (offsets are assigned here); returns the first assigned offset."""
-        active = self.segments[-1]
-        size = active.size
-        config = self.config
-        if size > 0 and (
-            size + len(data) > config.segment_bytes
-            or (now_ms / 1000 - active.created) * 1000 >= self.roll_ms - self._roll_jitter
-        ):
-            active = self.roll()
+        if len(batches) == 1:  # (a Produce request's: one batch)
+            return self.append_batch(data, batches[0], now_ms)
+        active = self._writable(len(data), now_ms)
         base = self.log_end_offset
         next_offset = assign_offsets(
-            data, batches, base, now_ms if config.log_append_time else None, self.leader_epoch
+            data, batches, base, now_ms if self.config.log_append_time else None, self.leader_epoch
         )
-        if len(batches) == 1:  # (a Produce request's: one batch)
-            (b,) = batches
-            active.append(data, base, next_offset, b.max_timestamp)
-            self.log_end_offset = next_offset
-            if self.journal is not None:
-                self.journal.append((self, base, data))
-            if b.producer_id >= 0:  # (no producer state to keep for a batch without a producer id)
-                first = self.producers.record(b)
-                if first is not None:
-                    self._ended(data, b, first, active)
-            return base
         active.append(data, base, next_offset, max(b.max_timestamp for b in batches))
         self.log_end_offset = next_offset
         if self.journal is not None:
@@ -530,6 +523,41 @@ class PartitionLog:
             if first is not None:
                 self._ended(data, b, first, active)
         return base
+
+    def append_batch(self, data: bytearray, b: BatchInfo, now_ms: int) -> int:
+        """:meth:`append` of the one validated batch ``b`` that ``data`` holds."""
+        active = self._writable(len(data), now_ms)
+        base = self.log_end_offset
+        next_offset = assign_offset(
+            data, b, base, now_ms if self.config.log_append_time else None, self.leader_epoch
+        )
+        active.append(data, base, next_offset, b.max_timestamp)
+        self.log_end_offset = next_offset
+        if self.journal is not None:
+            self.journal.append((self, base, data))
+        if b.producer_id >= 0:  # (no producer state to keep for a batch without a producer id)
+            first = self.producers.record(b)
+            if first is not None:
+                self._ended(data, b, first, active)
+        return base
+
+    def _writable(self, size: int, now_ms: int) -> Segment:
+        """The segment to append ``size`` bytes to: the active one, rolled first when they would
+        take it past segment.bytes or it is older than ``roll_ms`` (less its jitter)."""
+        active = self.segments[-1]
+        written = active.size
+        if written > 0:
+            config = self.config
+            age = (now_ms / 1000 - active.created) * 1000
+            jitter = self._roll_jitter
+            # ``roll_ms`` is segment.ms except on a compacted topic, where it may be less: asked then only
+            if (
+                written + size > config.segment_bytes
+                or age >= config.segment_ms - jitter
+                or ("compact" in config.cleanup_policy and age >= self.roll_ms - jitter)
+            ):
+                return self.roll()
+        return active
 
     def _ended(self, data: bytearray, b: BatchInfo, first: int, active: Segment) -> None:
         """A transaction marker was appended: the transaction holds the last stable offset back
