@@ -363,10 +363,12 @@ class Segment:
     def write_index(self) -> None:
         if self._index_size == self.size:
             return  # the file on disk already describes this content
-        entries = array("q")
-        for o, p in zip(self._idx_offsets, self._idx_positions, strict=True):
-            entries.append(o)
-            entries.append(p)
+        offsets, positions = self._idx_offsets, self._idx_positions
+        if len(offsets) != len(positions):
+            raise ValueError(f"{self.path}: {len(offsets)} index offsets but {len(positions)} positions")
+        entries = array("q", bytes(16 * len(offsets)))  # (offset, position) pairs, interleaved
+        entries[0::2] = offsets
+        entries[1::2] = positions
         if sys.byteorder == "little":
             entries.byteswap()
         tmp = self.index_path.with_suffix(".index.tmp")
