@@ -144,6 +144,9 @@ class Nodes:
         clock: Callable[[], float] = time.time,
     ):
         self.ids: list[int] = list(range(first_id, first_id + count))
+        #: whether there are several nodes (the node ids are fixed when built; every request of
+        #: some APIs reads this, as a plain attribute rather than a property)
+        self.multi = count > 1
         self.live: set[int] = set(self.ids)
         self.topics = topics
         self.rng = rng or random.Random()
@@ -182,10 +185,6 @@ class Nodes:
     @property
     def first(self) -> int:
         return self.ids[0]
-
-    @property
-    def multi(self) -> bool:
-        return len(self.ids) > 1
 
     def is_live(self, node: int) -> bool:
         return node in self.live

@@ -231,20 +231,28 @@ def assign_offsets(
     batch."""
     offset = first_offset
     for b in batches:
-        _OFFSET.pack_into(buf, b.position, offset)
-        _EPOCH.pack_into(buf, b.position + 12, leader_epoch)
-        b.base_offset = offset
-        b.partition_leader_epoch = leader_epoch
-        if log_append_time is not None:
-            attrs = b.attributes | TIMESTAMP_TYPE_MASK
-            _MAXTS_ATTR.pack_into(buf, b.position + 21, attrs)
-            _OFFSET.pack_into(buf, b.position + 35, log_append_time)
-            b.attributes = attrs
-            b.max_timestamp = log_append_time
-            crc = crc32c(memoryview(buf)[b.position + 21 : b.position + b.size])
-            buf[b.position + 17 : b.position + 21] = crc.to_bytes(4, "big")
-        offset += b.last_offset_delta + 1
+        offset = assign_offset(buf, b, offset, log_append_time, leader_epoch)
     return offset
+
+
+def assign_offset(
+    buf: bytearray, b: BatchInfo, offset: int, log_append_time: int | None, leader_epoch: int
+) -> int:
+    """``assign_offsets`` for one batch (a Produce request's): its base offset ``offset``; the next
+    offset after it."""
+    _OFFSET.pack_into(buf, b.position, offset)
+    _EPOCH.pack_into(buf, b.position + 12, leader_epoch)
+    b.base_offset = offset
+    b.partition_leader_epoch = leader_epoch
+    if log_append_time is not None:
+        attrs = b.attributes | TIMESTAMP_TYPE_MASK
+        _MAXTS_ATTR.pack_into(buf, b.position + 21, attrs)
+        _OFFSET.pack_into(buf, b.position + 35, log_append_time)
+        b.attributes = attrs
+        b.max_timestamp = log_append_time
+        crc = crc32c(memoryview(buf)[b.position + 21 : b.position + b.size])
+        buf[b.position + 17 : b.position + 21] = crc.to_bytes(4, "big")
+    return offset + b.last_offset_delta + 1
 
 
 def batch_length_at(buf: bytes | memoryview, pos: int) -> tuple[int, int]:

@@ -224,6 +224,8 @@ class Segment:
         files: OpenFiles = UNBOUNDED,
     ):
         self.ops = ops
+        #: ``ops.write``, or ``os.write`` itself for the system calls (one Python call less per append)
+        self._write = os.write if type(ops) is FileOps else ops.write
         self.files = files
         self.dir = directory
         self.base_offset = base_offset
@@ -361,10 +363,12 @@ class Segment:
     def write_index(self) -> None:
         if self._index_size == self.size:
             return  # the file on disk already describes this content
-        entries = array("q")
-        for o, p in zip(self._idx_offsets, self._idx_positions, strict=True):
-            entries.append(o)
-            entries.append(p)
+        offsets, positions = self._idx_offsets, self._idx_positions
+        if len(offsets) != len(positions):
+            raise ValueError(f"{self.path}: {len(offsets)} index offsets but {len(positions)} positions")
+        entries = array("q", bytes(16 * len(offsets)))  # (offset, position) pairs, interleaved
+        entries[0::2] = offsets
+        entries[1::2] = positions
         if sys.byteorder == "little":
             entries.byteswap()
         tmp = self.index_path.with_suffix(".index.tmp")
@@ -400,10 +404,13 @@ class Segment:
         if self._torn:  # a failed write left bytes past ``size`` that could not be cut off then
             self.ops.truncate(self.fd, position)
             self._torn = False
+        size = len(data)
+        self._used = True  # (the ``fd`` property, inlined below)
         try:
-            n = self.ops.write(self.fd, data)
-            if n != len(data):
-                raise OSError(errno.ENOSPC, f"short write to {self.path}: {n} of {len(data)} bytes")
+            fd = self._fd
+            n = self._write(fd if fd is not None else self.files.acquire(self), data)
+            if n != size:
+                raise OSError(errno.ENOSPC, f"short write to {self.path}: {n} of {size} bytes")
         except OSError:
             # undo whatever part reached the file, so nothing half-written is ever read and the next
             # append (O_APPEND: at the end of the file) lands at ``size``
@@ -414,7 +421,6 @@ class Segment:
             except OSError as e:
                 log.error("%s: cannot cut a failed write back to byte %d: %s", self.path, position, e)
             raise
-        size = len(data)
         if not self._idx_offsets or self._bytes_since_index >= self.index_interval:  # (_add_index)
             self._idx_offsets.append(first_offset)
             self._idx_positions.append(position)

@@ -63,9 +63,7 @@ def timestamp_errors(
     if not batch_log_append:
         if log_append_topic:
             return []
-        low = info.base_timestamp + stats.min_ts_delta
-        high = info.base_timestamp + stats.max_ts_delta
-        if now - low <= before_max_ms and high - now <= after_max_ms:
+        if timestamps_within(info, stats, now, before_max_ms, after_max_ms):
             return []  # the usual case: no record is out of range
     errors: list[tuple[int, str]] = []
     for index, (offset_delta, ts) in enumerate(record_timestamps(buf, info)):
@@ -89,6 +87,17 @@ def timestamp_errors(
                 )
             )
     return errors
+
+
+def timestamps_within(
+    info: BatchInfo, stats: RecordStats, now: int, before_max_ms: int, after_max_ms: int
+) -> bool:
+    """Whether every record of a CreateTime batch has a timestamp within the bounds
+    (message.timestamp.before/after.max.ms around ``now``): ``timestamp_errors``' usual case."""
+    base = info.base_timestamp
+    return (
+        now - (base + stats.min_ts_delta) <= before_max_ms and base + stats.max_ts_delta - now <= after_max_ms
+    )
 
 
 def keyless_record_errors(buf: bytes | memoryview, info: BatchInfo, topic: str, partition: int) -> list:

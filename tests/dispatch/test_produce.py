@@ -9,11 +9,13 @@ import uuid
 
 import pytest
 
+from broker.dispatch import produce
 from broker.dispatch.produce import _after_flush, _ok_many, _ok_one, _one_partition, _when_durable
 from broker.dispatch.registry import ClientInfo
 from broker.log.batch import check_crc, read_header
 from broker.log.manager import StorageError
 from broker.log.records import build_batch, simple_batch
+from broker.log.streaming import native_batch
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.produce import (
     RESPONSE_DECODERS,
@@ -311,3 +313,128 @@ def test_a_writable_produce_frame_is_stamped_in_place_and_stored_as_a_copied_one
         head = read_header(stored[1], i * len(batch))
         check_crc(stored[1], head)  # the CRC over the rewritten max timestamp
         assert (head.base_offset, head.max_timestamp) == (700 * i, 1_000)
+
+
+def _plain_cases(now: int) -> list[tuple[str, dict[str, str], list[tuple[bytes | None, int]]]]:
+    """(name, topic configs, requests of (records, acks) in order) for the fast path's test below:
+    what ``_append_plain`` takes, and everything it leaves to the full checks."""
+
+    def batch(n: int = 3, **kwargs) -> bytes:
+        kwargs.setdefault("base_timestamp", now)
+        return simple_batch([b"v%d" % i for i in range(n)], **kwargs)
+
+    def pid(seq: int, epoch: int = 1, n: int = 3) -> bytes:
+        return batch(n, producer_id=5, producer_epoch=epoch, base_sequence=seq)
+
+    corrupt = bytearray(batch())
+    corrupt[-1] ^= 1
+    keyed = simple_batch([b"v"], keys=[b"k"], base_timestamp=now)
+    return [
+        ("plain", {}, [(batch(), -1), (batch(5), 1), (batch(1), -1)]),
+        ("wrong-max-timestamp", {}, [(batch(max_timestamp=5), -1), (batch(max_timestamp=now + 9), 1)]),
+        ("idempotent", {}, [(pid(0), -1), (pid(3), -1), (pid(3), -1), (pid(10), -1), (pid(6, 0), 1)]),
+        ("new-epoch", {}, [(pid(0), -1), (pid(0, 2), -1), (pid(5, 3), -1)]),
+        ("compressed", {}, [(batch(compression=1), -1), (batch(), -1)]),
+        ("log-append-time", {"message.timestamp.type": "LogAppendTime"}, [(batch(), -1), (batch(), 1)]),
+        ("client-log-append-time", {}, [(batch(timestamp_type=1), -1), (batch(), -1)]),
+        ("old", {"message.timestamp.before.max.ms": "1000"}, [(batch(base_timestamp=5), -1), (batch(), -1)]),
+        ("future", {"message.timestamp.after.max.ms": "1000"}, [(batch(base_timestamp=now + 60_000), -1)]),
+        ("compacted", {"cleanup.policy": "compact"}, [(batch(), -1), (keyed, -1)]),
+        ("recompressed", {"compression.type": "gzip"}, [(batch(), -1), (batch(), 1)]),
+        ("min-isr", {"min.insync.replicas": "2"}, [(batch(), -1), (batch(), 1)]),
+        ("too-large", {"max.message.bytes": "100"}, [(batch(20), -1), (batch(1), -1)]),
+        ("corrupt", {}, [(bytes(corrupt), -1), (batch()[:-1], -1), (batch(), -1)]),
+        ("empty", {}, [(None, -1), (b"", -1), (b"x" * 70, -1)]),
+        ("two-batches", {}, [(batch() + batch(), -1)]),
+        ("control", {}, [(batch(control=True), -1)]),
+        (
+            "transactional",
+            {},
+            [(batch(producer_id=6, producer_epoch=0, base_sequence=0, transactional=True), -1)],
+        ),
+    ]
+
+
+@pytest.mark.parametrize("version", [3, 8, 9])
+def test_the_plain_append_answers_and_stores_what_the_full_checks_do(node_factory, monkeypatch, version):
+    """``_append_plain`` (one valid uncompressed CreateTime batch into a partition that neither
+    recompresses, compacts nor stamps LogAppendTime) gives every request the answer and stores the
+    bytes that the full checks of ``_append`` give and store: each case is produced into a topic as
+    usual and into another with the plain path turned off, and the two agree; the refusals are
+    still refused, and the plain path took the common cases."""
+    node = node_factory({"clock": "manual"})  # one time for both topics (LogAppendTime stamps it)
+    plain = produce._append_plain
+    taken: list[tuple[str, int]] = []  # (case, request) the plain path appended
+    sent = [0]
+
+    def spy(*args):
+        out = plain(*args)
+        if out is not None:
+            taken.append((current, sent[0]))
+        return out
+
+    def answers(topic: str, requests: list[tuple[bytes | None, int]]) -> list[tuple]:
+        out = []
+        with node.client() as c:
+            for sent[0], (records, acks) in enumerate(requests):
+                body = ProduceRequest(
+                    transactional_id=None,
+                    acks=acks,
+                    timeout_ms=5000,
+                    topic_data=[
+                        TopicProduceData(name=topic, partition_data=[PartitionProduceData(0, records)])
+                    ],
+                )
+                (t,) = c.call(PRODUCE, version, body).responses
+                (p,) = t.partition_responses
+                # (the messages name the topic: the same name for both)
+                message = p.error_message and p.error_message.replace(topic, "T")
+                errors = [
+                    (e.batch_index, e.batch_index_error_message.replace(topic, "T")) for e in p.record_errors
+                ]
+                out.append(
+                    (
+                        p.error_code,
+                        message,
+                        p.base_offset,
+                        p.log_append_time_ms,
+                        p.log_start_offset,
+                        errors,
+                    )
+                )
+        return out
+
+    for current, configs, requests in _plain_cases(node.broker.clock.now_ms()):
+        node.broker.admin.create_topic(f"{current}-fast", 1, configs)
+        node.broker.admin.create_topic(f"{current}-full", 1, configs)
+        monkeypatch.setattr(produce, "_append_plain", spy)
+        fast = answers(f"{current}-fast", requests)
+        monkeypatch.setattr(produce, "_append_plain", lambda *args: None)
+        full = answers(f"{current}-full", requests)
+        assert fast == full, current
+        stored = [
+            node.broker.logs.get(f"{current}-{path}", 0).segments[-1].path.read_bytes()
+            for path in ("fast", "full")
+        ]
+        assert stored[0] == stored[1], current
+    if native_batch is None:  # (the plain path takes only what the compiled check validated)
+        assert taken == []
+        return
+    # the common cases only: not a duplicate, an out-of-order sequence, a refusal or what is rebuilt
+    assert taken == [
+        ("plain", 0),
+        ("plain", 1),
+        ("plain", 2),
+        ("wrong-max-timestamp", 0),
+        ("wrong-max-timestamp", 1),
+        ("idempotent", 0),
+        ("idempotent", 1),
+        ("new-epoch", 0),
+        ("new-epoch", 1),
+        ("compressed", 1),
+        ("client-log-append-time", 1),
+        ("old", 1),
+        ("min-isr", 1),
+        ("too-large", 1),
+        ("corrupt", 2),
+    ]

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from broker.dispatch import HANDLERS, VERSIONS, build_registry
-from broker.dispatch.registry import Registry
+from broker.dispatch.registry import Api, Registry, UnloadedApi
 from broker.protocol.generated import APIS
 
 MODULES = [f"broker.dispatch.{name}" for name in HANDLERS]
@@ -43,7 +43,11 @@ def test_the_versions_table_is_what_the_modules_declare():
 
 def test_an_api_loads_on_first_use_and_then_is_plain_attributes():
     registry = build_registry()
+    assert {type(api) for api in registry.apis.values()} == {UnloadedApi}
+    assert registry.apis[0].plans  # a first use loads it, and it becomes a plain Api (no hook)
+    assert type(registry.apis[0]) is Api and not hasattr(Api, "__getattr__")
     registry.load_all()
+    assert {type(api) for api in registry.apis.values()} == {Api}
     for key, api in registry.apis.items():
         mod = importlib.import_module(api.module_name)
         assert api.module is mod and api.handler is mod.handle

@@ -14,7 +14,7 @@ from broker.log import manager as manager_module
 from broker.log import records
 from broker.log.batch import validate_produce
 from broker.log.manager import CHECKPOINT, CLEAN_SHUTDOWN, LogManager, read_checkpoint
-from broker.log.partition import FAILED, UNOPENED
+from broker.log.partition import FAILED, UNOPENED, DeferredPartitionLog, PartitionLog
 from broker.log.segment import FileOps, LogCorruption
 from broker.protocol.errors import ErrorCode, KafkaError
 
@@ -67,6 +67,14 @@ async def test_clean_stop_writes_the_marker_and_the_next_start_defers_every_log(
     assert await append(m, plogs[1], b"1-1") == 1
     assert values(plogs[1]) == [b"1-0", b"1-1"]
     assert plogs[2].read(0, 1000) == b"" and plogs[2].log_end_offset == 0
+    await m.close()
+    m = manager(tmp_path)
+    m.open_topic("t", 3, {})
+    # the attribute hook that opens a deferred log is on its class until then, not on an open log's
+    plog = m.get("t", 0)
+    assert type(plog) is DeferredPartitionLog and isinstance(plog, PartitionLog)
+    assert plog.log_end_offset == 3
+    assert type(plog) is PartitionLog and not hasattr(PartitionLog, "__getattr__")
     await m.close()
     m = manager(tmp_path)
     m.open_topic("t", 3, {})
