@@ -26,9 +26,9 @@ Writes happen on the group commit's flush thread only, in the order the event lo
 (one thread, first in first out). Where the file system takes direct I/O (``O_DIRECT``: ext4, XFS,
 btrfs; not tmpfs) the file is written around the page cache: the magic padded to a block, then each
 group commit's entries copied into an aligned buffer, zero-padded to whole blocks and written at the
-file's block-aligned end, then fdatasync'd. That costs the kernel a third of what a buffered write
-and its write-back at fdatasync do (``bench/journal_write_bench.py``), and the group commit is the
-broker's one fdatasync. Elsewhere (and with injected file ops) the entries go out with ``os.writev``
+file's block-aligned end, then fdatasync'd: less CPU than a buffered write and its write-back at
+the fdatasync (1.0-1.4x in ``bench/journal_write_bench.py``), and the group commit is the broker's
+most frequent fdatasync. Elsewhere (and with injected file ops) the entries go out with ``os.writev``
 of the headers and the batches as the appends left them, unpadded. After a failed write or fdatasync
 the file is abandoned (what the kernel kept of it is unknown) and the next write starts a new file;
 the caller queues the failed entries again.
