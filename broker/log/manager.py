@@ -37,7 +37,8 @@ a reference, no copy) in a list the group commit takes; the flush thread writes 
 group-commit journal (journal.py) with one writev sequence and one fdatasync, and the commit is
 acknowledged exactly as above once that returns. A background sync (every
 ``log.flush.journal.sync.ms``, or at once when the journal file passes ``log.flush.journal.bytes``)
-rotates to a new journal file, syncs the segments (one syncfs), then advances each log's recovery
+rotates to a new journal file, syncs the segments (one syncfs for ``SYNCFS_MIN_FILES`` or more, else an
+fsync of each), then advances each log's recovery
 point to what it held at the rotation, writes the checkpoint and deletes the journal files that sync
 covered; a failed sync keeps them for the next. The checkpoint therefore claims only what the
 segments hold on disk. After a crash, start-up (``started``) recovers each log from its checkpoint
