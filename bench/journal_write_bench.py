@@ -35,10 +35,9 @@ from pathlib import Path
 
 from broker.log import journal as jmod
 from broker.log.journal import APPEND, Journal
-from broker.log.manager import syncfs
+from broker.log.manager import FLUSH_WORKERS, syncfs
 
 MODES = ("segments", "journal", "direct")
-FLUSH_WORKERS = 32  # as broker.log.manager
 
 
 def cpu_spent() -> float:
