@@ -530,17 +530,11 @@ class PartitionLog:
         take it past segment.bytes or it is older than ``roll_ms`` (less its jitter)."""
         active = self.segments[-1]
         written = active.size
-        if written > 0:
-            config = self.config
-            age = (now_ms / 1000 - active.created) * 1000
-            jitter = self._roll_jitter
-            # ``roll_ms`` is segment.ms except on a compacted topic, where it may be less: asked then only
-            if (
-                written + size > config.segment_bytes
-                or age >= config.segment_ms - jitter
-                or ("compact" in config.cleanup_policy and age >= self.roll_ms - jitter)
-            ):
-                return self.roll()
+        if written > 0 and (
+            written + size > self.config.segment_bytes
+            or (now_ms / 1000 - active.created) * 1000 >= self.roll_ms - self._roll_jitter
+        ):
+            return self.roll()
         return active
 
     def _ended(self, data: bytearray, b: BatchInfo, first: int, active: Segment) -> None:
