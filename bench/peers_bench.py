@@ -71,7 +71,14 @@ to run):
   acknowledgement until quiet) and its main thread's CPU over the
   produce's wall time (ours: the event loop; near 1.0 when the loop is saturated), and this
   process's CPU over it (the client's: its Python produce loop, delivery callbacks and librdkafka's
-  threads; its Python thread alone takes up to 1.0). ``--produce-stats``: each produce's Produce
+  threads; its Python thread alone takes up to 1.0), and, as the median of the rounds, this
+  process's busiest thread's CPU over the produce's wall time (its name is printed for each round)
+  with the rate that thread allows at a whole core (records / its CPU seconds: the client's
+  ceiling; a server cannot raise it, and one whose rate is close to it is bound by the client),
+  and the client-only ceiling: the machine's cores over this process's CPU per record, the rate
+  with a server that cost nothing (where the client's threads and the server share the cores, the
+  server's CPU per record, not its speed, moves the rate).
+  ``--produce-stats``: each produce's Produce
   requests, records and bytes a request, the round trip of a request (librdkafka's rtt: the server's
   acknowledgement latency, fsync included), the time records waited in the client (int_latency,
   linger included) and the most requests awaiting answers at once.
@@ -348,8 +355,47 @@ class Deliveries:
             )
 
 
-def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes) -> float:
-    """msgs/s of one producer sending ``n`` values round-robin over ``targets``."""
+#: the machine's cores (the client-only ceiling's)
+CORES = os.cpu_count() or 1
+
+
+def client_threads() -> dict[str, float]:
+    """User + system CPU seconds of each thread of this process by name (Linux /proc; threads of
+    the same name summed; empty where /proc is missing): the client's Python thread is ``python``
+    (or the interpreter's name), librdkafka's are ``rdk:main`` and ``rdk:broker<id>``."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def busiest(before: dict[str, float], after: dict[str, float]) -> tuple[str, float] | None:
+    """The thread of this process that used the most CPU between two ``client_threads`` snapshots,
+    and its CPU seconds (None without /proc)."""
+    used = {name: cpu - before.get(name, 0.0) for name, cpu in after.items()}
+    if not used:
+        return None
+    name = max(used, key=lambda k: used[k])
+    return name, used[name]
+
+
+def produce(
+    server: Server, targets: list[tuple[str, int]], n: int, value: bytes, threads: dict | None = None
+) -> float:
+    """msgs/s of one producer sending ``n`` values round-robin over ``targets``; ``threads`` (a
+    dict) gets the busiest thread of this process while producing, as ``busiest`` gives it."""
     acks = Deliveries()
     stats: list[dict] = []
     conf = {**PRODUCER, "bootstrap.servers": server.bootstrap, "on_delivery": acks}
@@ -359,6 +405,7 @@ def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes
     p.list_topics(targets[0][0], timeout=10)  # connected, metadata known: not on the clock
     k = len(targets)
     produce_, poll = p.produce, p.poll
+    threads0 = client_threads()  # librdkafka's threads are running: read before they end with p
     t0 = time.perf_counter()
     for i in range(n):
         topic, part = targets[i % k]
@@ -372,6 +419,9 @@ def produce(server: Server, targets: list[tuple[str, int]], n: int, value: bytes
             poll(0)
     left = p.flush(300)
     elapsed = time.perf_counter() - t0
+    top = busiest(threads0, client_threads())
+    if threads is not None and top is not None:
+        threads["busiest"] = top
     acks.check(server.name, n, left)
     if PRODUCE_STATS:
         print_produce_stats(server.name, len(targets), p, stats, n)
@@ -1085,6 +1135,7 @@ def throughput(
     #: every round's produce and consume rate, per peer (their medians are printed from 3 rounds)
     every: dict[tuple[str, str], list[float]] = {}
     kept: dict[str, int] = {}
+    names: dict[str, list[str]] = {}  # the client's busiest thread in each round, per peer
     try:
         for rnd in range(args.rounds):
             for name, server in servers.items():
@@ -1094,7 +1145,8 @@ def throughput(
                     proc = peers[name].proc if name in peers else None
                     pcpu0, loop0 = process_cpu(proc), thread_cpu(proc)
                     mine0 = time.process_time()
-                    rate = produce(server, targets, args.messages, value)
+                    threads: dict = {}
+                    rate = produce(server, targets, args.messages, value, threads)
                     mine = time.process_time() - mine0
                     pcpu1, loop1 = process_cpu(proc), thread_cpu(proc)
                     # what the server still does after acknowledging (writing what it acknowledged
@@ -1104,6 +1156,15 @@ def throughput(
                     # this process's CPU (the Python produce loop, delivery callbacks, librdkafka's
                     # threads) over the produce's wall time: ~1.0 or more when the client is the limit
                     best[(name, "client")] = max(best.get((name, "client"), 0.0), mine * rate / args.messages)
+                    # the rate with a server that cost nothing: every core for the client's CPU
+                    every.setdefault((name, "cores"), []).append(CORES * args.messages / max(mine, 1e-2))
+                    if "busiest" in threads:
+                        # the client's busiest thread: at ~1.0 of a core it, not the server, sets
+                        # the rate; messages / its CPU is the rate it would allow fully busy
+                        thread, cpu = threads["busiest"]
+                        every.setdefault((name, "thread"), []).append(cpu * rate / args.messages)
+                        every.setdefault((name, "ceiling"), []).append(args.messages / max(cpu, 1e-2))
+                        names.setdefault(name, []).append(thread)
                     if pcpu0 is not None and pcpu1 is not None:
                         us = (pcpu1 - pcpu0) * 1e6 / args.messages
                         best[(name, "pcpu")] = min(best.get((name, "pcpu"), float("inf")), us)
@@ -1161,6 +1222,39 @@ def throughput(
     if any(k[1] == "busy" for k in best):
         rows.append(("produce: main thread CPU / wall", {n: best.get((n, "busy")) for n in order}))
     rows.append(("produce: client process CPU / wall", {n: best.get((n, "client")) for n in order}))
+    if names:
+        # the median of the rounds: the client's busiest thread over the produce's wall time, and
+        # the rate that thread allows at a whole core (msgs / its CPU seconds), which no server can
+        # raise: a bar above it is the client's, not the server's
+        rows.append(
+            (
+                "produce: client's busiest thread CPU / wall, median",
+                {
+                    n: statistics.median(every[(n, "thread")]) if (n, "thread") in every else None
+                    for n in order
+                },
+            )
+        )
+        rows.append(
+            (
+                "client ceiling msgs/s (busiest thread at one core), median",
+                {
+                    n: statistics.median(every[(n, "ceiling")]) if (n, "ceiling") in every else None
+                    for n in order
+                },
+            )
+        )
+    if any(k[1] == "cores" for k in every):
+        rows.append(
+            (
+                f"client-only ceiling msgs/s ({CORES} cores / client CPU per record), median",
+                {n: statistics.median(every[(n, "cores")]) if (n, "cores") in every else None for n in order},
+            )
+        )
+    if names:
+        for n in order:
+            if names.get(n):
+                print(f"  {n}: the client's busiest thread in each round: {', '.join(names[n])}")
     if any(k[1] == "cpu" for k in best):
         # the server process's CPU during the consume phase (least of the rounds), as records per
         # CPU-second: under load a steadier comparison than the wall-clock rate
