@@ -119,7 +119,26 @@ check_records(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs
 }
 
 /* CRC-32C (Castagnoli, reflected 0x82F63B78), as the crc32c package computes it: the SSE 4.2
-   instruction where the processor has it, else a table. */
+   instruction where the processor has it, else a table.
+
+   The arithmetic. A CRC register c (32 bits) stands for a polynomial over GF(2) of degree < 32, in
+   reflected bit order: bit 31 is the coefficient of x^0 and bit 0 that of x^31. Feeding the
+   register one zero bit multiplies it by x modulo P (the Castagnoli polynomial; 0x82F63B78 is P
+   without its x^32 term, reflected): shift right by one (every x^i becomes x^(i+1)), and if the
+   old bit 0 was set, its x^32 is reduced modulo P, i.e. replaced by P's lower terms (XOR
+   0x82F63B78). Feeding it n zero bytes therefore multiplies it by x^(8n) mod P. And the update is
+   linear ("+" is XOR): crc(c, A || B) = crc(c, A) * x^(8|B|) + crc(0, B), where crc(c, M) is the
+   register after feeding M to the register c. The fast path uses exactly that (crc32c_hw). */
+#define CRC32C_POLY 0x82F63B78u
+
+/* a * x mod P */
+static inline uint32_t
+gf2_times_x(uint32_t a)
+{
+    return a & 1 ? (a >> 1) ^ CRC32C_POLY : a >> 1;
+}
+
+/* The byte-at-a-time table: crc_table[b] is the register b (its low byte only) fed 8 zero bits. */
 static uint32_t crc_table[256];
 
 static void
@@ -128,7 +147,7 @@ crc_table_init(void)
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+            c = gf2_times_x(c);
         crc_table[i] = c;
     }
 }
@@ -143,21 +162,135 @@ crc32c_table(const unsigned char *d, size_t n)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("sse4.2"))) static uint32_t
-crc32c_hw(const unsigned char *d, size_t n)
+/* a * b mod P: the sum of b * x^i over the coefficients x^i of a (x^0 is bit 31, see above) */
+static uint32_t
+gf2_multiply(uint32_t a, uint32_t b)
 {
-    uint64_t c = 0xFFFFFFFFu;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, d, 8);
-        c = __builtin_ia32_crc32di(c, w);
-        d += 8;
-        n -= 8;
+    uint32_t product = 0;
+    for (uint32_t bit = 0x80000000u; bit; bit >>= 1) {
+        if (a & bit)
+            product ^= b;
+        b = gf2_times_x(b);
     }
+    return product;
+}
+
+/* x^n mod P, by squaring: x^n is the product of x^(2^k) over the bits k set in n */
+static uint32_t
+gf2_x_power(uint64_t n)
+{
+    uint32_t result = 0x80000000u, square = 0x40000000u; /* x^0 and x^1 */
+    for (; n; n >>= 1) {
+        if (n & 1)
+            result = gf2_multiply(result, square);
+        square = gf2_multiply(square, square);
+    }
+    return result;
+}
+
+/* "Feed the register L zero bytes" (multiply by x^(8L) mod P) as four tables: the operator is
+   linear, so it is the XOR of its values on the register's four bytes taken one at a time;
+   byte[k][b] is its value on the register b << 8k. Linear within a byte too: an entry is the XOR
+   of the entries of its bits. The register with only bit 31 set is x^0, so the operator gives
+   x^(8L) mod P itself on it; bit 30 is x^1, giving that times x; and so on down to bit 0. */
+typedef struct {
+    uint32_t byte[4][256];
+} crc_shift;
+
+static void
+crc_shift_init(crc_shift *shift, size_t zero_bytes)
+{
+    uint32_t on_bit = gf2_x_power(8 * (uint64_t)zero_bytes); /* on bit 31 */
+    for (int bit = 31; bit >= 0; bit--) {
+        shift->byte[bit / 8][1u << (bit % 8)] = on_bit;
+        on_bit = gf2_times_x(on_bit);
+    }
+    for (int k = 0; k < 4; k++) {
+        shift->byte[k][0] = 0;
+        for (uint32_t top = 2; top < 256; top <<= 1) /* the bytes whose highest bit is top */
+            for (uint32_t b = 1; b < top; b++)
+                shift->byte[k][top | b] = shift->byte[k][top] ^ shift->byte[k][b];
+    }
+}
+
+static inline uint32_t
+crc_shift_apply(const crc_shift *shift, uint32_t c)
+{
+    return shift->byte[0][c & 0xFF] ^ shift->byte[1][(c >> 8) & 0xFF] ^ shift->byte[2][(c >> 16) & 0xFF]
+           ^ shift->byte[3][c >> 24];
+}
+
+/* The instruction crc32 (8 bytes) takes 3 cycles but a new one can start every cycle: one
+   dependent chain runs at a third of the speed. So a long input is cut into blocks of three lanes
+   of L bytes each, A B C, and the three lanes' chains run side by side in one loop, lane A from the
+   register so far, B and C from 0; then, by the linearity above,
+       crc(c, A || B || C) = (crc(c, A) * x^(8L) + crc(0, B)) * x^(8L) + crc(0, C)
+   that is two applications of the shift table of L. The combine waits for lane A (two rounds of
+   table loads in a row), so lanes are long where the input allows: lanes of 8 kB while at least
+   three remain, then of 1 kB, 256 and 64 bytes, then the serial loop for the last < 192 bytes.
+   Measured here (serially -> these lanes): 71 kB 6.4 -> 2.3 us (8 kB and 256-byte lanes only:
+   2.5 us), 16 kB 1.47 -> 0.55 us, 700 bytes 63 -> 54 ns. A shift table is 4 kB, built once
+   at import (about 65k instructions for the four). */
+static const size_t lane_bytes[] = {8192, 1024, 256, 64};
+#define LANE_SIZES (sizeof(lane_bytes) / sizeof(lane_bytes[0]))
+static crc_shift lane_shift[LANE_SIZES];
+
+static void
+crc_lanes_init(void)
+{
+    for (size_t i = 0; i < LANE_SIZES; i++)
+        crc_shift_init(&lane_shift[i], lane_bytes[i]);
+}
+
+static inline uint64_t
+load64(const unsigned char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8); /* any alignment */
+    return w;
+}
+
+/* The register c fed d[0..n) serially: 8 bytes at a time, then the last bytes one by one. */
+__attribute__((target("sse4.2"))) static inline uint32_t
+crc32c_hw_serial(uint64_t c, const unsigned char *d, size_t n)
+{
+    for (; n >= 8; d += 8, n -= 8)
+        c = __builtin_ia32_crc32di(c, load64(d));
     uint32_t c32 = (uint32_t)c;
     while (n--)
         c32 = __builtin_ia32_crc32qi(c32, *d++);
-    return c32 ^ 0xFFFFFFFFu;
+    return c32;
+}
+
+/* The register (from its start, all ones) fed d[0..n): the three-lane blocks of each lane size in
+   turn, then the rest serially. Apart from crc32c_hw, so that a short input pays nothing for it. */
+__attribute__((target("sse4.2"), noinline)) static uint32_t
+crc32c_hw_lanes(const unsigned char *d, size_t n)
+{
+    uint64_t c = 0xFFFFFFFFu;
+    for (size_t size = 0; size < LANE_SIZES; size++) {
+        const size_t lane = lane_bytes[size];
+        while (n >= 3 * lane) {
+            uint64_t a = c, b = 0, e = 0;
+            for (size_t i = 0; i < lane; i += 8) {
+                a = __builtin_ia32_crc32di(a, load64(d + i));
+                b = __builtin_ia32_crc32di(b, load64(d + lane + i));
+                e = __builtin_ia32_crc32di(e, load64(d + 2 * lane + i));
+            }
+            const crc_shift *shift = &lane_shift[size];
+            c = crc_shift_apply(shift, crc_shift_apply(shift, (uint32_t)a) ^ (uint32_t)b) ^ (uint32_t)e;
+            d += 3 * lane;
+            n -= 3 * lane;
+        }
+    }
+    return crc32c_hw_serial(c, d, n);
+}
+
+__attribute__((target("sse4.2"))) static uint32_t
+crc32c_hw(const unsigned char *d, size_t n)
+{
+    uint32_t c = n >= 3 * lane_bytes[LANE_SIZES - 1] ? crc32c_hw_lanes(d, n) : crc32c_hw_serial(0xFFFFFFFFu, d, n);
+    return c ^ 0xFFFFFFFFu;
 }
 static int have_hw_crc;
 #define CRC32C(d, n) (have_hw_crc ? crc32c_hw(d, n) : crc32c_table(d, n))
@@ -405,6 +538,8 @@ PyInit__native(void)
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
     have_hw_crc = __builtin_cpu_supports("sse4.2");
+    if (have_hw_crc)
+        crc_lanes_init();
 #endif
     return PyModule_Create(&module);
 }

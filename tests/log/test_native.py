@@ -23,6 +23,7 @@ from broker.log import records as R
 from broker.log import streaming as S
 from broker.log.crc import crc32c
 from broker.log.records import Record
+from tests.log.test_crc import VECTORS
 from tests.support.native import native_enabled, require_built, unset_with_native_0
 
 try:
@@ -307,13 +308,70 @@ def fix_crc(buf: bytearray) -> None:
         buf[17:21] = _native.crc32c(bytes(buf[21:])).to_bytes(4, "big")
 
 
+#: lengths past the short ones of the compiled CRC's three-lane blocks (lanes of 8 kB, 1 kB, 256 and 64
+#: bytes: each block 3 * L; then 8 bytes at a time; then single bytes): 64 kB, 71 kB, 1 MB, a block less
+#: or more a byte, every lane size's block with the longest serial tail, and lengths that are not
+#: multiples of 8 or of 3 * 8
+CRC_LARGE_LENGTHS = [
+    65_536,
+    71_000,
+    71_003,
+    1 << 20,
+    (1 << 20) + 13,
+    3 * 8192 - 1,
+    3 * 8192 + 1,
+    3 * 8192 + 3 * 1024 + 3 * 256 + 3 * 64 + 191,
+    2 * 3 * 8192 + 3 * 1024 - 8,
+    3 * 1024 + 3 * 256 - 5,
+]
+
+
+def crc_all_ways(data: bytes) -> None:
+    """The compiled CRC of ``data`` is the package's, for bytes and for memoryview slices starting 1..7
+    bytes into a buffer (every alignment of the 8-byte loads)."""
+    expected = crc32c(data)
+    assert _native.crc32c(data) == expected, len(data)
+    for offset in range(1, 8):
+        view = memoryview(bytes(offset) + data + b"\xff")[offset : offset + len(data)]
+        assert _native.crc32c(view) == expected, (len(data), offset)
+
+
 @needs_native
-def test_crc32c_is_the_packages():
-    assert _native.crc32c(b"123456789") == 0xE3069283  # RFC 3720's check value
-    for n in (0, 1, 7, 8, 9, 63, 64, 65, 1000, 70_000):
-        data = os.urandom(n)
-        assert _native.crc32c(data) == crc32c(data)
-        assert _native.crc32c(memoryview(b"x" + data)[1:]) == crc32c(data)
+@pytest.mark.parametrize(("data", "expected"), VECTORS)
+def test_crc32c_gives_the_rfc_3720_vectors(data, expected):
+    assert _native.crc32c(data) == expected
+
+
+@needs_native
+def test_crc32c_is_the_packages_at_every_length_to_2100():
+    data = os.urandom(2100)
+    for n in range(2101):
+        crc_all_ways(data[:n])
+
+
+@needs_native
+@pytest.mark.parametrize("n", CRC_LARGE_LENGTHS)
+def test_crc32c_is_the_packages_at_large_lengths(n):
+    crc_all_ways(os.urandom(n))
+    crc_all_ways(bytes(n))  # all zero: each lane's register stays at its start for a while
+    crc_all_ways(b"\xff" * n)
+
+
+@needs_batch
+@pytest.mark.parametrize("size", [71_000, 1 << 20])
+def test_check_batch_accepts_a_long_batch_and_refuses_it_with_a_value_byte_changed(size):
+    batch = R.simple_batch([os.urandom(1000) for _ in range(size // 1000)])
+    assert same_one(batch) is not None
+    n = len(batch)
+    # bytes of a value in the first block's three lanes and its last, the 1 kB and 256-byte lanes'
+    # blocks and the serial tail; each a CRC error only: with the CRC fixed up the batch is valid again
+    for at in (100, 8192 + 100, 2 * 8192 + 100, 3 * 8192 - 30, n - 2000, n - 700, n - 300, n - 30, n - 2):
+        buf = bytearray(batch)
+        buf[at] ^= 0x10
+        assert S.validate_one(bytes(buf)) is None, at
+        assert python_one(bytes(buf)) is None, at
+        fix_crc(buf)
+        assert same_one(bytes(buf)) is not None, at
 
 
 @needs_batch
