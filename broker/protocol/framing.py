@@ -83,10 +83,10 @@ class FrameReader:
     reads, without its size prefix), joined once complete into exactly the frame's bytes: memory
     grows with the bytes received (never preallocated from the size prefix) and a large frame
     arriving in many reads is copied once (a produce request of 2,000 records is ~230 KB in 4 reads),
-    not once per read nor once more to cut it out of the joined reads. Such a frame is ``bytes``,
-    except a Produce request's (API key 0), joined into a ``bytearray`` that its handler owns: the
-    append stamps the record batches in it (dispatch/produce.py ``_append``) instead of copying
-    them first. Frames cut from one read are ``bytes``."""
+    not once per read nor once more to cut it out of the joined reads. A frame is ``bytes``, except
+    a Produce request's (API key 0): a ``bytearray`` that its handler owns, joined or cut out of a
+    read by the one copy a frame costs anyway, in which the append stamps the record batches
+    (dispatch/produce.py ``_append``) instead of copying them once more."""
 
     __slots__ = ("max_size", "_buf", "_parts", "_have", "_need")
 
@@ -142,7 +142,13 @@ class FrameReader:
                     self._buf = b""
                     return frames
                 break
-            frames.append(buf[pos + 4 : stop])
+            start = pos + 4
+            # a Produce request (API key 0) is cut into a bytearray, as a joined one is (above): the
+            # copy that cuts it out is the one its batches are stamped in
+            if size >= 2 and buf[start] == 0 and buf[start + 1] == 0:
+                frames.append(bytearray(memoryview(buf)[start:stop]))
+            else:
+                frames.append(buf[start:stop])
             pos = stop
         self._buf = buf[pos:] if pos < end else b""
         return frames

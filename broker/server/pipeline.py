@@ -167,7 +167,7 @@ class RequestPipeline:
         session = client.sasl
         if session.raw:
             try:
-                token = session.step(frame)
+                token = session.step(bytes(frame))  # (a frame whose first two bytes are 0 is a bytearray)
             except SaslFailure as e:
                 return Close(f"SASL authentication failed (user {session.user!r}): {e}")
             return struct.pack(">i", len(token)) + token

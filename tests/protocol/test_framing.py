@@ -1,6 +1,6 @@
 """broker.protocol.framing.FrameReader: any stream of frames, cut into reads anywhere, gives back
-exactly its frames (as bytes; a Produce request gathered from several reads as a bytearray), with ``buffered`` counting what arrived and is not yet returned;
-large frames are gathered from views of the reads and joined once."""
+exactly its frames (as bytes; a Produce request as a bytearray), with ``buffered`` counting what
+arrived and is not yet returned; large frames are gathered from views of the reads and joined once."""
 
 from __future__ import annotations
 
@@ -35,8 +35,10 @@ def feed_in(reader: FrameReader, stream: bytes, cuts: list[int]) -> list[bytes]:
     bounds = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
     for a, b in zip(bounds, bounds[1:], strict=False):
         got = reader.feed(stream[a:b])
-        # bytes, except a Produce request (API key 0) gathered from several reads: a bytearray
+        # bytes, except a Produce request (API key 0): a bytearray (bytes where the first read of a
+        # gathered frame held only one byte of it: see below)
         assert all(type(f) is bytes or (type(f) is bytearray and f[:2] == b"\0\0") for f in got)
+        assert all(type(f) is bytearray for f in got if f[:2] == b"\0\0" and len(f) <= _CHUNKED)
         frames += got
         returned += sum(4 + len(f) for f in got)
         assert reader.buffered == b - returned  # what arrived and is not yet a frame
@@ -78,20 +80,32 @@ def test_a_bad_size_after_a_gathered_frame_is_refused():
         reader.feed(stream[70_000:])
 
 
-@pytest.mark.parametrize("api_key", [0, 1, 8])
-def test_a_gathered_produce_frame_is_writable_and_other_frames_are_bytes(api_key):
-    """A Produce request gathered from several reads is joined into a bytearray its handler may stamp
-    in place; any other API's, and any frame cut from one read, stays bytes."""
+@pytest.mark.parametrize("api_key", [0, 1, 8, 256])
+def test_a_produce_frame_is_writable_and_other_frames_are_bytes(api_key):
+    """A Produce request, gathered from several reads or cut out of one, is a bytearray its handler may
+    stamp in place (the copy that makes the frame is the only one); any other API's frame stays bytes
+    (256: a first byte 1, a second 0)."""
     big = struct.pack(">hhi", api_key, 9, 7) + bytes(_CHUNKED + 100)
-    small = struct.pack(">hhi", 0, 9, 8) + b"x" * 10
-    stream = stream_of([big, small])
+    small = struct.pack(">hhi", api_key, 9, 8) + b"x" * 10
+    produce = struct.pack(">hhi", 0, 9, 9) + b"y" * 10
+    stream = stream_of([big, small, produce])
+    want = bytearray if api_key == 0 else bytes
     reader = FrameReader(1 << 20)
     got = reader.feed(stream[:1000]) + reader.feed(stream[1000:])
-    assert got == [big, small]
-    assert type(got[0]) is (bytearray if api_key == 0 else bytes)
-    assert type(got[1]) is bytes
-    whole = FrameReader(1 << 20).feed(stream)  # one read: cut out as bytes
-    assert whole == [big, small] and all(type(f) is bytes for f in whole)
+    assert got == [big, small, produce]
+    assert [type(f) for f in got] == [want, want, bytearray]
+    whole = FrameReader(1 << 20).feed(stream)  # one read: the three cut out of it
+    assert whole == [big, small, produce]
+    assert [type(f) for f in whole] == [want, want, bytearray]
+
+
+@pytest.mark.parametrize("body", [b"", b"\0", b"\0\0", b"\0\1"])
+def test_a_frame_too_short_for_a_produce_header_is_cut_as_it_is(body):
+    """Frames of 0-2 bytes (too short for a request header: the pipeline closes the connection) come
+    back as sent; two zero bytes are a Produce API key, so a bytearray."""
+    got = FrameReader(1 << 20).feed(stream_of([body, b"\0\0\0\x09"]))
+    assert got == [body, b"\0\0\0\x09"]
+    assert type(got[0]) is (bytearray if body == b"\0\0" else bytes) and type(got[1]) is bytearray
 
 
 def test_a_gathered_frame_whose_first_read_holds_one_byte_of_it():
