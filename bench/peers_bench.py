@@ -360,9 +360,11 @@ CORES = os.cpu_count() or 1
 
 
 def client_threads() -> dict[str, float]:
-    """User + system CPU seconds of each thread of this process by name (Linux /proc; threads of
-    the same name summed; empty where /proc is missing): the client's Python thread is ``python``
-    (or the interpreter's name), librdkafka's are ``rdk:main`` and ``rdk:broker<id>``."""
+    """CPU seconds of each thread of this process by name (Linux /proc; threads of the same name
+    summed; empty where /proc is missing): the client's Python thread is ``python`` (or the
+    interpreter's name), librdkafka's are ``rdk:main`` and ``rdk:broker<id>``. From the scheduler's
+    run time in nanoseconds (``schedstat``), else user + system time in clock ticks (10 ms: a
+    produce of 0.2 s would be counted to +-5%)."""
     out: dict[str, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
     try:
@@ -373,11 +375,16 @@ def client_threads() -> dict[str, float]:
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
                 name = f.read().strip()
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            try:
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    cpu = int(f.read().split()[0]) / 1e9
+            except (OSError, IndexError, ValueError):  # a kernel without schedstats
+                with open(f"/proc/self/task/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                cpu = (int(fields[11]) + int(fields[12])) / tick
         except OSError:  # the thread ended meanwhile
             continue
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        out[name] = out.get(name, 0.0) + cpu
     return out
 
 
