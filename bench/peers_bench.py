@@ -74,10 +74,12 @@ to run):
   threads; its Python thread alone takes up to 1.0), and, as the median of the rounds, this
   process's busiest thread's CPU over the produce's wall time (its name is printed for each round)
   with the rate that thread allows at a whole core (records / its CPU seconds: the client's
-  ceiling; a server cannot raise it, and one whose rate is close to it is bound by the client),
-  and the client-only ceiling: the machine's cores over this process's CPU per record, the rate
-  with a server that cost nothing (where the client's threads and the server share the cores, the
-  server's CPU per record, not its speed, moves the rate).
+  ceiling in that run; a server whose rate is close to it is bound by the client, though a server
+  still moves the client's cost per record a little: how soon it answers decides how many records
+  the client holds), and the client-only ceiling: the machine's cores over this process's CPU per
+  record, the rate with a server that cost nothing (where the client's threads and the server
+  share the cores, the server's CPU per record, not its speed, moves the rate). For the mock, which
+  runs in this process, its CPU counts as the client's.
   ``--produce-stats``: each produce's Produce
   requests, records and bytes a request, the round trip of a request (librdkafka's rtt: the server's
   acknowledgement latency, fsync included), the time records waited in the client (int_latency,
@@ -1231,8 +1233,8 @@ def throughput(
     rows.append(("produce: client process CPU / wall", {n: best.get((n, "client")) for n in order}))
     if names:
         # the median of the rounds: the client's busiest thread over the produce's wall time, and
-        # the rate that thread allows at a whole core (msgs / its CPU seconds), which no server can
-        # raise: a bar above it is the client's, not the server's
+        # the rate that thread allows at a whole core (msgs / its CPU seconds): a rate close to it
+        # is the client's, not the server's
         rows.append(
             (
                 "produce: client's busiest thread CPU / wall, median",
