@@ -2,10 +2,14 @@
 StandardAuthorizer (``User:ANONYMOUS``, the PLAINTEXT principal, a super user on both: the ACL APIs
 themselves are compared, not refusals). Every version both serve (Kafka 4: 1-3); valid and invalid
 creations, every kind of filter, deletions. Kafka answers DescribeAcls resources and DeleteAcls
-matches in hash order: both answers are sorted before they are compared. No difference is allowed."""
+matches in hash order: both answers are sorted before they are compared. Kafka's broker applies an
+ACL change a moment after answering it (when it replays the controller's record): after each change
+the test waits until DescribeAcls shows what that broker's own answer said changed. No difference is
+allowed."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -161,6 +165,81 @@ def steps(v: int) -> list[Step]:
     return out
 
 
+Binding = tuple  # (resource type, name, pattern type, principal, host, operation, permission)
+
+
+def bindings(peer: Peer) -> set[Binding] | None:
+    """Every ACL ``peer`` describes now (None: no answer)."""
+    raw = peer.send(Step(DESCRIBE_ACLS, 3, describe(), label="barrier"))
+    if not isinstance(raw, Message) or raw.error_code:
+        return None
+    return {
+        (
+            r.resource_type,
+            r.resource_name,
+            r.pattern_type,
+            a.principal,
+            a.host,
+            a.operation,
+            a.permission_type,
+        )
+        for r in raw.resources
+        for a in r.acls
+    }
+
+
+def visible(step: Step, answer: Any) -> tuple[set[Binding], set[Binding]]:
+    """What a CreateAcls or DeleteAcls ``answer`` says it changed, as (bindings created, bindings
+    deleted): by the peer's own answer, not by the other peer's."""
+    if step.api == CREATE_ACLS and isinstance(answer, Message):
+        return {
+            (
+                c.resource_type,
+                c.resource_name,
+                c.resource_pattern_type,
+                c.principal,
+                c.host,
+                c.operation,
+                c.permission_type,
+            )
+            for c, r in zip(step.body.creations, answer.results, strict=True)
+            if r.error_code == 0
+        }, set()
+    if step.api == DELETE_ACLS and isinstance(answer, Message):
+        return set(), {
+            (
+                m.resource_type,
+                m.resource_name,
+                m.pattern_type,
+                m.principal,
+                m.host,
+                m.operation,
+                m.permission_type,
+            )
+            for f in answer.filter_results
+            if f.error_code == 0
+            for m in f.matching_acls
+            if m.error_code == 0
+        }
+    return set(), set()
+
+
+def wait_until_visible(peer: Peer, step: Step, answer: Any, timeout: float = 10.0) -> None:
+    """Kafka applies an ACL change once its broker replays the controller's metadata record, a
+    moment after it answered the change: wait (up to ``timeout``) until DescribeAcls shows what the
+    answer said was created and no longer shows what it said was deleted, so that the next step
+    compares both brokers in the same state (a barrier on Kafka's own answer, never on ours)."""
+    created, deleted = visible(step, answer)
+    if not created and not deleted:
+        return
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        now = bindings(peer)
+        if now is not None and created <= now and not (deleted & now):
+            return
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_acl_apis_answer_as_kafka(acl_peers, version):
     ours, theirs = acl_peers
@@ -169,6 +248,7 @@ def test_acl_apis_answer_as_kafka(acl_peers, version):
         views = []
         for peer in (ours, theirs):
             raw = peer.send(step)
+            wait_until_visible(peer, step, raw)
             norm = normalise(raw, peer.node_id) if isinstance(raw, Message) else raw
             views.append(sorted_view(norm))
         for d in diff(views[0], views[1]):
