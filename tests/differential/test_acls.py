@@ -38,6 +38,7 @@ from broker.security.authorizer import (
     TOPIC,
     TRANSACTIONAL_ID,
     WRITE,
+    AclBinding,
 )
 from tests.differential.engine import Peer, Step, diff, normalise
 from tests.support.real_kafka import RealKafka
@@ -165,16 +166,13 @@ def steps(v: int) -> list[Step]:
     return out
 
 
-Binding = tuple  # (resource type, name, pattern type, principal, host, operation, permission)
-
-
-def bindings(peer: Peer) -> set[Binding] | None:
+def bindings(peer: Peer) -> set[AclBinding] | None:
     """Every ACL ``peer`` describes now (None: no answer)."""
     raw = peer.send(Step(DESCRIBE_ACLS, 3, describe(), label="barrier"))
     if not isinstance(raw, Message) or raw.error_code:
         return None
     return {
-        (
+        AclBinding(
             r.resource_type,
             r.resource_name,
             r.pattern_type,
@@ -188,12 +186,13 @@ def bindings(peer: Peer) -> set[Binding] | None:
     }
 
 
-def visible(step: Step, answer: Any) -> tuple[set[Binding], set[Binding]]:
+def visible(step: Step, answer: Any) -> tuple[set[AclBinding], set[AclBinding]]:
     """What a CreateAcls or DeleteAcls ``answer`` says it changed, as (bindings created, bindings
     deleted): by the peer's own answer, not by the other peer's."""
     if step.api == CREATE_ACLS and isinstance(answer, Message):
+        created = [c for c, r in zip(step.body.creations, answer.results, strict=True) if r.error_code == 0]
         return {
-            (
+            AclBinding(
                 c.resource_type,
                 c.resource_name,
                 c.resource_pattern_type,
@@ -202,12 +201,18 @@ def visible(step: Step, answer: Any) -> tuple[set[Binding], set[Binding]]:
                 c.operation,
                 c.permission_type,
             )
-            for c, r in zip(step.body.creations, answer.results, strict=True)
-            if r.error_code == 0
+            for c in created
         }, set()
     if step.api == DELETE_ACLS and isinstance(answer, Message):
+        matched = [
+            m
+            for f in answer.filter_results
+            if f.error_code == 0
+            for m in f.matching_acls
+            if m.error_code == 0
+        ]
         return set(), {
-            (
+            AclBinding(
                 m.resource_type,
                 m.resource_name,
                 m.pattern_type,
@@ -216,10 +221,7 @@ def visible(step: Step, answer: Any) -> tuple[set[Binding], set[Binding]]:
                 m.operation,
                 m.permission_type,
             )
-            for f in answer.filter_results
-            if f.error_code == 0
-            for m in f.matching_acls
-            if m.error_code == 0
+            for m in matched
         }
     return set(), set()
 
