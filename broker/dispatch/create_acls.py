@@ -44,6 +44,19 @@ def unparseable(req: CreateAclsRequest) -> str | None:
     return None
 
 
+def binding(c: AclCreation) -> AclBinding:
+    """The ACL a creation asks for."""
+    return AclBinding(
+        c.resource_type,
+        c.resource_name,
+        c.resource_pattern_type,
+        c.principal,
+        c.host,
+        c.operation,
+        c.permission_type,
+    )
+
+
 def handle(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
     why = unparseable(req)
     if why is not None:
@@ -66,20 +79,7 @@ def handle(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
         elif c.resource_name == "":
             reasons[i] = "Invalid empty resource name"
         else:
-            valid.append(
-                (
-                    i,
-                    AclBinding(
-                        c.resource_type,
-                        c.resource_name,
-                        c.resource_pattern_type,
-                        c.principal,
-                        c.host,
-                        c.operation,
-                        c.permission_type,
-                    ),
-                )
-            )
+            valid.append((i, binding(c)))
     for (i, _), reason in zip(valid, store.create(acl for _, acl in valid), strict=True):
         reasons[i] = reason
     return CreateAclsResponse(

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from broker.dispatch.create_acls import binding
 from broker.protocol.generated.create_acls import AclCreation, CreateAclsRequest
 from broker.protocol.generated.delete_acls import DeleteAclsFilter, DeleteAclsRequest
 from broker.protocol.generated.describe_acls import DescribeAclsRequest
@@ -190,19 +191,8 @@ def visible(step: Step, answer: Any) -> tuple[set[AclBinding], set[AclBinding]]:
     """What a CreateAcls or DeleteAcls ``answer`` says it changed, as (bindings created, bindings
     deleted): by the peer's own answer, not by the other peer's."""
     if step.api == CREATE_ACLS and isinstance(answer, Message):
-        created = [c for c, r in zip(step.body.creations, answer.results, strict=True) if r.error_code == 0]
-        return {
-            AclBinding(
-                c.resource_type,
-                c.resource_name,
-                c.resource_pattern_type,
-                c.principal,
-                c.host,
-                c.operation,
-                c.permission_type,
-            )
-            for c in created
-        }, set()
+        created = zip(step.body.creations, answer.results, strict=True)
+        return {binding(c) for c, r in created if r.error_code == 0}, set()
     if step.api == DELETE_ACLS and isinstance(answer, Message):
         matched = [
             m
