@@ -1232,6 +1232,9 @@ def throughput(
         rows.append(("produce: main thread CPU / wall", {n: best.get((n, "busy")) for n in order}))
     rows.append(("produce: client process CPU / wall", {n: best.get((n, "client")) for n in order}))
     if names:
+        for n in order:
+            if names.get(n):
+                print(f"  {n}: the client's busiest thread in each round: {', '.join(names[n])}")
         # the median of the rounds: the client's busiest thread over the produce's wall time, and
         # the rate that thread allows at a whole core (msgs / its CPU seconds): a rate close to it
         # is the client's, not the server's
@@ -1260,10 +1263,6 @@ def throughput(
                 {n: statistics.median(every[(n, "cores")]) if (n, "cores") in every else None for n in order},
             )
         )
-    if names:
-        for n in order:
-            if names.get(n):
-                print(f"  {n}: the client's busiest thread in each round: {', '.join(names[n])}")
     if any(k[1] == "cpu" for k in best):
         # the server process's CPU during the consume phase (least of the rounds), as records per
         # CPU-second: under load a steadier comparison than the wall-clock rate
