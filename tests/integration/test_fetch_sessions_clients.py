@@ -44,6 +44,14 @@ def _sessions(broker) -> list:
     return list(broker.broker.services.fetch_sessions.sessions.values())
 
 
+def _settle(broker, consumer, partitions: set[int]) -> None:
+    """Polls (nothing may arrive) until the broker holds one session and it holds `partitions`."""
+    deadline = time.monotonic() + TIMEOUT
+    while [{key[1] for key in s.partitions} for s in _sessions(broker)] != [partitions]:
+        assert time.monotonic() < deadline, f"the session never held exactly {sorted(partitions)}"
+        assert not consumer.poll(timeout_ms=100)  # nothing arrives meanwhile
+
+
 def test_kafka_python_reads_through_incremental_fetch_sessions(broker):
     from kafka import TopicPartition
 
@@ -69,8 +77,11 @@ def test_kafka_python_reads_through_incremental_fetch_sessions(broker):
         wave(list(range(PARTS)), 20, "all")
         # caught up: the client's fetches go on incrementally in one session
         wave([3, 17, 29], 50, "few")
-        sessions = _sessions(broker)
-        assert len(sessions) == 1 and sessions[0].epoch > 1 and len(sessions[0].partitions) == PARTS
+        # (a fetch sent while records of 3, 17 or 29 wait unpolled in the client leaves them out,
+        # which forgets them until the next fetch adds them back: CI saw 27 of 30 once)
+        _settle(broker, consumer, set(range(PARTS)))
+        [session] = _sessions(broker)
+        assert session.epoch > 1
         # a partition leaves the assignment: the client forgets it in the session
         consumer.assign([tp for tp in everything if tp.partition != 5])
         wave([5, 6], 10, "unassigned", expect=[6])
@@ -78,11 +89,7 @@ def test_kafka_python_reads_through_incremental_fetch_sessions(broker):
         # the next one forgets partition 5; and a fetch sent while a partition's records wait
         # unpolled in the client leaves that partition out, which forgets it too until the next
         # fetch adds it back, as the Java client does)
-        deadline = time.monotonic() + TIMEOUT
-        others = set(range(PARTS)) - {5}
-        while [{key[1] for key in s.partitions} for s in _sessions(broker)] != [others]:
-            assert time.monotonic() < deadline, "the session never held every partition but 5"
-            assert not consumer.poll(timeout_ms=100)  # nothing arrives meanwhile
+        _settle(broker, consumer, set(range(PARTS)) - {5})
         consumer.assign(everything)
         consumer.seek(TopicPartition("fs", 5), offsets[5])
         got = _poll_until(consumer, 10)
