@@ -141,8 +141,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition, libversion
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaException,
+    Producer,
+    TopicPartition,
+    libversion,
+)
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -221,6 +228,8 @@ class ProcPeer:
     proc: subprocess.Popen | None = None
     port: int = 0
     env: dict[str, str] | None = None  # None: this process's environment
+    data_dir: Path | None = None  # the running process's (``start``)
+    log: Path | None = None
 
     def popen(self, port: int, data_dir: Path, log: Path) -> subprocess.Popen:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -239,10 +248,25 @@ class ProcPeer:
         """Start and wait for the first ApiVersions answer; returns the bootstrap address."""
         self.port = free_port()
         tag = f"{self.name}-{time.monotonic_ns()}"
-        log = base / f"{tag}.log"
-        self.proc = self.popen(self.port, base / tag, log)
-        wait_api_versions(self.proc, self.port, timeout, log)
+        self.data_dir, self.log = base / tag, base / f"{tag}.log"
+        self.proc = self.popen(self.port, self.data_dir, self.log)
+        wait_api_versions(self.proc, self.port, timeout, self.log)
         return f"127.0.0.1:{self.port}"
+
+    def crash_and_restart(self, timeout: float = 60.0) -> float:
+        """SIGKILL the running process (its whole group: nothing it holds in memory is written
+        after that), then start it again on the same data directory and port; the seconds from
+        the restart to its first ApiVersions answer."""
+        proc = self.proc
+        assert proc is not None and self.data_dir is not None and self.log is not None
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        t0 = time.perf_counter()
+        self.proc = self.popen(self.port, self.data_dir, self.log)
+        return wait_api_versions(self.proc, self.port, timeout, self.log) - t0
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
@@ -703,7 +727,9 @@ def main() -> int:
     ap.add_argument("--members", default="1,10", help="group sizes for subscribe-to-stable")
     ap.add_argument("--group-runs", type=int, default=3, help="groups: alternate this often, best counts")
     ap.add_argument("--peers", default=",".join(PEER_ORDER), help="comma-separated: " + ",".join(PEER_ORDER))
-    ap.add_argument("--phases", default="throughput,startup,groups", help="also: one-each")
+    ap.add_argument(
+        "--phases", default="throughput,startup,groups", help="also: one-each, durability, sustained"
+    )
     ap.add_argument(
         "--one-each-partitions", default="10000", help="one-each: comma-separated partition counts"
     )
@@ -714,6 +740,9 @@ def main() -> int:
     )
     ap.add_argument(
         "--one-each-runs", type=int, default=2, help="one-each: alternate this often, best counts"
+    )
+    ap.add_argument(
+        "--sustained-messages", type=int, default=12_000_000, help="sustained: records in the one produce"
     )
     ap.add_argument("--peers-dir", type=Path, default=ROOT / "bench" / ".peers")
     ap.add_argument("--no-install", action="store_true", help="do not pip-install tansu and noida-db")
@@ -922,6 +951,12 @@ def main() -> int:
                     [n for n in order if n != "mock"],
                     rate=False,
                 )
+        if "sustained" in phases:
+            for partitions in [int(x) for x in args.partitions.split(",")]:
+                sustained(args, partitions, order, peers, base, value)
+        if "durability" in phases:
+            for partitions in [int(x) for x in args.partitions.split(",")]:
+                durability(args, partitions, order, peers, base, value)
         if "groups" in phases:
             rows = groups(args, order, peers, mock, kafka_server, base)
             print_table(
@@ -1273,6 +1308,168 @@ def throughput(
             )
         )
     return rows
+
+
+#: the durability phase's two moments of the SIGKILL: right after the last acknowledgement, and
+#: once the server is quiet (``settle``: what it does after acknowledging is done)
+KILL_MOMENTS = ("at once", "once quiet")
+
+
+def durability(
+    args, partitions: int, order: list[str], peers: dict[str, ProcPeer], base: Path, value: bytes
+) -> None:
+    """The durability phase for one partition count, printed as a table: per subprocess peer and
+    moment of KILL_MOMENTS, a server started afresh, one producer's records acknowledged (acks=all,
+    every one delivered), a SIGKILL at that moment, a restart on the same data directory and the
+    records it still serves (the high watermarks)."""
+    kept: dict[tuple[str, str], int | None] = {}
+    waited: dict[str, float] = {}  # seconds from the last acknowledgement to quiet
+    restart: dict[str, float] = {}
+    names = [n for n in order if n in peers]
+    for moment in KILL_MOMENTS:
+        for name in names:
+            peer = peers[name]
+            kept[(name, moment)] = None
+            try:
+                server = Server(name, peer.start(base))
+                targets = server.targets(f"durable-{partitions}p", partitions)
+                produce(server, targets, args.messages, value)  # raises unless every record was acknowledged
+                if moment == "once quiet":
+                    t0 = time.monotonic()
+                    settle(peer.proc, name)
+                    waited[name] = time.monotonic() - t0
+                t = peer.crash_and_restart()
+                restart[name] = min(restart.get(name, t), t)
+                kept[(name, moment)], note = high_watermarks(server.bootstrap, targets)
+                if note:
+                    print(f"  {name}, {partitions} partition(s), SIGKILL {moment}: {note}")
+            except Exception as e:  # noqa: BLE001 - reported, the others go on
+                print(f"  {name}, {partitions} partition(s), SIGKILL {moment}: failed: {e}")
+            finally:
+                peer.stop()
+    print(
+        f"\n{args.messages:,} x {args.size} B acknowledged (confluent-kafka acks=all linger.ms=5) into "
+        f"{partitions} partition(s), then SIGKILL of the server and a restart on its data directory: "
+        "the acknowledged records it still serves"
+    )
+    print("| | " + " | ".join(names) + " |")
+    print("| --- |" + " --- |" * len(names))
+    for moment in KILL_MOMENTS:
+        cells = []
+        for name in names:
+            n = kept[(name, moment)]
+            cells.append("failed" if n is None else f"{n:,} ({n / args.messages:.0%})")
+        label = "SIGKILL right after the last acknowledgement"
+        if moment == "once quiet":
+            label = "SIGKILL once the server is quiet"
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print("| last acknowledgement to quiet | " + " | ".join(fmt_time(waited.get(n)) for n in names) + " |")
+    print("| restart to first answer | " + " | ".join(fmt_time(restart.get(n)) for n in names) + " |")
+
+
+def sustained(
+    args, partitions: int, order: list[str], peers: dict[str, ProcPeer], base: Path, value: bytes
+) -> None:
+    """The sustained phase for one partition count, printed as a table: per subprocess peer started
+    afresh, one producer of ``--sustained-messages`` records (as the throughput phase's produce),
+    long enough that what a server does after acknowledging has to share the machine with the
+    producer; its rate, the server's CPU during the produce and until it is quiet (at most
+    SETTLE_TIMEOUT after the last acknowledgement), and its peak resident memory."""
+    n = args.sustained_messages
+    rate: dict[str, float] = {}
+    during: dict[str, float] = {}
+    after: dict[str, float] = {}
+    rss: dict[str, float] = {}
+    names = [x for x in order if x in peers]
+    for name in names:
+        peer = peers[name]
+        try:
+            server = Server(name, peer.start(base))
+            targets = server.targets(f"sustained-{partitions}p", partitions)
+            cpu0 = process_cpu(peer.proc)
+            rate[name] = produce(server, targets, n, value)
+            cpu1 = process_cpu(peer.proc)
+            rest = settle(peer.proc, name)
+            if cpu0 is not None and cpu1 is not None:
+                during[name] = (cpu1 - cpu0) * 1e6 / n
+            if rest is not None:
+                after[name] = rest
+            peak = peak_rss(peer.proc)
+            if peak is not None:
+                rss[name] = peak
+        except Exception as e:  # noqa: BLE001 - reported, the others go on
+            print(f"  {name}, {partitions} partition(s), sustained: failed: {e}")
+        finally:
+            peer.stop()
+    print(
+        f"\n{n:,} x {args.size} B in one produce (confluent-kafka acks=all linger.ms=5) into {partitions} "
+        "partition(s) (ratio: ours / peer, >1 ours faster)"
+    )
+    print("| | " + " | ".join(names) + " |")
+    print("| --- |" + " --- |" * len(names))
+    ours = rate.get("ours")
+    cells = []
+    for name in names:
+        v = rate.get(name)
+        cell = fmt_rate(v)
+        if name != "ours" and v and ours:
+            cell += f" ({ours / v:.2f})"
+        cells.append(cell)
+    print("| produce msgs/s | " + " | ".join(cells) + " |")
+    print(
+        "| server CPU us/record during the produce | "
+        + " | ".join("skipped" if n not in during else f"{during[n]:.2f}" for n in names)
+        + " |"
+    )
+    print(
+        f"| server CPU seconds after the last acknowledgement (at most {SETTLE_TIMEOUT:.0f} s waited) | "
+        + " | ".join("skipped" if n not in after else f"{after[n]:.1f}" for n in names)
+        + " |"
+    )
+    print(
+        "| server peak resident memory | "
+        + " | ".join("skipped" if n not in rss else f"{rss[n] / 2**20:,.0f} MB" for n in names)
+        + " |"
+    )
+
+
+def peak_rss(proc: subprocess.Popen | None) -> int | None:
+    """Bytes of the peak resident memory of ``proc`` (VmHWM), None if unknown."""
+    if proc is None or proc.poll() is not None:
+        return None
+    try:
+        with open(f"/proc/{proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def high_watermarks(
+    bootstrap: str, targets: list[tuple[str, int]], timeout: float = 15.0
+) -> tuple[int, str | None]:
+    """The sum of the high watermarks of ``targets`` (ListOffsets, latest), asked again while the
+    restarted server is not ready; 0 with a note when the topic is still unknown at ``timeout``."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in targets}
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            futures = admin.list_offsets(request, request_timeout=10)
+            return sum(f.result().offset for f in futures.values()), None
+        except KafkaException as e:
+            error = e.args[0]
+            if time.monotonic() < deadline:
+                time.sleep(0.5)
+                continue
+            topics = {t for t, _p in targets}
+            listed = admin.list_topics(timeout=10).topics
+            missing = sorted(t for t in topics if t not in listed or listed[t].error is not None)
+            if missing:
+                return 0, f"topic {', '.join(missing)} unknown after the restart ({error.str()})"
+            raise
 
 
 #: a server is quiet once it used at most QUIET_CPU seconds of CPU in each of QUIET_WINDOWS windows
