@@ -22,8 +22,9 @@ Peers (each one missing or failing to start is reported as skipped; the bench go
 * noida: noida-db 0.2.3 (Rust, on disk), its Kafka service only (``--only kafka``), the binary of the
   ``noida-db`` wheel run directly (not through its Python launcher). It acknowledges a produce from
   memory and writes its whole state to one file (``kafka.json``) in the background, with no fsync
-  (strace of a produce and of the two snapshot writes after it: no fsync or fdatasync): killed right after its last acknowledgement it
-  keeps none of the records, nor the topic (the durability phase).
+  (strace of a produce and of the two snapshot writes after it: no fsync or fdatasync): killed
+  right after its last acknowledgement it keeps none of the records, nor the topic (the durability
+  phase).
 * mock: librdkafka's mock cluster (``test.mock.num.brokers=1``) of the installed confluent-kafka.
   Throughput and groups: inside this process (it shares this process's CPU with the client), topics
   auto-created with its fixed partition count, so N partitions are taken from as many topics as needed
