@@ -41,7 +41,7 @@ from broker.log.batch import (
 )
 from broker.log.manager import LogManager, StorageError
 from broker.log.partition import PartitionLog
-from broker.log.streaming import EXPANSION_LIMIT, validate_one, validate_records
+from broker.log.streaming import EXPANSION_LIMIT, native_stamp, validate_one, validate_records
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.generated.produce import REQUEST_DECODERS as GENERATED_DECODERS
 from broker.protocol.generated.produce import (
@@ -864,9 +864,10 @@ def _append_plain(
     transactional, with its timestamps in bounds and new to its producer's state (or without a
     producer id), into a partition that neither recompresses, compacts nor stamps LogAppendTime, and
     that needs no more in-sync replicas than itself (acks=-1), validated by the compiled check
-    (``validate_one``). The same answer ``_append`` gives for it; None, with nothing done, for
-    anything else, which ``_append`` then checks in full (tests/dispatch/test_produce.py holds the
-    two to the same answers and stored bytes)."""
+    (``validate_one``); a batch without a producer id is checked and stamped for the log in one
+    compiled call (``native_stamp``) when the extension is built. The same answer ``_append`` gives
+    for it; None, with nothing done, for anything else, which ``_append`` then checks in full
+    (tests/dispatch/test_produce.py holds the two to the same answers and stored bytes)."""
     config = plog.config
     if (
         records is None
@@ -879,6 +880,26 @@ def _append_plain(
         or "compact" in config.cleanup_policy
     ):
         return None
+    if native_stamp is not None and records[43] & 0x80:  # no producer id (-1): no producer state
+        stamped = native_stamp(
+            records,
+            now,
+            config.timestamp_before_max_ms,
+            config.timestamp_after_max_ms,
+            plog.log_end_offset,
+            plog.leader_epoch,
+        )
+        if stamped is not None:  # checked, and stamped with the offset the append takes
+            data, next_offset, max_ts = stamped
+            try:
+                base = plog.append_stamped(data, next_offset, max_ts, now)
+            except OSError as e:
+                log.error("%s-%d: append failed: %s", plog.topic, partition, e)
+                return _error(partition, ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e}")
+            fut = logs.appended(plog)
+            if fut is not None:
+                waits.append(fut)
+            return (partition, base, -1, plog.log_start_offset)
     one = validate_one(records)
     if one is None:
         return None

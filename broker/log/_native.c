@@ -18,6 +18,17 @@
    batch, any fault): the caller then takes the Python path, which accepts or raises as before. So
    one call replaces the header parse, the CRC call and the record walk of a partition.
 
+   stamp_plain(records, now, before_max, after_max, base_offset, leader_epoch) is the whole of
+   dispatch/produce.py's plain append before the write, for a batch without a producer id (no
+   producer state to check): check_batch's checks, a CreateTime batch neither compressed nor
+   transactional, its records' timestamps within message.timestamp.before/after.max.ms of now
+   (validator.timestamps_within), then the bytes to append (a copy, or the request's own writable
+   frame in place) with the records' max timestamp (and the CRC when that changed), the base offset
+   and the leader epoch stamped (validator.set_max_timestamp, batch.assign_offset). It returns
+   (data, next offset, max timestamp), or None with nothing changed for anything else: the caller
+   then runs the Python checks, which take or refuse the batch as before (tests/dispatch/
+   test_produce.py holds both paths to the same answers and stored bytes).
+
    syncfs(fd) is syncfs(2) with the GIL released, returning 0 or the errno (broker/log/manager.py
    raises the OSError): the same call as the manager's ctypes fallback, without importing ctypes at
    every start-up. Linux only (where syncfs exists); elsewhere the module has no syncfs.
@@ -422,6 +433,36 @@ bind(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* What check_batch learns of one batch. */
+typedef struct {
+    int16_t attributes;
+    int32_t last_delta, count;
+    int64_t lo, hi, first; /* timestamp deltas: least, greatest, the first record's */
+    int plain;             /* every record's attributes byte 0 */
+} one_batch;
+
+/* check_batch's checks of the n bytes at d: 0 with b filled in when they are exactly one valid
+   uncompressed v2 batch (not a control batch), else -1. */
+static int
+check_one(const unsigned char *d, int64_t n, one_batch *b)
+{
+    if (n < HEADER_SIZE || d[16] != 2)
+        return -1;
+    int32_t batch_length = be32(d + 8);
+    if (batch_length < MIN_BATCH_LENGTH || (int64_t)batch_length + LOG_OVERHEAD != n)
+        return -1; /* malformed, or not exactly one batch */
+    b->attributes = be16(d + 21);
+    b->last_delta = be32(d + 23);
+    b->count = be32(d + 57);
+    if (b->count <= 0 || b->last_delta != b->count - 1 || b->attributes & 0x20 || b->attributes & 0x07)
+        return -1; /* no records, deltas disagreeing, a control batch, or compressed */
+    if ((uint32_t)be32(d + 17) != CRC32C(d + 21, (size_t)(n - 21)))
+        return -1;
+    if (walk(d + HEADER_SIZE, n - HEADER_SIZE, b->count, &b->lo, &b->hi, &b->first, &b->plain))
+        return -1;
+    return 0;
+}
+
 static PyObject *
 check_batch(PyObject *Py_UNUSED(self), PyObject *arg)
 {
@@ -434,32 +475,21 @@ check_batch(PyObject *Py_UNUSED(self), PyObject *arg)
         return NULL;
     const unsigned char *d = (const unsigned char *)view.buf;
     int64_t n = (int64_t)view.len;
-    PyObject *out;
-    if (n < HEADER_SIZE || d[16] != 2)
-        goto refuse;
-    int32_t batch_length = be32(d + 8);
-    if (batch_length < MIN_BATCH_LENGTH || (int64_t)batch_length + LOG_OVERHEAD != n)
-        goto refuse; /* malformed, or not exactly one batch */
-    int16_t attributes = be16(d + 21);
-    int32_t last_delta = be32(d + 23), count = be32(d + 57);
-    if (count <= 0 || last_delta != count - 1 || attributes & 0x20 || attributes & 0x07)
-        goto refuse; /* no records, deltas disagreeing, a control batch, or compressed */
-    if ((uint32_t)be32(d + 17) != CRC32C(d + 21, (size_t)(n - 21)))
-        goto refuse;
-    int64_t lo, hi, first;
-    int plain;
-    if (walk(d + HEADER_SIZE, n - HEADER_SIZE, count, &lo, &hi, &first, &plain))
-        goto refuse;
-    PyBuffer_Release(&view);
+    one_batch b;
+    if (check_one(d, n, &b)) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
     PyObject *header[BATCH_FIELDS] = {
         PyLong_FromLong(0),           PyLong_FromSsize_t((Py_ssize_t)n),  PyLong_FromLongLong(be64(d)),
-        PyLong_FromLong(last_delta),  PyLong_FromLong(attributes),        PyLong_FromLongLong(be64(d + 27)),
+        PyLong_FromLong(b.last_delta), PyLong_FromLong(b.attributes),     PyLong_FromLongLong(be64(d + 27)),
         PyLong_FromLongLong(be64(d + 35)), PyLong_FromLongLong(be64(d + 43)), PyLong_FromLong(be16(d + 51)),
-        PyLong_FromLong(be32(d + 53)), PyLong_FromLong(count),            PyLong_FromLong(be32(d + 12)),
+        PyLong_FromLong(be32(d + 53)), PyLong_FromLong(b.count),           PyLong_FromLong(be32(d + 12)),
     };
+    PyBuffer_Release(&view);
     PyObject *facts[STATS_FIELDS] = {
-        PyLong_FromLongLong(lo), PyLong_FromLongLong(hi), PyLong_FromLongLong(first),
-        Py_NewRef(plain ? Py_True : Py_False), Py_NewRef(Py_None),
+        PyLong_FromLongLong(b.lo), PyLong_FromLongLong(b.hi), PyLong_FromLongLong(b.first),
+        Py_NewRef(b.plain ? Py_True : Py_False), Py_NewRef(Py_None),
     };
     PyObject *info = build(&batch_type, header, BATCH_FIELDS);
     PyObject *stats = build(&stats_type, facts, STATS_FIELDS);
@@ -468,7 +498,7 @@ check_batch(PyObject *Py_UNUSED(self), PyObject *arg)
         Py_XDECREF(stats);
         return NULL;
     }
-    out = PyTuple_New(2);
+    PyObject *out = PyTuple_New(2);
     if (out == NULL) {
         Py_DECREF(info);
         Py_DECREF(stats);
@@ -477,9 +507,100 @@ check_batch(PyObject *Py_UNUSED(self), PyObject *arg)
     PyTuple_SET_ITEM(out, 0, info);
     PyTuple_SET_ITEM(out, 1, stats);
     return out;
-refuse:
+}
+
+static inline void
+put_be64(unsigned char *p, int64_t v)
+{
+    uint64_t u = (uint64_t)v;
+    for (int i = 7; i >= 0; i--, u >>= 8)
+        p[i] = (unsigned char)u;
+}
+
+static inline void
+put_be32(unsigned char *p, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    p[0] = (unsigned char)(u >> 24);
+    p[1] = (unsigned char)(u >> 16);
+    p[2] = (unsigned char)(u >> 8);
+    p[3] = (unsigned char)u;
+}
+
+/* The attribute bits stamp_plain leaves to the caller: a codec, LogAppendTime, transactional,
+   control (produce.py's _NOT_PLAIN). */
+#define NOT_PLAIN 0x3f
+
+static PyObject *
+stamp_plain(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "stamp_plain(records, now, before_max, after_max, base_offset, leader_epoch)");
+        return NULL;
+    }
+    int64_t v[5];
+    for (int i = 0; i < 5; i++) {
+        v[i] = PyLong_AsLongLong(args[i + 1]);
+        if (v[i] == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    int64_t now = v[0], before_max = v[1], after_max = v[2], base_offset = v[3], epoch = v[4];
+    if (epoch < INT32_MIN || epoch > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "leader_epoch out of the int32 range");
+        return NULL;
+    }
+    PyObject *records = args[0];
+    /* a writable view (the request's own frame: framing.FrameReader) is stamped in place, anything
+       else copied first, as produce._writable does */
+    int in_place = PyMemoryView_Check(records) && !PyMemoryView_GET_BUFFER(records)->readonly;
+    Py_buffer view;
+    if (PyObject_GetBuffer(records, &view, in_place ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = (const unsigned char *)view.buf;
+    int64_t n = (int64_t)view.len;
+    one_batch b;
+    int64_t min_ts, max_ts, next_offset;
+    if (check_one(d, n, &b) || b.attributes & NOT_PLAIN || be64(d + 43) >= 0 /* a producer id */
+        || __builtin_add_overflow(be64(d + 27), b.lo, &min_ts)
+        || __builtin_add_overflow(be64(d + 27), b.hi, &max_ts)
+        || __builtin_add_overflow(base_offset, (int64_t)b.last_delta + 1, &next_offset)) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE; /* the caller's checks decide (and answer) */
+    }
+    /* message.timestamp.before.max.ms / after.max.ms (validator.timestamps_within); on overflow the
+       caller's exact arithmetic decides */
+    int64_t early, late;
+    if (__builtin_sub_overflow(now, min_ts, &early) || __builtin_sub_overflow(max_ts, now, &late) ||
+        early > before_max || late > after_max) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    PyObject *data;
+    unsigned char *w;
+    if (in_place) {
+        data = Py_NewRef(records);
+        w = (unsigned char *)view.buf;
+    } else {
+        data = PyByteArray_FromStringAndSize((const char *)d, (Py_ssize_t)n);
+        if (data == NULL) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        w = (unsigned char *)PyByteArray_AS_STRING(data);
+    }
+    /* the records' max timestamp, as Kafka overwrites the producer's (validator.set_max_timestamp:
+       the CRC, which covers it, only when it changes), then the base offset and the leader epoch
+       (batch.assign_offset: both before the CRC's range) */
+    if (be64(w + 35) != max_ts) {
+        put_be64(w + 35, max_ts);
+        put_be32(w + 17, (int32_t)CRC32C(w + 21, (size_t)(n - 21)));
+    }
+    put_be64(w, base_offset);
+    put_be32(w + 12, (int32_t)epoch);
     PyBuffer_Release(&view);
-    Py_RETURN_NONE;
+    PyObject *out = Py_BuildValue("(NLL)", data, (long long)next_offset, (long long)max_ts);
+    return out;
 }
 
 static PyObject *
@@ -515,6 +636,10 @@ static PyMethodDef methods[] = {
      " batch, else None (after bind)"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(BatchInfo, RecordStats): the slotted classes check_batch builds"},
+    {"stamp_plain", (PyCFunction)(void (*)(void))stamp_plain, METH_FASTCALL,
+     "stamp_plain(records, now, before_max, after_max, base_offset, leader_epoch) -> (data, next"
+     " offset, max timestamp) for one valid uncompressed CreateTime batch without a producer id whose"
+     " timestamps are within the bounds, stamped for the log; else None, nothing changed"},
     {"crc32c", (PyCFunction)crc32c_py, METH_O, "crc32c(data) -> the CRC-32C check_batch computes"},
     {"check_records", (PyCFunction)(void (*)(void))check_records, METH_FASTCALL,
      "check_records(section, count) -> (min ts delta, max ts delta, first ts delta, attributes all 0)"

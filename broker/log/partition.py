@@ -525,6 +525,18 @@ class PartitionLog:
                 self._ended(data, b, first, active)
         return base
 
+    def append_stamped(self, data: bytearray | memoryview, next_offset: int, max_ts: int, now_ms: int) -> int:
+        """:meth:`append_batch` of one validated batch without a producer id that is already
+        stamped with this log's end offset, leader epoch and its max timestamp ``max_ts``
+        (streaming.native_stamp); ``next_offset``: the offset after it. Returns its base offset."""
+        active = self._writable(len(data), now_ms)
+        base = self.log_end_offset
+        active.append(data, base, next_offset, max_ts)
+        self.log_end_offset = next_offset
+        if self.journal is not None:
+            self.journal.append((self, base, data))
+        return base
+
     def _writable(self, size: int, now_ms: int) -> Segment:
         """The segment to append ``size`` bytes to: the active one, rolled first when they would
         take it past segment.bytes or it is older than ``roll_ms`` (less its jitter)."""

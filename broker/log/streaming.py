@@ -68,6 +68,12 @@ native_check = native.compiled(_native.check_records if _native is not None else
 #: None as ``native_check``
 native_batch = native.compiled(_native.check_batch if _native is not None else None)
 
+#: ``stamp_plain(records, now, before_max, after_max, base_offset, leader_epoch)``: a batch without
+#: a producer id checked and stamped for its log in one compiled call (dispatch/produce.py's
+#: ``_append_plain``: the extension's comment says what it does), or None to take the Python
+#: checks; None as ``native_check``
+native_stamp = native.compiled(_native.stamp_plain if _native is not None else None)
+
 CHUNK = 64 * 1024
 #: a compressed section may expand to at most this many times the topic's max.message.bytes
 EXPANSION_LIMIT = 64

@@ -365,6 +365,7 @@ def test_the_plain_append_answers_and_stores_what_the_full_checks_do(node_factor
     node = node_factory({"clock": "manual"})  # one time for both topics (LogAppendTime stamps it)
     plain = produce._append_plain
     taken: list[tuple[str, int]] = []  # (case, request) the plain path appended
+    stamped: list[tuple[str, int]] = []  # (case, request) it appended through the compiled stamp
     sent = [0]
 
     def spy(*args):
@@ -372,6 +373,17 @@ def test_the_plain_append_answers_and_stores_what_the_full_checks_do(node_factor
         if out is not None:
             taken.append((current, sent[0]))
         return out
+
+    stamp = produce.native_stamp
+    if stamp is not None:
+
+        def stamp_spy(*args):
+            out = stamp(*args)
+            if out is not None:
+                stamped.append((current, sent[0]))
+            return out
+
+        monkeypatch.setattr(produce, "native_stamp", stamp_spy)
 
     def answers(topic: str, requests: list[tuple[bytes | None, int]]) -> list[tuple]:
         out = []
@@ -438,3 +450,8 @@ def test_the_plain_append_answers_and_stores_what_the_full_checks_do(node_factor
         ("too-large", 1),
         ("corrupt", 2),
     ]
+    # of which the compiled stamp took every batch without a producer id
+    if stamp is None:
+        assert stamped == []
+        return
+    assert stamped == [case for case in taken if case[0] not in ("idempotent", "new-epoch")]

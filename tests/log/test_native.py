@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.log import batch as B
-from broker.log import manager
+from broker.log import manager, validator
 from broker.log import records as R
 from broker.log import streaming as S
 from broker.log.crc import crc32c
@@ -523,3 +523,151 @@ def test_the_manager_syncs_through_the_compiled_call_and_ctypes_with_pykbroker_n
     env = {**os.environ, "PYKBROKER_NATIVE": "0"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False"]
+
+
+# ---------------------------------------------------------------------------------------------
+# stamp_plain: the plain append's checks and stamps in one call
+
+#: stamp_plain answers only with the extension on (PYKBROKER_NATIVE=0: the Python steps do it all)
+needs_stamp = pytest.mark.skipif(S.native_stamp is None, reason="stamp_plain is not built or turned off")
+
+#: the attribute bits that leave a batch to the Python steps (produce._NOT_PLAIN)
+NOT_PLAIN = B.COMPRESSION_MASK | B.TIMESTAMP_TYPE_MASK | B.TRANSACTIONAL_MASK | B.CONTROL_MASK
+
+
+def python_stamp(buf: bytes, now: int, before: int, after: int, base: int, epoch: int) -> tuple | None:
+    """What produce._append_plain's Python steps make of ``buf`` when it has no producer id: the
+    bytes appended, the next offset and the max timestamp; None where they do not take it."""
+    one = python_one(buf)
+    if one is None:
+        return None
+    info, stats = one
+    if info.attributes & NOT_PLAIN or info.producer_id >= 0:
+        return None
+    if not validator.timestamps_within(info, stats, now, before, after):
+        return None
+    data = bytearray(buf)
+    validator.set_max_timestamp(data, info, stats)
+    next_offset = B.assign_offset(data, info, base, None, epoch)
+    return bytes(data), next_offset, info.max_timestamp
+
+
+def same_stamp(buf: bytes, now: int, before: int, after: int, base: int = 0, epoch: int = 0) -> tuple | None:
+    """stamp_plain's answer on ``buf`` in each form a request's records take is the Python steps'
+    (``python_stamp``); a writable view is stamped in place, any other form is left as it was, and
+    a refusal changes nothing."""
+    expected = python_stamp(buf, now, before, after, base, epoch)
+    frame = bytearray(b"\xff" + buf + b"\xff")
+    forms = (buf, bytearray(buf), memoryview(bytes(frame))[1:-1], memoryview(frame)[1:-1])
+    for form in forms:
+        got = S.native_stamp(form, now, before, after, base, epoch)
+        writable = type(form) is memoryview and not form.readonly
+        if expected is None:
+            assert got is None, buf.hex()
+            assert bytes(form) == buf
+            continue
+        data, next_offset, max_ts = got
+        assert (bytes(data), next_offset, max_ts) == expected, buf.hex()
+        if writable:
+            assert data is form  # the request's own frame, stamped in place
+        else:
+            assert type(data) is bytearray and bytes(form) == buf
+    return expected
+
+
+@needs_stamp
+def test_stamp_plain_stamps_what_the_python_steps_stamp():
+    now = 1_700_000_000_000
+    plain = R.simple_batch([b"a", b"b", b"c"], base_timestamp=now)
+    stamped = same_stamp(plain, now, 1000, 1000, base=700, epoch=3)
+    assert stamped is not None
+    head = B.read_header(stamped[0], 0)
+    assert (head.base_offset, head.partition_leader_epoch, stamped[1:]) == (700, 3, (703, now))
+    # a producer's wrong max timestamp: rewritten, with the CRC over it
+    wrong = R.simple_batch([b"a"], base_timestamp=now, max_timestamp=5)
+    data, _next, max_ts = same_stamp(wrong, now, 1000, 1000)
+    B.check_crc(data, B.read_header(data, 0))
+    assert max_ts == now
+
+
+@needs_stamp
+@pytest.mark.parametrize(
+    ("kwargs", "why"),
+    [
+        ({"producer_id": 5, "producer_epoch": 0, "base_sequence": 0}, "a producer id: its state is checked"),
+        ({"compression": 1}, "compressed"),
+        ({"timestamp_type": 1}, "LogAppendTime from the client"),
+        ({"producer_id": 5, "producer_epoch": 0, "base_sequence": 0, "transactional": True}, "transactional"),
+        ({"control": True}, "a control batch"),
+        ({"base_timestamp": 1_700_000_000_000 - 1001}, "older than before.max.ms"),
+        ({"base_timestamp": 1_700_000_000_000 + 1001}, "newer than after.max.ms"),
+    ],
+)
+def test_stamp_plain_leaves_the_rest_to_the_python_steps(kwargs, why):
+    kwargs.setdefault("base_timestamp", 1_700_000_000_000)
+    buf = R.simple_batch([b"a", b"b"], **kwargs)
+    assert same_stamp(buf, 1_700_000_000_000, 1000, 1000) is None, why
+    # within the bounds at their edges
+    edge = R.simple_batch([b"a"], base_timestamp=1_700_000_000_000 - 1000)
+    assert same_stamp(edge, 1_700_000_000_000, 1000, 1000) is not None
+    edge = R.simple_batch([b"a"], base_timestamp=1_700_000_000_000 + 1000)
+    assert same_stamp(edge, 1_700_000_000_000, 1000, 1000) is not None
+
+
+@needs_stamp
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    *MUTATIONS,
+    st.booleans(),
+    st.integers(0, 1 << 45),
+    st.integers(-(1 << 40), 1 << 40),
+    st.just((1 << 63) - 1) | st.integers(0, 1 << 43),  # Kafka's default after.max.ms, or less
+    st.just((1 << 63) - 1) | st.integers(0, 1 << 43),
+    st.integers(0, 1 << 62),
+    st.integers(-(1 << 31), (1 << 31) - 1),
+    st.booleans(),
+    st.booleans(),
+)
+def test_stamp_plain_on_mutated_batches(
+    recs, flips, cut, how, crc, base_ts, skew, before, after, base, epoch, wrong_max, damaged
+):
+    """Valid and damaged batches, their timestamps (deltas up to 2^40 either way from the base)
+    ``skew`` ms from now, against bounds small and large: stamp_plain agrees with the Python steps
+    on each (about half of these are taken, the rest refused)."""
+    data = bytearray(
+        R.build_batch(
+            [Record(i, ts, k, v) for i, (ts, k, v) in enumerate(recs)],
+            base_timestamp=base_ts,
+            max_timestamp=5 if wrong_max else None,
+        )
+    )
+    if damaged:
+        damage(data, flips, cut, how)
+        if crc:  # past the CRC check, to the header's other fields and the records
+            fix_crc(data)
+    same_stamp(bytes(data), base_ts + skew, before, after, base, epoch)
+
+
+#: the largest timestamp (a long)
+TOP = (1 << 63) - 1
+
+
+@needs_stamp
+@pytest.mark.parametrize(("base_timestamp", "taken"), [(TOP - 11, True), (TOP - 10, True), (TOP - 9, False)])
+def test_stamp_plain_leaves_timestamps_past_a_long_to_the_python_steps(base_timestamp, taken):
+    """Records whose deltas (0 and 10) take the base timestamp past a long: refused here (the
+    Python steps' exact arithmetic decides), never wrapped around; up to the top, taken."""
+    buf = bytearray(R.build_batch([Record(0, 0, None, b"a"), Record(1, 10, None, b"b")]))
+    buf[27:35] = base_timestamp.to_bytes(8, "big")
+    fix_crc(buf)
+    got = S.native_stamp(bytes(buf), TOP, TOP, TOP, 0, 0)
+    assert (got is not None) == taken
+    if taken:
+        assert got[2] == base_timestamp + 10
+
+
+def test_native_stamp_is_off_with_pykbroker_native_0():
+    code = "from broker.log import streaming as S; print(S.native_stamp is None)"
+    env = {**os.environ, "PYKBROKER_NATIVE": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
