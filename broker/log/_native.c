@@ -568,14 +568,16 @@ stamp_plain(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs)
         PyBuffer_Release(&view);
         Py_RETURN_NONE; /* the caller's checks decide (and answer) */
     }
-    /* message.timestamp.before.max.ms / after.max.ms (validator.timestamps_within); on overflow the
-       caller's exact arithmetic decides */
+    /* message.timestamp.before.max.ms / after.max.ms (validator.timestamps_within); a timestamp past
+       a long wraps around in Kafka: refused here, the caller's checks do that */
     int64_t early, late;
     if (__builtin_sub_overflow(now, min_ts, &early) || __builtin_sub_overflow(max_ts, now, &late) ||
         early > before_max || late > after_max) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
+    if (max_ts < -1)
+        max_ts = -1; /* Kafka's maximum starts at NO_TIMESTAMP (validator.max_record_timestamp) */
     PyObject *data;
     unsigned char *w;
     if (in_place) {

@@ -36,11 +36,14 @@ from .batch import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchInfo,
+    InvalidBatch,
     read_header,
 )
 from .streaming import RecordStats, record_timestamps
 
 NO_TIMESTAMP = -1
+#: the range of a Java long (Kafka's timestamps)
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 _MAXTS = Struct(">q")
 
 
@@ -67,9 +70,12 @@ def timestamp_errors(
             return []  # the usual case: no record is out of range
     errors: list[tuple[int, str]] = []
     for index, (offset_delta, ts) in enumerate(record_timestamps(buf, info)):
+        # Kafka's record timestamp is the base timestamp plus the delta in a long, and so are its
+        # checks: a sum past a long wraps around, as it does there (LogValidator.validateTimestamp)
+        ts = _java_long(ts)
         if not log_append_topic and ts != NO_TIMESTAMP:
-            diff = now - ts
-            if diff > before_max_ms or -diff > after_max_ms:
+            diff = _java_long(now - ts)
+            if diff > before_max_ms or _java_long(-diff) > after_max_ms:
                 errors.append(
                     (
                         index,
@@ -95,9 +101,9 @@ def timestamps_within(
     """Whether every record of a CreateTime batch has a timestamp within the bounds
     (message.timestamp.before/after.max.ms around ``now``): ``timestamp_errors``' usual case."""
     base = info.base_timestamp
-    return (
-        now - (base + stats.min_ts_delta) <= before_max_ms and base + stats.max_ts_delta - now <= after_max_ms
-    )
+    lo, hi = base + stats.min_ts_delta, base + stats.max_ts_delta
+    # (a timestamp past a long wraps around in Kafka's arithmetic: ``timestamp_errors`` decides)
+    return LONG_MIN <= lo and hi <= LONG_MAX and now - lo <= before_max_ms and hi - now <= after_max_ms
 
 
 def keyless_record_errors(buf: bytes | memoryview, info: BatchInfo, topic: str, partition: int) -> list:
@@ -129,12 +135,23 @@ def record_errors_message(errors: list[tuple[int, str]]) -> str:
     )
 
 
+def max_record_timestamp(buf: bytes | bytearray | memoryview, info: BatchInfo, stats: RecordStats) -> int:
+    """The max timestamp Kafka gives a CreateTime batch (LogValidator): the largest record
+    timestamp, each the base timestamp plus its delta in a long (past a long it wraps around, read
+    record by record then), and never below NO_TIMESTAMP (where Kafka's maximum starts)."""
+    base = info.base_timestamp
+    lo, hi = base + stats.min_ts_delta, base + stats.max_ts_delta
+    if lo < LONG_MIN or hi > LONG_MAX:
+        hi = max(_java_long(ts) for _delta, ts in record_timestamps(buf, info))
+    return hi if hi > NO_TIMESTAMP else NO_TIMESTAMP
+
+
 def set_max_timestamp(buf: bytearray, info: BatchInfo, stats: RecordStats) -> None:
-    """Give a CreateTime batch the max timestamp of its records (Kafka overwrites the producer's),
-    recomputing the CRC only when it changes."""
+    """Give a CreateTime batch the max timestamp of its records (Kafka overwrites the producer's:
+    ``max_record_timestamp``), recomputing the CRC only when it changes."""
     if info.attributes & TIMESTAMP_TYPE_MASK:
         return
-    actual = info.base_timestamp + stats.max_ts_delta
+    actual = max_record_timestamp(buf, info, stats)
     if actual == info.max_timestamp:
         return
     _MAXTS.pack_into(buf, info.position + 35, actual)
@@ -178,7 +195,12 @@ def needs_rebuild(info: BatchInfo, target: int | None) -> bool:
 def rebuild(
     buf: bytes | memoryview, info: BatchInfo, stats: RecordStats, codec: int, level: int | None, limit: int
 ) -> tuple[bytearray, BatchInfo]:
-    """The batch ``info`` rebuilt with ``codec``, and its header (base offset 0, assigned later)."""
+    """The batch ``info`` rebuilt with ``codec``, and its header (base offset 0, assigned later).
+    Records whose timestamps run past a long (accepted only with message.timestamp.after.max.ms or
+    before.max.ms near a long's range) are refused (INVALID_RECORD) rather than re-encoded."""
+    base = info.base_timestamp
+    if base + stats.min_ts_delta < LONG_MIN or base + stats.max_ts_delta > LONG_MAX:
+        raise InvalidBatch("record timestamps past the range of a long cannot be recompressed", corrupt=False)
     section = stats.section
     source = info.attributes & COMPRESSION_MASK
     if section is None:
@@ -197,7 +219,7 @@ def rebuild(
     body = compress(codec, bytes(section), level)
     attributes = codec | (info.attributes & TRANSACTIONAL_MASK)
     base_ts = info.base_timestamp + first
-    max_ts = info.base_timestamp + stats.max_ts_delta
+    max_ts = max(info.base_timestamp + stats.max_ts_delta, NO_TIMESTAMP)  # (where Kafka's maximum starts)
     head = HEADER.pack(
         0,
         HEADER_SIZE - LOG_OVERHEAD + len(body),

@@ -296,6 +296,30 @@ def produce_cases(v: int, n: Names) -> Iterator[Case]:
                 Step(0, v, req(t + "ts", 0, batch())),
             ],
         )
+        # record timestamps (base plus delta) past a long, on a topic whose bounds are a long's top:
+        # Kafka's long arithmetic wraps the last one around; the batch is accepted, and its stored max
+        # timestamp is the largest record timestamp as Kafka reads them (the fetch compares it)
+        top = (1 << 63) - 1
+        wraps = [Record(i, 10 * i, None, b"v", []) for i in range(3)]
+        wraps_batch = build_batch(wraps, base_timestamp=top - 15, max_timestamp=top)
+        bounds = {"message.timestamp.before.max.ms": str(top), "message.timestamp.after.max.ms": str(top)}
+        yield (
+            "record timestamps past a long",
+            [
+                create(t + "w", 1, bounds),
+                Step(0, v, req(t + "w", 0, wraps_batch)),
+                Step(1, 12, _fetch(12, t + "w", 0)),
+            ],
+        )
+        # records at -5 and -3: accepted (before.max.ms is a long's top by default), and the stored
+        # max timestamp is -1, where Kafka's maximum starts
+        negative = build_batch(
+            [Record(0, 0, None, b"v", []), Record(1, 2, None, b"v", [])], base_timestamp=-5
+        )
+        yield (
+            "negative record timestamps",
+            [create(t + "n"), Step(0, v, req(t + "n", 0, negative)), Step(1, 12, _fetch(12, t + "n", 0))],
+        )
         keyless = build_batch([Record(0, 0, None, b"no key", [])], base_timestamp=BASE_TS)
         yield (
             "keyless record, compacted topic",

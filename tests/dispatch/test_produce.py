@@ -14,7 +14,7 @@ from broker.dispatch.produce import _after_flush, _ok_many, _ok_one, _one_partit
 from broker.dispatch.registry import ClientInfo
 from broker.log.batch import check_crc, read_header
 from broker.log.manager import StorageError
-from broker.log.records import build_batch, simple_batch
+from broker.log.records import Record, build_batch, simple_batch
 from broker.log.streaming import native_batch
 from broker.protocol.errors import ErrorCode
 from broker.protocol.generated.produce import (
@@ -455,3 +455,38 @@ def test_the_plain_append_answers_and_stores_what_the_full_checks_do(node_factor
         assert stamped == []
         return
     assert stamped == [case for case in taken if case[0] not in ("idempotent", "new-epoch")]
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_record_timestamps_past_a_long_are_answered_as_kafka_answers_them(node, version):
+    """Records whose timestamps (base plus delta) run past a long, on topics whose timestamp bounds
+    are a long's top: Kafka wraps them around and accepts the batch, its max timestamp the largest
+    record timestamp as Kafka reads them; a topic that recompresses refuses it (INVALID_RECORD).
+    Never a handler failure that closes the connection."""
+    top = (1 << 63) - 1
+    # timestamp deltas 0, 10 and 20 on top - 15: the last record's runs past a long
+    records = [Record(i, 10 * i, None, b"v", []) for i in range(3)]
+    data = build_batch(records, base_timestamp=top - 15, max_timestamp=top)
+    bounds = {"message.timestamp.before.max.ms": str(top), "message.timestamp.after.max.ms": str(top)}
+    node.broker.admin.create_topic("wraps", 1, bounds)
+    node.broker.admin.create_topic("wraps-gzip", 1, {**bounds, "compression.type": "gzip"})
+    answers = {}
+    with node.client() as c:
+        for topic in ("wraps", "wraps-gzip"):
+            body = ProduceRequest(
+                transactional_id=None,
+                acks=-1,
+                timeout_ms=5000,
+                topic_data=[
+                    TopicProduceData(name=topic, partition_data=[PartitionProduceData(0, bytes(data))])
+                ],
+            )
+            (t,) = c.call(PRODUCE, version, body).responses
+            (answers[topic],) = t.partition_responses
+    assert (answers["wraps"].error_code, answers["wraps"].base_offset) == (0, 0)
+    assert answers["wraps-gzip"].error_code == ErrorCode.INVALID_RECORD
+    stored = node.broker.logs.get("wraps", 0).segments[-1].path.read_bytes()
+    head = read_header(stored, 0)
+    check_crc(stored, head)
+    assert head.max_timestamp == top - 5
+    assert node.broker.logs.get("wraps-gzip", 0).log_end_offset == 0

@@ -588,6 +588,10 @@ def test_stamp_plain_stamps_what_the_python_steps_stamp():
     data, _next, max_ts = same_stamp(wrong, now, 1000, 1000)
     B.check_crc(data, B.read_header(data, 0))
     assert max_ts == now
+    # records at -5 and -3: the max timestamp stays at -1, where Kafka's maximum starts
+    negative = R.build_batch([Record(0, 0, None, b"a"), Record(1, 2, None, b"b")], base_timestamp=-5)
+    data, _next, max_ts = same_stamp(negative, now, (1 << 63) - 1, 1000)
+    assert max_ts == B.read_header(data, 0).max_timestamp == -1
 
 
 @needs_stamp

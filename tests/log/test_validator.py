@@ -11,6 +11,7 @@ from broker.log.batch import (
     COMPRESSION_MASK,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
+    InvalidBatch,
     check_crc,
     iter_batches,
     validate_produce,
@@ -151,6 +152,54 @@ def test_max_timestamp_header_is_set_from_the_records():
     validator.set_max_timestamp(data, info, stats)
     (again,) = iter_batches(data)  # CRC recomputed
     assert again.max_timestamp == NOW - 700
+
+
+#: the largest and smallest long (Kafka's timestamps)
+TOP, BOTTOM = LONG_MAX, -(1 << 63)
+
+
+def past_a_long(codec: int = 0) -> bytearray:
+    """Three records at TOP - 15, TOP - 5 and TOP + 5: the last one's timestamp (base plus delta)
+    runs past a long, and Kafka's long arithmetic wraps it around to BOTTOM + 4."""
+    return batch(codec, deltas=(0, 10, 20), base_ts=TOP - 15, max_timestamp=TOP)  # (a producer's header)
+
+
+def test_timestamps_past_a_long_wrap_around_as_in_kafka():
+    data = past_a_long()
+    # Kafka 4.x's default after.max.ms (one hour): each record is refused, the wrapped one printed
+    # as Kafka prints it (its long value)
+    got = errors(data)
+    assert [i for i, _m in got] == [0, 1, 2]
+    assert got[2][1].startswith(f"Timestamp {BOTTOM + 4} of message with offset 2 is out of range.")
+    # with the bounds at a long's top: accepted, as Kafka accepts them (now - (BOTTOM + 4) wraps
+    # around to a negative difference, below before.max.ms; its negation is not above after.max.ms)
+    assert errors(data, before=TOP, after=TOP) == []
+    (info,) = validate_produce(data)
+    stats = validate_records(data, info, DEFAULT_LIMIT)
+    assert not validator.timestamps_within(info, stats, NOW, TOP, TOP)  # (the fast check defers)
+    # and the batch's max timestamp is the largest record timestamp as Kafka reads them: TOP - 5
+    validator.set_max_timestamp(data, info, stats)
+    (again,) = iter_batches(data)  # CRC recomputed
+    assert again.max_timestamp == info.max_timestamp == TOP - 5
+
+
+def test_a_batch_of_negative_timestamps_gets_no_max_below_minus_one():
+    """Kafka's max timestamp starts at NO_TIMESTAMP (-1): records at -5 and -3 leave it there."""
+    data = batch(0, deltas=(0, 2), base_ts=-5)
+    assert errors(data, before=TOP) == []
+    (info,) = validate_produce(data)
+    stats = validate_records(data, info, DEFAULT_LIMIT)
+    validator.set_max_timestamp(data, info, stats)
+    (again,) = iter_batches(data)
+    assert again.max_timestamp == -1
+    rebuilt, header = rebuild(data, 1)
+    assert header.max_timestamp == -1
+
+
+def test_a_recompression_refuses_timestamps_past_a_long():
+    with pytest.raises(InvalidBatch, match="past the range of a long") as e:
+        rebuild(past_a_long(), 1)
+    assert not e.value.corrupt  # INVALID_RECORD, not CORRUPT_MESSAGE
 
 
 # ------------------------------------------------------------------ MAX_TIMESTAMP (KAFKA-16310)
