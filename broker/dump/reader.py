@@ -11,6 +11,7 @@ from typing import Any
 from construct import ConstructError, Container, ListContainer
 
 from broker.dump import formats as F
+from broker.log.batch import record_timestamp
 from broker.log.crc import crc32c
 from broker.log.records import decompress  # the codecs only; the format itself is read here
 
@@ -56,7 +57,7 @@ def read_batches(data: bytes) -> Iterator[dict[str, Any]]:
                 "offset": batch.base_offset + r.offset_delta,
                 "timestamp": batch.max_timestamp
                 if log_append_time
-                else batch.base_timestamp + r.timestamp_delta,
+                else record_timestamp(batch.base_timestamp, r.timestamp_delta),
                 "key": r.key,
                 "value": r.value,
                 "headers": [(h.key, h.value) for h in r.headers],

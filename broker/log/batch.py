@@ -44,6 +44,18 @@ COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 NO_PRODUCER_ID = -1
 
+#: the range of a Java long: Kafka's timestamps and offsets
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def record_timestamp(base_timestamp: int, delta: int) -> int:
+    """A record's timestamp as Kafka reads it: its batch's base timestamp plus its delta in a long,
+    wrapping around past the range (DefaultRecord.readFrom)."""
+    ts = base_timestamp + delta
+    if LONG_MIN <= ts <= LONG_MAX:
+        return ts
+    return ((ts - LONG_MIN) % (1 << 64)) + LONG_MIN
+
 
 class InvalidBatch(ValueError):
     """The bytes are not a valid v2 record batch. ``corrupt`` distinguishes CORRUPT_MESSAGE (bad CRC,

@@ -50,6 +50,7 @@ from .batch import (
     BatchInfo,
     InvalidBatch,
     read_header,
+    record_timestamp,
 )
 from .records import _XERIAL_MAGIC, _ZZ, InvalidRecords, _read_varint
 
@@ -397,12 +398,15 @@ def record_timestamps(
     buf: bytes | memoryview, info: BatchInfo, limit: int = DEFAULT_LIMIT
 ) -> Iterator[tuple[int, int]]:
     """(offset delta, timestamp) of every record of a batch, streamed (a LogAppendTime batch gives
-    each record its max timestamp)."""
+    each record its max timestamp; a CreateTime one's wrap around a long as Kafka's do)."""
     log_append = info.attributes & TIMESTAMP_TYPE_MASK
     if info.attributes & COMPRESSION_MASK:
         _check_streamable(info)
     for offset_delta, ts_delta in _scan(_section_stream(buf, info, limit), info.records_count):
-        yield offset_delta, info.max_timestamp if log_append else info.base_timestamp + ts_delta
+        yield (
+            offset_delta,
+            info.max_timestamp if log_append else record_timestamp(info.base_timestamp, ts_delta),
+        )
 
 
 def _check_streamable(info: BatchInfo) -> None:
@@ -583,7 +587,7 @@ def offset_for_timestamp(
                     continue
                 if log_append:
                     return info.base_offset + offset_delta, info.max_timestamp
-                ts = info.base_timestamp + ts_delta
+                ts = record_timestamp(info.base_timestamp, ts_delta)
                 if ts >= timestamp:
                     return info.base_offset + offset_delta, ts
         pos += info.size

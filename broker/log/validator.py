@@ -33,6 +33,8 @@ from .batch import (
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    LONG_MAX,
+    LONG_MIN,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchInfo,
@@ -42,8 +44,6 @@ from .batch import (
 from .streaming import RecordStats, record_timestamps
 
 NO_TIMESTAMP = -1
-#: the range of a Java long (Kafka's timestamps)
-LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 _MAXTS = Struct(">q")
 
 
@@ -70,9 +70,8 @@ def timestamp_errors(
             return []  # the usual case: no record is out of range
     errors: list[tuple[int, str]] = []
     for index, (offset_delta, ts) in enumerate(record_timestamps(buf, info)):
-        # Kafka's record timestamp is the base timestamp plus the delta in a long, and so are its
-        # checks: a sum past a long wraps around, as it does there (LogValidator.validateTimestamp)
-        ts = _java_long(ts)
+        # (``ts`` wraps around a long as Kafka's record timestamp does, and so does Kafka's check:
+        # LogValidator.validateTimestamp)
         if not log_append_topic and ts != NO_TIMESTAMP:
             diff = _java_long(now - ts)
             if diff > before_max_ms or _java_long(-diff) > after_max_ms:
@@ -142,7 +141,7 @@ def max_record_timestamp(buf: bytes | bytearray | memoryview, info: BatchInfo, s
     base = info.base_timestamp
     lo, hi = base + stats.min_ts_delta, base + stats.max_ts_delta
     if lo < LONG_MIN or hi > LONG_MAX:
-        hi = max(_java_long(ts) for _delta, ts in record_timestamps(buf, info))
+        hi = max(ts for _delta, ts in record_timestamps(buf, info))
     return hi if hi > NO_TIMESTAMP else NO_TIMESTAMP
 
 

@@ -196,6 +196,12 @@ def produce(topic: str, partition: int = 0, n: int = 3, ts: int = BASE_TS) -> St
     return Step(0, 9, req, compare=False)
 
 
+def produce_batch(topic: str, records: bytes, partition: int = 0) -> Step:
+    """A set-up Produce of the given records (not compared)."""
+    data = [TopicProduceData(topic, partition_data=[PartitionProduceData(partition, records)])]
+    return Step(0, 9, ProduceRequest(None, -1, 10000, data), compare=False)
+
+
 def commit(group: str, topic: str, offset: int = 2, partition: int = 0) -> Step:
     part = OffsetCommitRequestPartition(partition, offset, -1, -1, "meta")
     req = OffsetCommitRequest(group, -1, "", None, -1, [OffsetCommitRequestTopic(topic, partitions=[part])])
@@ -558,6 +564,31 @@ def list_offsets_cases(v: int, n: Names) -> Iterator[Case]:
         [create(t, 3), produce(t), produce(t, 1), produce(t, 2), Step(2, v, req(t, specs))],
     )
     yield "same partition twice", [create(t + "d"), Step(2, v, req(t + "d", [(0, -1), (0, -2)]))]
+    if v >= 7:
+        # record timestamps at -5 and -3 (the batch's max timestamp is -1), and past a long (the
+        # second record's, at delta 20, wraps around; the third is at top - 5): MAX_TIMESTAMP and
+        # the lookup by timestamp as Kafka reads them
+        top = (1 << 63) - 1
+        negative = build_batch(
+            [Record(0, 0, None, b"v", []), Record(1, 2, None, b"v", [])], base_timestamp=-5
+        )
+        wraps = [Record(i, delta, None, b"v", []) for i, delta in enumerate((0, 20, 10))]
+        wrapping = build_batch(wraps, base_timestamp=top - 15, max_timestamp=top)
+        bounds = {"message.timestamp.before.max.ms": str(top), "message.timestamp.after.max.ms": str(top)}
+        yield (
+            "max timestamp and by timestamp, negative and wrapped-around record timestamps",
+            [
+                create(t + "neg"),
+                produce_batch(t + "neg", negative),
+                create(t + "wrap", 1, bounds),
+                produce_batch(t + "wrap", wrapping),
+                Step(2, v, req(t + "neg", [(0, -3)])),
+                Step(2, v, req(t + "neg", [(0, -4)])),
+                Step(2, v, req(t + "wrap", [(0, -3)])),
+                Step(2, v, req(t + "wrap", [(0, top - 10)])),
+                Step(2, v, req(t + "wrap", [(0, top - 1)])),
+            ],
+        )
     yield (
         "by timestamp",
         [

@@ -223,3 +223,12 @@ def test_assign_offsets_keeps_crc_valid(codec, append_time):
         assert [ts for _o, ts, _v in got] == [append_time] * 5
         assert all(i.max_timestamp == append_time and i.attributes & B.TIMESTAMP_TYPE_MASK for i in again)
         assert [i.compression for i in again] == [codec, codec]
+
+
+def test_record_timestamps_wrap_around_a_long_as_kafkas_do():
+    from_top = B.LONG_MAX - 5
+    assert B.record_timestamp(from_top, 5) == B.LONG_MAX
+    assert B.record_timestamp(from_top, 6) == B.LONG_MIN
+    assert B.record_timestamp(from_top, 10) == B.LONG_MIN + 4
+    assert B.record_timestamp(B.LONG_MIN + 3, -4) == B.LONG_MAX
+    assert B.record_timestamp(1_700_000_000_000, -7) == 1_699_999_999_993
