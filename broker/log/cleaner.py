@@ -71,6 +71,7 @@ from .batch import (
     LEADER_EPOCH,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
+    record_timestamp,
 )
 from .control import parse_marker
 from .records import _ZZ, InvalidRecords, _read_varint, _varint, compress, decompress
@@ -229,7 +230,7 @@ def _records(buf: bytes, pos: int, raw: bool) -> Iterator[tuple[int, int, bytes 
             value_len = _varint_at(section, q)[0]
         if end > len(section) or key_len < -1 or value_len < -1:
             raise InvalidRecords(f"record at byte {p} of the batch at offset {base} is malformed")
-        ts = max_ts if append_time else base_ts + ts_delta
+        ts = max_ts if append_time else record_timestamp(base_ts, ts_delta)
         # the attributes byte starts the record's body, right after its length
         raw_record = section[end - length : end - length + 1] + section[rest:end] if raw else b""
         yield base + offset_delta, ts, key, value_len < 0, raw_record

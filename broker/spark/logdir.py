@@ -33,6 +33,7 @@ from broker.log.batch import (
     BatchInfo,
     check_crc,
     read_header,
+    record_timestamp,
 )
 from broker.log.control import parse_marker
 from broker.log.manager import CHECKPOINT, START_CHECKPOINT, read_checkpoint
@@ -281,7 +282,7 @@ def _read_columns(
         if log_append:
             stamps += [info.max_timestamp] * n
         else:
-            stamps += [bts + rec.timestamp_delta for rec in recs]
+            stamps += [record_timestamp(bts, rec.timestamp_delta) for rec in recs]
         ts_types += [ts_type] * n
         headers += [[{"key": k, "value": v} for k, v in rec.headers] if rec.headers else None for rec in recs]
     n = len(offsets)
