@@ -37,11 +37,16 @@ pykbroker the tests run beside it, with no waits:
   pass a fraction of a second rather than up to 15 s. It changes only when a pass runs: active
   segments are never cleaned, so topics without ``segment.ms``/``segment.bytes`` small enough to roll
   read the same.
-- ``log.retention.check.interval.ms`` one day: the broker lives for the whole session, and many
-  tests write records with fixed CreateTimes from 2023 (so that fetched batches are byte-identical);
-  every 5 minutes (the default) Kafka deletes those as older than the 7-day retention, active
-  segment included, and a later read in the same test finds the partition empty, its log start at
-  its end. Tests of time retention set their own topic's ``retention.ms`` and do not wait for it.
+- ``log.retention.check.interval.ms`` and ``log.initial.task.delay.ms`` one day: the broker lives
+  for the whole session, and many tests write records with fixed CreateTimes from 2023 (so that
+  fetched batches are byte-identical); every 5 minutes (the default) Kafka deletes those as older
+  than the 7-day retention, active segment included, and a later read in the same test finds the
+  partition empty, its log start at its end. The first check comes ``log.initial.task.delay.ms``
+  (30 s) after the start, not an interval: a test that wrote such records in the broker's first
+  30 s lost them then (tests/spark/test_connector_vs_real_kafka.py, run alone). The delay also
+  postpones Kafka's periodic flusher and checkpoint writers and the removal of deleted topics'
+  files, none of which a test reads. Tests of time retention set their own topic's
+  ``retention.ms`` and do not wait for it.
 - Heap ``-Xmx384m``, serial GC, C1 only: small and fast to start on a loaded 2-core machine.
 - Log4j2 at WARN into ``<tmp_dir>/logs/server.log`` (scripts/kafka-broker/log4j2.properties).
 """
@@ -75,6 +80,7 @@ TEST_SETTINGS: dict[str, str] = {
     "auto.create.topics.enable": "true",
     "log.segment.bytes": str(16 * 1024 * 1024),
     "log.retention.check.interval.ms": str(24 * 3600 * 1000),
+    "log.initial.task.delay.ms": str(24 * 3600 * 1000),
     "log.cleaner.backoff.ms": "500",
     "group.consumer.assignment.interval.ms": "0",
     "group.consumer.assignor.offload.enable": "false",
