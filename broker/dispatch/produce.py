@@ -890,16 +890,7 @@ def _append_plain(
             plog.leader_epoch,
         )
         if stamped is not None:  # checked, and stamped with the offset the append takes
-            data, next_offset, max_ts = stamped
-            try:
-                base = plog.append_stamped(data, next_offset, max_ts, now)
-            except OSError as e:
-                log.error("%s-%d: append failed: %s", plog.topic, partition, e)
-                return _error(partition, ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e}")
-            fut = logs.appended(plog)
-            if fut is not None:
-                waits.append(fut)
-            return (partition, base, -1, plog.log_start_offset)
+            return _write(logs, plog, partition, stamped[0], stamped, now, waits)
     one = validate_one(records)
     if one is None:
         return None
@@ -931,15 +922,19 @@ def _write(
     plog: PartitionLog,
     partition: int,
     data: bytearray | memoryview,
-    batch: BatchInfo,
+    batch: BatchInfo | tuple,
     now: int,
     waits: list[asyncio.Future],
 ) -> PartitionProduceResponse | tuple[int, int, int, int]:
     """Append the validated ``batch`` (``data``) to ``plog``: (partition, base offset, log append
     time or -1, log start offset), with the group commit it waits for in ``waits``; or
-    KAFKA_STORAGE_ERROR when the write failed."""
+    KAFKA_STORAGE_ERROR when the write failed. ``batch`` is the batch's header, or what the
+    compiled stamp answered for it (``native_stamp``: data, next offset, max timestamp)."""
     try:
-        base = plog.append_batch(data, batch, now)
+        if type(batch) is tuple:
+            base = plog.append_stamped(data, batch[1], batch[2], now)
+        else:
+            base = plog.append_batch(data, batch, now)
     except OSError as e:
         log.error("%s-%d: append failed: %s", plog.topic, partition, e)
         return _error(partition, ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e}")
