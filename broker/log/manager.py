@@ -748,7 +748,8 @@ class LogManager:
                 ignored += 1
                 continue
             per.setdefault((e.topic, e.partition), []).append(e)
-        touched = []
+        touched = []  # the logs the replay changed
+        named = []  # every open log the journal names
         appended = truncated = held = differ = gaps = 0
         for key, entries in per.items():
             plog = self.logs.get(key)
@@ -786,16 +787,19 @@ class LogManager:
                     break
                 appended += n
                 changed = True
+            named.append(plog)
             if changed:
                 touched.append(plog)
-        if touched:
-            if self.file_ops is SYSTEM_OPS:
-                syncfs(self.data_dir)
-            else:
-                _fsync_each([plog.segments[-1] for plog in touched])
-            if self.journaled:  # (a journal an earlier run left, replayed with the journal now off)
-                for plog in touched:
-                    self._sync_points[plog] = plog.log_end_offset
+        # Before the journal files go: the segments made durable, those the replay changed and
+        # those that already held their entries alike -- after a SIGKILL the held bytes may be in
+        # the page cache only, and the journal is then their one durable copy.
+        if self.file_ops is SYSTEM_OPS:
+            syncfs(self.data_dir)
+        else:
+            _fsync_each([plog.segments[-1] for plog in named])
+        if touched and self.journaled:  # (a journal an earlier run left, replayed with the journal now off)
+            for plog in touched:
+                self._sync_points[plog] = plog.log_end_offset
         self.write_checkpoint()
         for _seq, path in files:
             path.unlink(missing_ok=True)

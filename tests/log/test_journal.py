@@ -9,6 +9,7 @@ import asyncio
 import os
 import threading
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,9 @@ from broker.log.journal import (
     journal_files,
     plan,
     read_entries,
+)
+from broker.log.journal import (
+    PREFIX as JOURNAL_PREFIX,
 )
 from broker.log.manager import CHECKPOINT, LogManager, StorageError, read_checkpoint
 
@@ -532,6 +536,38 @@ async def test_replay_skips_what_the_segments_hold_and_is_idempotent(tmp_path):
     m3 = await restart(tmp_path)
     assert {p: values(m3.get("t", p)) for p in range(2)} == expected
     await m3.close()
+
+
+async def test_a_replay_that_finds_every_entry_held_syncs_the_segments_before_deleting_the_journal(
+    tmp_path, monkeypatch
+):
+    """After a SIGKILL the segments may hold every journaled append in the page cache only: the
+    replay changes nothing, yet the journal is their one durable copy until they are synced, so
+    the data directory is synced before the journal files are deleted."""
+    m = manager(tmp_path)
+    m.open_topic("t", 2, {})
+    for i in range(4):
+        await append(m, m.get("t", i % 2), b"%d" % i)[1]
+    crash(m)  # SIGKILL alone: the segments hold everything
+    assert journal_files(tmp_path)
+    order: list[str] = []
+    real_syncfs, real_unlink = manager_module.syncfs, Path.unlink
+
+    def counting_syncfs(directory):
+        order.append("syncfs")
+        real_syncfs(directory)
+
+    def noting_unlink(path, missing_ok=False):
+        if path.name.startswith(JOURNAL_PREFIX):
+            order.append("delete journal")
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(manager_module, "syncfs", counting_syncfs)
+    monkeypatch.setattr(Path, "unlink", noting_unlink)
+    m2 = await restart(tmp_path)
+    assert order and order[0] == "syncfs" and "delete journal" in order, order
+    assert not journal_files(tmp_path)
+    await m2.close()
 
 
 async def test_a_failed_journal_fsync_fails_the_commit_and_replay_does_not_bring_it_back(
