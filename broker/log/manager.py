@@ -46,8 +46,9 @@ as before, then ``replay_journal`` replays the journal files into the logs they 
 entry (written after a failed commit cut its appends: ``discard_unflushed``) cuts the log back,
 appends the log lacks are appended through its own path (index, producer state, transaction index),
 those it holds are skipped, entries of a deleted or re-created topic (another topic id) are ignored,
-and a torn tail ends a file (it was never acknowledged). The logs it changed are synced and the files
-deleted before anything is served. A failed journal write or fdatasync fails the commit as a failed
+and a torn tail ends a file (it was never acknowledged). The segments are synced (those it changed and
+those that already held their entries, maybe in the page cache only) and the files deleted before
+anything is served. A failed journal write or fdatasync fails the commit as a failed
 fsync does; the next write starts a new journal file, with the failed entries first.
 """
 
