@@ -48,13 +48,17 @@ NO_PRODUCER_ID = -1
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 
+def java_long(x: int) -> int:
+    """``x`` as Java's 64-bit arithmetic leaves it: wrapped around past a long's range."""
+    if LONG_MIN <= x <= LONG_MAX:
+        return x
+    return ((x - LONG_MIN) % (1 << 64)) + LONG_MIN
+
+
 def record_timestamp(base_timestamp: int, delta: int) -> int:
-    """A record's timestamp as Kafka reads it: its batch's base timestamp plus its delta in a long,
-    wrapping around past the range (DefaultRecord.readFrom)."""
-    ts = base_timestamp + delta
-    if LONG_MIN <= ts <= LONG_MAX:
-        return ts
-    return ((ts - LONG_MIN) % (1 << 64)) + LONG_MIN
+    """A record's timestamp as Kafka reads it: its batch's base timestamp plus its delta in a long
+    (DefaultRecord.readFrom)."""
+    return java_long(base_timestamp + delta)
 
 
 class InvalidBatch(ValueError):

@@ -39,17 +39,13 @@ from .batch import (
     TRANSACTIONAL_MASK,
     BatchInfo,
     InvalidBatch,
+    java_long,
     read_header,
 )
 from .streaming import RecordStats, record_timestamps
 
 NO_TIMESTAMP = -1
 _MAXTS = Struct(">q")
-
-
-def _java_long(x: int) -> int:
-    """``x`` as Java's 64-bit arithmetic leaves it (the bounds Kafka prints can wrap)."""
-    return ((x + (1 << 63)) % (1 << 64)) - (1 << 63)
 
 
 def timestamp_errors(
@@ -73,14 +69,14 @@ def timestamp_errors(
         # (``ts`` wraps around a long as Kafka's record timestamp does, and so does Kafka's check:
         # LogValidator.validateTimestamp)
         if not log_append_topic and ts != NO_TIMESTAMP:
-            diff = _java_long(now - ts)
-            if diff > before_max_ms or _java_long(-diff) > after_max_ms:
+            diff = java_long(now - ts)
+            if diff > before_max_ms or java_long(-diff) > after_max_ms:
                 errors.append(
                     (
                         index,
                         f"Timestamp {ts} of message with offset {info.base_offset + offset_delta} is out of "
-                        f"range. The timestamp should be within [{_java_long(now - before_max_ms)}, "
-                        f"{_java_long(now + after_max_ms)}]",
+                        f"range. The timestamp should be within [{java_long(now - before_max_ms)}, "
+                        f"{java_long(now + after_max_ms)}]",
                     )
                 )
         elif batch_log_append:
