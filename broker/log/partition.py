@@ -510,25 +510,21 @@ class PartitionLog:
 
     def append_batch(self, data: bytearray, b: BatchInfo, now_ms: int) -> int:
         """:meth:`append` of the one validated batch ``b`` that ``data`` holds."""
-        active = self._writable(len(data), now_ms)
-        base = self.log_end_offset
         next_offset = assign_offset(
-            data, b, base, now_ms if self.config.log_append_time else None, self.leader_epoch
+            data, b, self.log_end_offset, now_ms if self.config.log_append_time else None, self.leader_epoch
         )
-        active.append(data, base, next_offset, b.max_timestamp)
-        self.log_end_offset = next_offset
-        if self.journal is not None:
-            self.journal.append((self, base, data))
+        base = self.append_stamped(data, next_offset, b.max_timestamp, now_ms)
         if b.producer_id >= 0:  # (no producer state to keep for a batch without a producer id)
             first = self.producers.record(b)
             if first is not None:
-                self._ended(data, b, first, active)
+                self._ended(data, b, first, self.segments[-1])
         return base
 
     def append_stamped(self, data: bytearray | memoryview, next_offset: int, max_ts: int, now_ms: int) -> int:
-        """:meth:`append_batch` of one validated batch without a producer id that is already
-        stamped with this log's end offset, leader epoch and its max timestamp ``max_ts``
-        (streaming.native_stamp); ``next_offset``: the offset after it. Returns its base offset."""
+        """Append one validated batch already stamped with this log's end offset, leader epoch and
+        its max timestamp ``max_ts`` (``assign_offset``, or streaming.native_stamp for a batch
+        without a producer id); ``next_offset``: the offset after it. Returns its base offset. The
+        producer state is the caller's (``append_batch``)."""
         active = self._writable(len(data), now_ms)
         base = self.log_end_offset
         active.append(data, base, next_offset, max_ts)
