@@ -1443,17 +1443,17 @@ def sustained(
     print("| produce msgs/s | " + " | ".join(cells) + " |")
     print(
         "| server CPU us/record during the produce | "
-        + " | ".join("skipped" if n not in during else f"{during[n]:.2f}" for n in names)
+        + " | ".join("skipped" if x not in during else f"{during[x]:.2f}" for x in names)
         + " |"
     )
     print(
         f"| server CPU seconds after the last acknowledgement (at most {SETTLE_TIMEOUT:.0f} s waited) | "
-        + " | ".join("skipped" if n not in after else f"{after[n]:.1f}" for n in names)
+        + " | ".join("skipped" if x not in after else f"{after[x]:.1f}" for x in names)
         + " |"
     )
     print(
         "| server peak resident memory | "
-        + " | ".join("skipped" if n not in rss else f"{rss[n] / 2**20:,.0f} MB" for n in names)
+        + " | ".join("skipped" if x not in rss else f"{rss[x] / 2**20:,.0f} MB" for x in names)
         + " |"
     )
 
