@@ -18,7 +18,9 @@ A file is the 8 bytes ``FILE_MAGIC`` followed by entries, each::
     data    (append) the record batches exactly as written to the segment
 
 all integers big-endian. Where an entry's length field is zero the rest of that ``BLOCK`` (4,096 bytes,
-counted from the file's start) is padding: the next entry, if any, starts at the next block. A reader
+counted from the file's start) is padding: the next entry, if any, starts at the next block. Padding
+of 1-3 bytes (a commit that ended that close to a block's end) is shorter than a length field: where
+no whole entry starts there and those bytes are zero, the next entry starts at the next block. A reader
 stops at the first entry that is incomplete or whose CRC does not match: the torn tail of a write that
 was never acknowledged (its fdatasync had not returned).
 
@@ -129,24 +131,40 @@ def read_entries(path: Path) -> tuple[list[Entry], int]:
         if _LENGTH.unpack_from(data, pos)[0] == 0:  # padding to the next block (a direct write's)
             pos = (pos // BLOCK + 1) * BLOCK
             continue
-        if pos + ENTRY.size > len(data):
+        entry = _entry_at(data, view, pos)
+        if entry is None:
+            # A direct commit that ended 1-3 bytes before a block boundary left padding shorter than
+            # a length field: the length read here runs into the next commit's first entry (at the
+            # boundary) and is not zero. Entries of one commit are contiguous, so one may also start
+            # there: that reading was tried first, and failed its checks.
+            gap = -pos % BLOCK
+            if gap < _LENGTH.size and not any(view[pos : pos + gap]):
+                pos += gap
+                continue
             break
-        length, crc, kind, offset, topic_id, partition, name_len = ENTRY.unpack_from(data, pos)
-        end = pos + 8 + length
-        if length < ENTRY.size - 8 + name_len or end > len(data) or kind not in (APPEND, TRUNCATE):
-            break
-        if crc32c(view[pos + 8 : end]) != crc:
-            break
-        name_end = pos + ENTRY.size + name_len
-        try:
-            topic = data[pos + ENTRY.size : name_end].decode()
-        except UnicodeDecodeError:
-            break
-        entries.append(Entry(kind, topic_id, topic, partition, offset, data[name_end:end]))
-        pos = end
+        entries.append(entry)
+        pos += 8 + _LENGTH.unpack_from(data, pos)[0]
     if len(data) % BLOCK == 0 and pos < len(data) and not any(view[pos:]):
         pos = len(data)  # a direct file's last padding, shorter than a length field
     return entries, max(0, len(data) - pos)
+
+
+def _entry_at(data: bytes, view: memoryview, pos: int) -> Entry | None:
+    """The whole, undamaged entry at ``pos``, or None (incomplete, bad length, kind, CRC or name)."""
+    if pos + ENTRY.size > len(data):
+        return None
+    length, crc, kind, offset, topic_id, partition, name_len = ENTRY.unpack_from(data, pos)
+    end = pos + 8 + length
+    if length < ENTRY.size - 8 + name_len or end > len(data) or kind not in (APPEND, TRUNCATE):
+        return None
+    if crc32c(view[pos + 8 : end]) != crc:
+        return None
+    name_end = pos + ENTRY.size + name_len
+    try:
+        topic = data[pos + ENTRY.size : name_end].decode()
+    except UnicodeDecodeError:
+        return None
+    return Entry(kind, topic_id, topic, partition, offset, data[name_end:end])
 
 
 def iter_entries(directory: Path) -> Iterator[tuple[int, Entry]]:

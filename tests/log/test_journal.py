@@ -212,6 +212,52 @@ def test_a_direct_journal_writes_whole_blocks_and_reads_back_every_entry(tmp_pat
     j.close()
 
 
+def entry_of_size(offset: int, size: int) -> list:
+    """The buffers of one append at ``offset`` whose entry is exactly ``size`` bytes."""
+    for n in range(max(0, size - 120), size):
+        bufs = encode_entry(
+            APPEND, TID.bytes, "t", 0, offset, records.simple_batch([b"x" * n], base_offset=offset)
+        )
+        if sum(len(b) for b in bufs) == size:
+            return bufs
+    raise AssertionError(f"no entry of {size} bytes")
+
+
+@pytest.mark.parametrize("gap", [1, 2, 3])
+@pytest.mark.parametrize("value", [10, 300, 70_000, 1 << 24])
+def test_padding_shorter_than_a_length_field_does_not_end_the_file(tmp_path, gap, value):
+    # A direct commit ending 1-3 bytes before a block boundary is padded with as many zeros; the
+    # length field read there runs into the next commit's first entry (a value of 300 bytes makes
+    # its length's third byte non-zero, 70,000 its second, 16 MB its first). Reading that as a torn tail dropped
+    # every later entry of the file: acknowledged appends a replay would never bring back.
+    block = jmod.BLOCK
+    first = b"".join(entry_of_size(0, block - gap))
+    batch = records.simple_batch([b"y" * value], base_offset=1, base_timestamp=NOW)
+    second = b"".join(encode_entry(APPEND, TID.bytes, "t", 0, 1, batch))
+    whole = jmod.FILE_MAGIC + bytes(block - len(jmod.FILE_MAGIC)) + first + bytes(gap) + second
+    path = tmp_path / jmod.file_name(1)
+    path.write_bytes(whole + bytes(-len(whole) % block))
+    entries, torn = read_entries(path)
+    assert [e.offset for e in entries] == [0, 1] and torn == 0
+    assert entries[1].data == batch
+    # an entry of the same commit may start 1-3 bytes before the boundary: it is read as an entry
+    third = b"".join(entry_of_size(2, 200))
+    path.write_bytes(jmod.FILE_MAGIC + bytes(block - len(jmod.FILE_MAGIC)) + first + third + second)
+    entries, torn = read_entries(path)
+    assert [e.offset for e in entries] == [0, 2, 1] and torn == 0
+
+
+@pytest.mark.parametrize("gap,size", [(1, 400), (2, 70_000), (3, 400)])
+def test_a_direct_commit_ending_just_before_a_block_boundary_keeps_the_next_commit(tmp_path, gap, size):
+    j = direct_journal(tmp_path)
+    j.write(entry_of_size(0, jmod.BLOCK - gap))
+    j.write(entries_of(3, start=1, size=size))
+    j.write(entries_of(1, start=4))
+    entries, torn = read_entries(tmp_path / jmod.file_name(j.seq))
+    assert [e.offset for e in entries] == [0, 1, 2, 3, 4] and torn == 0
+    j.close()
+
+
 def test_a_direct_commit_larger_than_the_buffer_is_written_in_parts(tmp_path, monkeypatch):
     monkeypatch.setattr(jmod, "STAGE_BYTES", 2 * jmod.BLOCK)
     j = direct_journal(tmp_path)
