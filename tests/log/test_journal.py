@@ -12,6 +12,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from broker.config import Config
 from broker.log import journal as jmod
@@ -256,6 +258,32 @@ def test_a_direct_commit_ending_just_before_a_block_boundary_keeps_the_next_comm
     entries, torn = read_entries(tmp_path / jmod.file_name(j.seq))
     assert [e.offset for e in entries] == [0, 1, 2, 3, 4] and torn == 0
     j.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    commits=st.lists(
+        st.tuples(st.lists(st.integers(0, 3000), max_size=4), st.integers(0, 8)), min_size=1, max_size=6
+    )
+)
+def test_direct_commits_ending_anywhere_in_a_block_read_back_whole(tmp_path_factory, commits):
+    # each commit: appends of random value sizes, then one sized to end it ``gap`` bytes before a
+    # block boundary (0: on it); every entry of every commit must read back, in order
+    j = direct_journal(tmp_path_factory.mktemp("j"))
+    offset = 0
+    for sizes, gap in commits:
+        bufs = []
+        for n in sizes:
+            batch = records.simple_batch([b"v" * n], base_offset=offset, base_timestamp=NOW)
+            bufs += encode_entry(APPEND, TID.bytes, "t", 0, offset, batch)
+            offset += 1
+        filler = -(sum(len(b) for b in bufs) + gap) % jmod.BLOCK
+        bufs += entry_of_size(offset, filler if filler >= 200 else filler + jmod.BLOCK)
+        offset += 1
+        j.write(bufs)
+    entries, torn = read_entries(j.directory / jmod.file_name(j.seq))
+    j.close()
+    assert [e.offset for e in entries] == list(range(offset)) and torn == 0
 
 
 def test_a_direct_commit_larger_than_the_buffer_is_written_in_parts(tmp_path, monkeypatch):
