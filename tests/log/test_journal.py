@@ -594,6 +594,33 @@ async def test_a_crash_that_lost_every_unsynced_segment_byte_is_replayed_from_th
     await m2.close()
 
 
+@pytest.mark.parametrize("gap", [1, 2])
+async def test_a_commit_ending_just_before_a_block_boundary_does_not_hide_later_commits_from_replay(
+    tmp_path, gap
+):
+    # direct I/O: the first commit ends ``gap`` bytes before a block boundary (padding shorter than
+    # a length field), the next ones start at the boundary with entries of 256 bytes and more
+    m = manager(tmp_path)
+    m.open_topic("t", 1, {})
+    plog = m.get("t", 0)
+    head = jmod.ENTRY.size + len("t")  # an entry's bytes before its batch
+    value = next(
+        n for n in range(3000, 4096) if head + len(records.simple_batch([b"x" * n])) == jmod.BLOCK - gap
+    )
+    await append(m, plog, b"x" * value)[1]
+    if not m.journal.direct:
+        await m.close()
+        pytest.skip(f"the file system of {tmp_path} refuses direct I/O")
+    for i in range(3):
+        await append(m, plog, b"%d" % i * (70_000 if gap == 2 else 300))[1]
+    expected = values(plog)
+    crash(m)
+    assert lose_segment_tails(tmp_path) > 0
+    m2 = await restart(tmp_path, partitions=1)
+    assert values(m2.get("t", 0)) == expected
+    await m2.close()
+
+
 async def test_replay_skips_what_the_segments_hold_and_is_idempotent(tmp_path):
     m = manager(tmp_path)
     m.open_topic("t", 2, {})
