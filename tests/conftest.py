@@ -12,12 +12,18 @@ from xdist.scheduler import LoadScopeScheduling
 
 from tests.differential import tally as differential_tally
 from tests.fuzz import tally as fuzz_tally
+from tests.support import seeds
 from tests.support.reference import ReferenceUnavailable, ensure_reference
 
 # No timed assertions: Hypothesis's default 200 ms deadline per example fails property tests on a
 # loaded or freshly booted machine, whatever the code does.
 settings.register_profile("pykbroker", deadline=None)
 settings.load_profile("pykbroker")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    seeds.bind(config)  # a failed randomized test's seed reaches the terminal even if its worker dies
+
 
 # ---------------------------------------------------------------------------------- cost markers
 # Every test gets one marker saying what it costs (pyproject.toml lists them): ``pytest -m unit``

@@ -68,6 +68,8 @@ from statistics import median
 import pytest
 from confluent_kafka import KafkaError, Producer
 
+from tests.support.seeds import tell
+
 TOPIC = "durable"
 PARTITIONS = 2
 KILLS = int(os.environ.get("DURABILITY_KILLS", "12"))
@@ -373,7 +375,9 @@ def check_log(load: Load, log_: dict[int, list[tuple[int, bytes]]], idempotent: 
     [(True, PARTITIONS, KILLS), (False, PARTITIONS, KILLS), (True, 1000, max(1, KILLS // 3))],
     ids=["idempotent", "plain", "idempotent-1000-partitions"],
 )
-def test_acknowledged_records_survive_sigkill_with_interval_flush(tmp_path, idempotent, partitions, kills):
+def test_acknowledged_records_survive_sigkill_with_interval_flush(
+    request, tmp_path, idempotent, partitions, kills
+):
     """With 1,000 partitions every group commit fsyncs many files, and a restart recovers them all."""
     seed = _seed()
     mode = "idempotent" if idempotent else "plain"
@@ -441,7 +445,7 @@ def test_acknowledged_records_survive_sigkill_with_interval_flush(tmp_path, idem
         for line in truncations:
             print("  " + line)
     except BaseException:
-        print(f"failed with DURABILITY_SEED={seed}; broker logs in {tmp_path / 'logs'}")
+        tell(f"{request.node.nodeid} failed with DURABILITY_SEED={seed}; broker logs in {tmp_path / 'logs'}")
         raise
     finally:
         broker.cleanup()

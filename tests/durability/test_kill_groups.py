@@ -59,6 +59,7 @@ from broker.log.partition import PartitionLog
 from broker.protocol.generated.consumer_group_describe import ConsumerGroupDescribeRequest
 from broker.protocol.generated.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
 from tests.support.groups import decode_assignment
+from tests.support.seeds import tell
 from tests.support.wire import WireClient
 
 from .test_kill import PARTITIONS, BrokerProcess, Load, _seed, check_broker_logs, check_log, read_back
@@ -355,7 +356,7 @@ def wait_listening(broker: BrokerProcess, loads: list[Load]) -> float:
     return time.monotonic() - t0
 
 
-def test_acknowledged_records_and_commits_survive_sigkill_with_groups(tmp_path):
+def test_acknowledged_records_and_commits_survive_sigkill_with_groups(request, tmp_path):
     seed = _seed()
     print(f"\nDURABILITY_SEED={seed} (mixed load with groups, {KILLS} kills)")
     rng = random.Random(seed)
@@ -460,7 +461,7 @@ def test_acknowledged_records_and_commits_survive_sigkill_with_groups(tmp_path):
             f"too few acknowledged commits: {commits}"
         )
     except BaseException:
-        print(f"failed with DURABILITY_SEED={seed}; broker logs in {tmp_path / 'logs'}")
+        tell(f"{request.node.nodeid} failed with DURABILITY_SEED={seed}; broker logs in {tmp_path / 'logs'}")
         raise
     finally:
         for m in members:

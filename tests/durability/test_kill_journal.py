@@ -24,6 +24,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
+from tests.support.seeds import tell
+
 from .test_kill import INTERVAL, BrokerProcess, Load, _seed, check_log, read_back
 
 TOPIC = "journaled"
@@ -129,7 +131,7 @@ def _start(broker: BrokerProcess, load: Load | None) -> float:
     return time.monotonic() - t0
 
 
-def test_acknowledged_records_and_commits_survive_sigkill_and_lost_segment_tails(tmp_path):
+def test_acknowledged_records_and_commits_survive_sigkill_and_lost_segment_tails(request, tmp_path):
     seed = _seed()
     print(f"\nDURABILITY_SEED={seed} (journal, {PARTITIONS} partitions, segment tails cut after SIGKILL)")
     rng = random.Random(seed)
@@ -178,7 +180,7 @@ def test_acknowledged_records_and_commits_survive_sigkill_and_lost_segment_tails
             print("  " + line)
         assert len(replays) == 2, "each restart after a kill replays the journal"
     except BaseException:
-        print(f"failed with DURABILITY_SEED={seed}; broker logs in {tmp_path / 'logs'}")
+        tell(f"{request.node.nodeid} failed with DURABILITY_SEED={seed}; broker logs in {tmp_path / 'logs'}")
         raise
     finally:
         broker.cleanup()
