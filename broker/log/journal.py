@@ -138,7 +138,7 @@ def read_entries(path: Path) -> tuple[list[Entry], int]:
             # boundary) and is not zero. Entries of one commit are contiguous, so one may also start
             # there: that reading was tried first, and failed its checks.
             gap = -pos % BLOCK
-            if gap < _LENGTH.size and not any(view[pos : pos + gap]):
+            if 0 < gap < _LENGTH.size and not any(view[pos : pos + gap]):
                 pos += gap
                 continue
             break

@@ -249,6 +249,61 @@ def test_padding_shorter_than_a_length_field_does_not_end_the_file(tmp_path, gap
     assert [e.offset for e in entries] == [0, 2, 1] and torn == 0
 
 
+def test_a_damaged_entry_at_a_block_boundary_ends_the_file_there(tmp_path):
+    # a direct commit's first entry starts at a block boundary: damage there is the end of what the
+    # file holds, like damage anywhere else (and no padding to skip: nothing before it to read past)
+    j = direct_journal(tmp_path)
+    j.write(entries_of(2, size=50))
+    second = j.size  # the next commit starts at this block boundary
+    j.write(entries_of(2, start=2, size=50))
+    path = tmp_path / jmod.file_name(j.seq)
+    j.close()
+    whole = bytearray(path.read_bytes())
+    for damaged in (jmod.BLOCK + 30, second + 30, second):  # crc or header of a commit's first entry
+        content = bytearray(whole)
+        content[damaged] ^= 0xFF
+        path.write_bytes(bytes(content))
+        entries, torn = read_entries(path)
+        assert [e.offset for e in entries] == ([] if damaged < second else [0, 1]), damaged
+        assert torn > 0
+
+
+@pytest.fixture(scope="module")
+def direct_file(tmp_path_factory) -> bytes:
+    """The bytes of a direct journal file of four commits of three entries each."""
+    d = tmp_path_factory.mktemp("direct")
+    j = direct_journal(d)
+    for start in range(0, 12, 3):
+        j.write(entries_of(3, start=start, size=97))
+    j.close()
+    return (d / jmod.file_name(j.seq)).read_bytes()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    damage=st.lists(
+        # (commit, byte of it, xor mask): each commit's ~600 bytes of entries start a block
+        st.tuples(st.integers(1, 4), st.integers(0, 700), st.integers(1, 255)),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_damaged_direct_file_reads_as_some_of_its_entries_in_order(tmp_path, direct_file, damage):
+    # whatever bytes are damaged, the reader ends (no position is read twice) and returns only
+    # entries that were written, in the order they were written
+    path = tmp_path / jmod.file_name(1)
+    path.write_bytes(direct_file)
+    written, _ = read_entries(path)
+    assert [e.offset for e in written] == list(range(12))
+    content = bytearray(direct_file)
+    for block, offset, mask in damage:
+        content[block * jmod.BLOCK + offset] ^= mask
+    path.write_bytes(bytes(content))
+    entries, _torn = read_entries(path)
+    offsets = [e.offset for e in entries]
+    assert offsets == sorted(set(offsets)) and all(e in written for e in entries)
+
+
 @pytest.mark.parametrize("gap,size", [(1, 400), (2, 70_000), (3, 400)])
 def test_a_direct_commit_ending_just_before_a_block_boundary_keeps_the_next_commit(tmp_path, gap, size):
     j = direct_journal(tmp_path)
