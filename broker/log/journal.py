@@ -131,8 +131,8 @@ def read_entries(path: Path) -> tuple[list[Entry], int]:
         if _LENGTH.unpack_from(data, pos)[0] == 0:  # padding to the next block (a direct write's)
             pos = (pos // BLOCK + 1) * BLOCK
             continue
-        entry = _entry_at(data, view, pos)
-        if entry is None:
+        found = _entry_at(data, view, pos)
+        if found is None:
             # A direct commit that ended 1-3 bytes before a block boundary left padding shorter than
             # a length field: the length read here runs into the next commit's first entry (at the
             # boundary) and is not zero. Entries of one commit are contiguous, so one may also start
@@ -142,15 +142,16 @@ def read_entries(path: Path) -> tuple[list[Entry], int]:
                 pos += gap
                 continue
             break
+        entry, pos = found
         entries.append(entry)
-        pos += 8 + _LENGTH.unpack_from(data, pos)[0]
     if len(data) % BLOCK == 0 and pos < len(data) and not any(view[pos:]):
         pos = len(data)  # a direct file's last padding, shorter than a length field
     return entries, max(0, len(data) - pos)
 
 
-def _entry_at(data: bytes, view: memoryview, pos: int) -> Entry | None:
-    """The whole, undamaged entry at ``pos``, or None (incomplete, bad length, kind, CRC or name)."""
+def _entry_at(data: bytes, view: memoryview, pos: int) -> tuple[Entry, int] | None:
+    """The whole, undamaged entry at ``pos`` and the position after it, or None (incomplete, bad
+    length, kind, CRC or name)."""
     if pos + ENTRY.size > len(data):
         return None
     length, crc, kind, offset, topic_id, partition, name_len = ENTRY.unpack_from(data, pos)
@@ -164,7 +165,7 @@ def _entry_at(data: bytes, view: memoryview, pos: int) -> Entry | None:
         topic = data[pos + ENTRY.size : name_end].decode()
     except UnicodeDecodeError:
         return None
-    return Entry(kind, topic_id, topic, partition, offset, data[name_end:end])
+    return Entry(kind, topic_id, topic, partition, offset, data[name_end:end]), end
 
 
 def iter_entries(directory: Path) -> Iterator[tuple[int, Entry]]:

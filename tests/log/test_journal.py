@@ -230,8 +230,8 @@ def entry_of_size(offset: int, size: int) -> list:
 def test_padding_shorter_than_a_length_field_does_not_end_the_file(tmp_path, gap, value):
     # A direct commit ending 1-3 bytes before a block boundary is padded with as many zeros; the
     # length field read there runs into the next commit's first entry (a value of 300 bytes makes
-    # its length's third byte non-zero, 70,000 its second, 16 MB its first). Reading that as a torn tail dropped
-    # every later entry of the file: acknowledged appends a replay would never bring back.
+    # its length's third byte non-zero, 70,000 its second, 16 MB its first). Reading that as a torn
+    # tail dropped every later entry of the file: acknowledged appends a replay never brought back.
     block = jmod.BLOCK
     first = b"".join(entry_of_size(0, block - gap))
     batch = records.simple_batch([b"y" * value], base_offset=1, base_timestamp=NOW)
